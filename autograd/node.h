@@ -1,0 +1,53 @@
+// autograd/node.h — one recorded op in the graph: its backward function and an edge to the node of
+// each input. A leaf that requires grad gets an accumulator node (the only node kind that writes
+// .grad). Each op has exactly one output, so hooks on a non-leaf tensor live on its node.
+#pragma once
+
+#include <tandem/core/tensor.h>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace tandem {
+
+using Grads = std::vector<Tensor>;    // one per input; undefined where not needed
+using NeedsGrad = std::vector<bool>;  // which inputs need a gradient (grad_input_mask)
+using BackwardFn = std::function<Grads(const Tensor& dy, const NeedsGrad& need)>;
+using TensorHook = std::function<Tensor(const Tensor& grad)>;
+using PostAccumulateHook = std::function<void(const Tensor& leaf)>;
+
+struct Node;
+
+/// What each input of a node was at record time: where its gradient goes and what it must look
+/// like.
+struct Edge {
+  std::shared_ptr<Node> node;  // null: this input needs no gradient
+  Shape shape;
+  DType dtype = DType::f32;
+  Device device;
+};
+
+/// A tensor captured by a backward function, with the version it had when recorded.
+struct SavedVersion {
+  std::weak_ptr<Storage> storage;
+  uint64_t version = 0;
+};
+
+struct Node {
+  const char* name = "";
+  uint64_t sequence_nr = 0;  // creation order: later nodes run first in backward
+  BackwardFn backward;       // released after backward unless retain_graph
+  std::vector<Edge> next;    // one per input
+  std::vector<SavedVersion> saved;
+  std::vector<TensorHook> pre_hooks;  // register_hook on the (non-leaf) output
+  Tensor leaf;  // accumulator nodes only: the leaf whose .grad this node writes
+  bool released = false;
+
+  bool is_accumulator() const { return leaf.defined(); }
+};
+
+/// The next sequence number (thread-safe).
+uint64_t next_sequence_nr();
+
+}  // namespace tandem

@@ -1,0 +1,60 @@
+// autograd/ops/activation.cpp — relu, sigmoid, tanh, gelu: forward, then backward, per op.
+// Forwards are unary kernels; each backward has its own kernel in core/kernels/*/activation.*.
+#include <tandem/autograd/ops/ops.h>
+#include <tandem/autograd/ops/raw.h>
+#include <tandem/autograd/record.h>
+#include <tandem/core/tensor_checks.h>
+
+namespace tandem {
+
+// relu(x) = max(x, 0)        dx = dy · [x > 0]
+Tensor relu(const Tensor& x) {
+  check_floating("relu", "input", x);
+  Tensor y = raw::unary(UnaryOp::Relu, x);
+  return record("relu", y, {x}, {x}, [x](const Tensor& dy, const NeedsGrad&) -> Grads {
+    Tensor dx = empty_like(dy);
+    kernels(dy.device()).relu_backward(detail::contiguous(x), dy, dx);
+    return {dx};
+  });
+}
+
+// sigmoid(x) = 1 / (1 + e⁻ˣ)  dx = dy · y(1 − y)
+Tensor sigmoid(const Tensor& x) {
+  check_floating("sigmoid", "input", x);
+  Tensor y = raw::unary(UnaryOp::Sigmoid, x);
+  return record("sigmoid", y, {x}, {y},
+                [y = y.detach()](const Tensor& dy, const NeedsGrad&) -> Grads {
+                  Tensor dx = empty_like(dy);
+                  kernels(dy.device()).sigmoid_backward(y, dy, dx);
+                  return {dx};
+                });
+}
+
+// tanh(x)                    dx = dy · (1 − y²)
+Tensor tanh(const Tensor& x) {
+  check_floating("tanh", "input", x);
+  Tensor y = raw::unary(UnaryOp::Tanh, x);
+  return record("tanh", y, {x}, {y}, [y = y.detach()](const Tensor& dy, const NeedsGrad&) -> Grads {
+    Tensor dx = empty_like(dy);
+    kernels(dy.device()).tanh_backward(y, dy, dx);
+    return {dx};
+  });
+}
+
+// gelu(x) = x·Φ(x)           dx = dy · (Φ(x) + x·φ(x))
+Tensor gelu(const Tensor& x) {
+  check_floating("gelu", "input", x);
+  Tensor y = raw::unary(UnaryOp::Gelu, x);
+  return record("gelu", y, {x}, {x}, [x](const Tensor& dy, const NeedsGrad&) -> Grads {
+    Tensor dx = empty_like(dy);
+    kernels(dy.device()).gelu_backward(detail::contiguous(x), dy, dx);
+    return {dx};
+  });
+}
+
+Tensor Tensor::relu() const { return tandem::relu(*this); }
+Tensor Tensor::sigmoid() const { return tandem::sigmoid(*this); }
+Tensor Tensor::tanh() const { return tandem::tanh(*this); }
+Tensor Tensor::gelu() const { return tandem::gelu(*this); }
+
+}  // namespace tandem

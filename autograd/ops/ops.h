@@ -1,0 +1,73 @@
+// autograd/ops/ops.h — the differentiable ops as free functions (the Tensor methods call these).
+// Each is written once in autograd/ops/<family>.cpp: checks, output, forward kernel, record() with
+// the backward right below. Shapes broadcast as in NumPy; scalars take the tensor's dtype.
+#pragma once
+
+#include <tandem/core/tensor.h>
+
+namespace tandem {
+
+// elementwise.cpp
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& x, double exponent);
+Tensor pow(const Tensor& x, const Tensor& exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+
+// activation.cpp
+Tensor relu(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor gelu(const Tensor& x);  // exact (erf) form, PyTorch's default
+
+// compare.cpp: bool results, no gradient; where() is differentiable in a and b
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// reduce.cpp: empty `dims` means every dim
+Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, const Shape& dims = {}, bool keepdim = false);  // ties share the grad
+Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // int64, first maximum
+
+// matmul.cpp: 1-D, 2-D and batched with broadcast batch dims, as torch.matmul
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// softmax.cpp: numerically stable, over `dim`
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+}  // namespace tandem

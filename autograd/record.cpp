@@ -1,0 +1,68 @@
+// autograd/record.cpp — building the graph: nodes, edges, leaf accumulators, saved versions.
+#include <tandem/autograd/autograd_meta.h>
+#include <tandem/autograd/grad_mode.h>
+#include <tandem/autograd/record.h>
+#include <atomic>
+
+namespace tandem {
+
+uint64_t next_sequence_nr() {
+  static std::atomic<uint64_t> counter{0};
+  return counter.fetch_add(1);
+}
+
+AutogradMeta* autograd_meta_if(const Tensor& t) { return t.impl().autograd.get(); }
+
+AutogradMeta& autograd_meta(const Tensor& t) {
+  auto& slot = t.impl().autograd;
+  if (!slot) slot = std::make_shared<AutogradMeta>();
+  return *slot;
+}
+
+std::shared_ptr<Node> gradient_node(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return nullptr;
+  AutogradMeta& meta = autograd_meta(t);
+  if (meta.grad_fn) return meta.grad_fn;
+  // A leaf: one accumulator per leaf, held by the graph (the leaf keeps only a weak reference,
+  // so there is no cycle leaf -> node -> leaf).
+  std::shared_ptr<Node> acc = meta.accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<Node>();
+    acc->name = "accumulate_grad";
+    acc->sequence_nr = UINT64_MAX;  // leaves can always wait until their producers are done
+    acc->leaf = t;
+    meta.accumulator = acc;
+  }
+  return acc;
+}
+
+bool any_requires_grad(std::initializer_list<Tensor> inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs,
+              std::initializer_list<Tensor> saved, BackwardFn backward) {
+  if (!any_requires_grad(inputs)) return output;
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  node->sequence_nr = next_sequence_nr();
+  node->backward = std::move(backward);
+  node->next.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) {
+      node->next.push_back({});
+      continue;
+    }
+    node->next.push_back({gradient_node(t), t.shape(), t.dtype(), t.device()});
+  }
+  for (const Tensor& t : saved)
+    if (t.defined()) node->saved.push_back({t.impl().storage, t.version()});
+  output.impl().requires_grad = true;
+  autograd_meta(output).grad_fn = std::move(node);
+  return output;
+}
+
+}  // namespace tandem

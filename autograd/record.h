@@ -1,0 +1,19 @@
+// autograd/record.h — the one place the graph is built. An op runs its checks and forward kernel,
+// then calls record(); when grad mode is on and an input requires grad, record() makes the node
+// with the backward function and returns the output marked as requiring grad. `saved` lists the
+// tensors the backward function captured, so that modifying one in place before backward is
+// an error instead of a wrong gradient.
+#pragma once
+
+#include <tandem/autograd/node.h>
+#include <initializer_list>
+
+namespace tandem {
+
+Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs,
+              std::initializer_list<Tensor> saved, BackwardFn backward);
+
+/// True when an op with these inputs would be recorded (grad mode on, some input requires grad).
+bool any_requires_grad(std::initializer_list<Tensor> inputs);
+
+}  // namespace tandem

@@ -1,0 +1,57 @@
+// core/device.h — where a tensor lives: `cpu`, `cpu:N` (virtual CPU devices, one host, separate
+// memory statistics) or `cuda:N`. Virtual CPU devices let every parallel mode run and be tested on
+// a machine with no GPU; an op refuses operands on two different devices, `cpu:0` and `cpu:1`
+// included.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <string_view>
+
+namespace tandem {
+
+enum class DeviceType : int8_t { CPU = 0, CUDA = 1 };
+
+/// A device: a type and an index. `Device("cpu")` is `cpu:0`; printing gives `cpu`, `cpu:1`,
+/// `cuda:0`.
+class Device {
+ public:
+  static constexpr int kMaxCpuDevices = 64;  // virtual CPU devices cpu:0 … cpu:63
+  static constexpr int kMaxCudaDevices = 16;
+
+  constexpr Device() = default;  // cpu:0
+  constexpr Device(DeviceType type, int index) : type_(type), index_(int16_t(index)) {}
+  /// Parses "cpu", "cpu:N", "cuda" (= cuda:0) or "cuda:N"; anything else throws DeviceError
+  /// naming the string.
+  Device(std::string_view spec);  // NOLINT(google-explicit-constructor): Device("cpu")
+  Device(const char* spec) : Device(std::string_view(spec)) {}         // NOLINT
+  Device(const std::string& spec) : Device(std::string_view(spec)) {}  // NOLINT
+
+  static constexpr Device cpu(int index = 0) { return {DeviceType::CPU, index}; }
+  static constexpr Device cuda(int index = 0) { return {DeviceType::CUDA, index}; }
+
+  DeviceType type() const { return type_; }
+  int index() const { return index_; }
+  bool is_cpu() const { return type_ == DeviceType::CPU; }
+  bool is_cuda() const { return type_ == DeviceType::CUDA; }
+  std::string str() const;
+
+  friend bool operator==(Device a, Device b) = default;
+
+ private:
+  DeviceType type_ = DeviceType::CPU;
+  int16_t index_ = 0;
+};
+
+std::ostream& operator<<(std::ostream& os, Device d);
+
+}  // namespace tandem
+
+template <>
+struct std::hash<tandem::Device> {
+  size_t operator()(tandem::Device d) const noexcept {
+    return size_t(d.index()) * 2 + size_t(d.type());
+  }
+};

@@ -1,0 +1,67 @@
+// core/generator.h — one seedable random generator per device. It is counter-based (Philox4x32-10,
+// as cuRAND and PyTorch's CUDA generator use): the state is just (seed, offset), so it is cheap to
+// save and restore (gradient checkpointing and resumed training need that), and element i of a
+// random tensor depends only on (seed, offset, i), so CPU threads and CUDA kernels can fill a
+// tensor in parallel and get the same numbers.
+#pragma once
+
+#include <tandem/core/device.h>
+#include <cstdint>
+#include <mutex>
+
+namespace tandem {
+
+struct GeneratorState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // Philox counters consumed so far
+  friend bool operator==(const GeneratorState&, const GeneratorState&) = default;
+};
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0x5eed) : state_{seed, 0} {}
+  void manual_seed(uint64_t seed);
+  GeneratorState get_state() const;
+  void set_state(const GeneratorState& state);
+  /// Reserves `counters` Philox counters and returns the state to generate them from. Random
+  /// kernels use counter (offset + i) for element i, so a tensor of n elements reserves n.
+  GeneratorState reserve(uint64_t counters);
+
+ private:
+  mutable std::mutex mu_;  // DataLoader workers and replicas draw concurrently
+  GeneratorState state_;
+};
+
+/// The default generator of `device` (each cpu:N and cuda:N has its own).
+Generator& default_generator(Device device);
+/// Seeds every device's default generator with `seed`, as torch.manual_seed does. Because the
+/// generator is counter-based, rand on cuda:0 then gives the same numbers as rand on cpu.
+void manual_seed(uint64_t seed);
+
+/// Philox4x32-10 of (counter, key): four independent 32-bit random words. Host and device code.
+struct Philox4 {
+  uint32_t v[4];
+};
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+    inline Philox4
+    philox(uint64_t counter, uint64_t key) {
+  uint32_t c0 = uint32_t(counter), c1 = uint32_t(counter >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
+  for (int round = 0; round < 10; ++round) {  // Random123's philox4x32 round, 10 times
+    if (round > 0) {
+      k0 += 0x9E3779B9u;  // the Weyl key schedule
+      k1 += 0xBB67AE85u;
+    }
+    const uint64_t p0 = uint64_t(0xD2511F53u) * c0, p1 = uint64_t(0xCD9E8D57u) * c2;
+    const uint32_t n0 = uint32_t(p1 >> 32) ^ c1 ^ k0, n2 = uint32_t(p0 >> 32) ^ c3 ^ k1;
+    c1 = uint32_t(p1);
+    c3 = uint32_t(p0);
+    c0 = n0;
+    c2 = n2;
+  }
+  return {{c0, c1, c2, c3}};
+}
+
+}  // namespace tandem

@@ -1,0 +1,167 @@
+// core/kernels/cpu/elementwise.cpp — unary, binary, comparison and where kernels on the CPU.
+// The strided loop (strided.h) hands out 1-D runs; each operand of a run is either contiguous
+// (an Eigen map), broadcast (an Eigen constant) or strided (gathered into a small buffer first),
+// so Eigen's vectorised exp/log/tanh/erf do the arithmetic in every case.
+#include <tandem/core/kernels/cpu/eigen.h>
+#include <tandem/core/kernels/cpu/kernels_cpu.h>
+#include <tandem/core/kernels/cpu/strided.h>
+#include <tandem/core/kernels/dispatch_dtype.h>
+#include <unsupported/Eigen/SpecialFunctions>
+
+namespace tandem::cpu {
+namespace {
+
+// Calls f with an Eigen expression for the n elements at p, stride s.
+template <int Slot, typename T, typename F>
+void operand(const T* p, int64_t s, int64_t n, F&& f) {
+  if (s == 0) return f(Array1<T>::Constant(n, *p));
+  if (s != 1) {
+    thread_local std::vector<T> scratch;  // one per operand slot and type
+    scratch.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) scratch[size_t(i)] = p[i * s];
+    p = scratch.data();
+  }
+  f(ConstArrayMap<T>(p, n));
+}
+
+template <typename T, typename Op>
+void binary_loop(const Tensor& a, const Tensor& b, Tensor& out, Op op) {
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  T* po = out.data<T>();
+  for_each_run<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()},
+                  [&](const auto& off, int64_t n, const auto& st) {
+                    ArrayMap<T> o(po + off[0], n);
+                    operand<0>(pa + off[1], st[1], n, [&](const auto& x) {
+                      operand<1>(pb + off[2], st[2], n, [&](const auto& y) { o = op(x, y); });
+                    });
+                  });
+}
+
+template <typename T, typename Op>
+void unary_loop(const Tensor& x, Tensor& y, Op op) {
+  const T* px = x.data<T>();
+  T* py = y.data<T>();
+  for_each_run<2>(y.shape(), {&y.strides(), &x.strides()},
+                  [&](const auto& off, int64_t n, const auto& st) {
+                    ArrayMap<T> o(py + off[0], n);
+                    operand<0>(px + off[1], st[1], n, [&](const auto& v) { o = op(v); });
+                  });
+}
+
+}  // namespace
+
+void unary(UnaryOp op, const Tensor& x, Tensor& y) {
+  if (x.dtype() == DType::i64 && (op == UnaryOp::Neg || op == UnaryOp::Abs)) {
+    if (op == UnaryOp::Neg) return unary_loop<int64_t>(x, y, [](const auto& v) { return -v; });
+    return unary_loop<int64_t>(x, y, [](const auto& v) { return v.abs(); });
+  }
+  dispatch_float(x.dtype(), name(op), [&]<typename T>() {
+    switch (op) {
+      case UnaryOp::Neg:
+        return unary_loop<T>(x, y, [](const auto& v) { return -v; });
+      case UnaryOp::Exp:
+        return unary_loop<T>(x, y, [](const auto& v) { return v.exp(); });
+      case UnaryOp::Log:
+        return unary_loop<T>(x, y, [](const auto& v) { return v.log(); });
+      case UnaryOp::Sqrt:
+        return unary_loop<T>(x, y, [](const auto& v) { return v.sqrt(); });
+      case UnaryOp::Abs:
+        return unary_loop<T>(x, y, [](const auto& v) { return v.abs(); });
+      case UnaryOp::Relu:
+        return unary_loop<T>(x, y, [](const auto& v) { return v.max(T(0)); });
+      case UnaryOp::Sigmoid:
+        return unary_loop<T>(x, y, [](const auto& v) { return v.logistic(); });
+      case UnaryOp::Tanh:
+        return unary_loop<T>(x, y, [](const auto& v) { return v.tanh(); });
+      case UnaryOp::Gelu:  // exact GELU, PyTorch's default: x·Φ(x) = x/2·(1 + erf(x/√2))
+        return unary_loop<T>(
+            x, y, [](const auto& v) { return T(0.5) * v * (T(1) + (v * T(M_SQRT1_2)).erf()); });
+    }
+  });
+}
+
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
+  if (a.dtype() == DType::i64) {
+    TD_CHECK_DTYPE(op != BinaryOp::Div && op != BinaryOp::Pow, name(op),
+                   ": not defined for int64 tensors; convert with .to(kFloat32) first");
+  }
+  dispatch_numeric(a.dtype(), name(op), [&]<typename T>() {
+    switch (op) {
+      case BinaryOp::Add:
+        return binary_loop<T>(a, b, out, [](const auto& x, const auto& y) { return x + y; });
+      case BinaryOp::Sub:
+        return binary_loop<T>(a, b, out, [](const auto& x, const auto& y) { return x - y; });
+      case BinaryOp::Mul:
+        return binary_loop<T>(a, b, out, [](const auto& x, const auto& y) { return x * y; });
+      case BinaryOp::Maximum:
+        return binary_loop<T>(a, b, out, [](const auto& x, const auto& y) { return x.max(y); });
+      case BinaryOp::Minimum:
+        return binary_loop<T>(a, b, out, [](const auto& x, const auto& y) { return x.min(y); });
+      case BinaryOp::Div:
+        if constexpr (std::is_floating_point_v<T>)
+          return binary_loop<T>(a, b, out, [](const auto& x, const auto& y) { return x / y; });
+        break;
+      case BinaryOp::Pow:
+        if constexpr (std::is_floating_point_v<T>)
+          return binary_loop<T>(a, b, out, [](const auto& x, const auto& y) {
+            return x.binaryExpr(y, [](T u, T v) { return std::pow(u, v); });
+          });
+        break;
+    }
+  });
+}
+
+void compare(CompareOp op, const Tensor& a, const Tensor& b, Tensor& out) {
+  dispatch_all(a.dtype(), name(op), [&]<typename T>() {
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    bool* po = out.data<bool>();
+    for_each_run<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()},
+                    [&](const auto& off, int64_t n, const auto& st) {
+                      const T* x = pa + off[1];
+                      const T* y = pb + off[2];
+                      bool* o = po + off[0];
+                      for (int64_t i = 0; i < n; ++i) {
+                        const T u = x[i * st[1]], v = y[i * st[2]];
+                        switch (op) {
+                          case CompareOp::Eq:
+                            o[i] = u == v;
+                            break;
+                          case CompareOp::Ne:
+                            o[i] = u != v;
+                            break;
+                          case CompareOp::Lt:
+                            o[i] = u < v;
+                            break;
+                          case CompareOp::Le:
+                            o[i] = u <= v;
+                            break;
+                          case CompareOp::Gt:
+                            o[i] = u > v;
+                            break;
+                          case CompareOp::Ge:
+                            o[i] = u >= v;
+                            break;
+                        }
+                      }
+                    });
+  });
+}
+
+void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) {
+  dispatch_all(a.dtype(), "where", [&]<typename T>() {
+    const bool* pc = cond.data<bool>();
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* po = out.data<T>();
+    for_each_run<4>(out.shape(), {&out.strides(), &cond.strides(), &a.strides(), &b.strides()},
+                    [&](const auto& off, int64_t n, const auto& st) {
+                      for (int64_t i = 0; i < n; ++i)
+                        po[off[0] + i] = pc[off[1] + i * st[1]] ? pa[off[2] + i * st[2]]
+                                                                : pb[off[3] + i * st[3]];
+                    });
+  });
+}
+
+}  // namespace tandem::cpu

@@ -1,0 +1,41 @@
+// core/kernels/cpu/kernels_cpu.h — the CPU kernels, one line each, in the order of kernels.h.
+// cpu/registry.cpp puts them into the table; nothing else calls them directly.
+#pragma once
+
+#include <tandem/core/kernels/kernels.h>
+
+namespace tandem::cpu {
+
+// copy.cpp
+void copy(const Tensor& src, Tensor& dst);
+void fill(Tensor& out, double value);
+void arange(Tensor& out, double start, double step);
+// random.cpp
+void uniform(Tensor& out, double low, double high, GeneratorState state);
+void normal(Tensor& out, double mean, double std, GeneratorState state);
+// elementwise.cpp
+void unary(UnaryOp op, const Tensor& x, Tensor& y);
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out);
+void compare(CompareOp op, const Tensor& a, const Tensor& b, Tensor& out);
+void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
+// activation.cpp
+void relu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
+void sigmoid_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
+void tanh_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
+void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
+// inplace.cpp
+void add_scaled(Tensor& self, const Tensor& x, double alpha);
+void addcmul(Tensor& self, const Tensor& a, const Tensor& b, double value);
+void addcdiv(Tensor& self, const Tensor& a, const Tensor& b, double value);
+// reduce.cpp
+void reduce_rows(ReduceOp op, const Tensor& x, Tensor& out);
+void reduce_cols(ReduceOp op, const Tensor& x, Tensor& out);
+// matmul.cpp
+void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b);
+// softmax.cpp
+void softmax_forward(const Tensor& x, Tensor& y);
+void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
+void log_softmax_forward(const Tensor& x, Tensor& y);
+void log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
+
+}  // namespace tandem::cpu

@@ -1,0 +1,119 @@
+// core/kernels/cpu/reduce.cpp — reductions over the last dim of [M, K] (rows) or the first dim of
+// [K, M] (cols). The op layer (autograd/ops/reduce.cpp) permutes any set of dims into one of these
+// two forms, so these two loops serve sum/mean/max/min/argmax over any dims.
+#include <tandem/core/kernels/cpu/eigen.h>
+#include <tandem/core/kernels/cpu/kernels_cpu.h>
+#include <tandem/core/kernels/cpu/strided.h>
+#include <tandem/core/kernels/dispatch_dtype.h>
+
+namespace tandem::cpu {
+namespace {
+
+template <typename T>
+T reduce_row(ReduceOp op, const ConstArrayMap<T>& row) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return row.sum();
+    case ReduceOp::Mean:
+      return row.size() ? T(row.sum() / T(row.size())) : T(NAN);
+    case ReduceOp::Max:
+      return row.maxCoeff();
+    case ReduceOp::Min:
+      return row.minCoeff();
+    case ReduceOp::ArgMax:
+      break;
+  }
+  return T(0);
+}
+
+}  // namespace
+
+void reduce_rows(ReduceOp op, const Tensor& x, Tensor& out) {
+  const int64_t m = out.numel(), k = m ? x.numel() / m : 0;
+  dispatch_numeric(x.dtype(), name(op), [&]<typename T>() {
+    const T* px = x.data<T>();
+    if (op == ReduceOp::ArgMax) {
+      int64_t* po = out.data<int64_t>();
+      detail::parallel_for(0, m, std::max<int64_t>(1, kGrain / std::max<int64_t>(k, 1)),
+                           [&](int64_t lo, int64_t hi) {
+                             for (int64_t r = lo; r < hi; ++r) {
+                               Eigen::Index i = 0;
+                               ConstArrayMap<T>(px + r * k, k).maxCoeff(&i);  // first maximum
+                               po[r] = int64_t(i);
+                             }
+                           });
+      return;
+    }
+    T* po = out.data<T>();
+    if (m == 1 && k >= 4 * kGrain && (op == ReduceOp::Sum || op == ReduceOp::Mean)) {
+      // One long row (a full reduction): partial sums per thread, then a short serial sum.
+      const int64_t parts = std::min<int64_t>(64, k / kGrain);
+      std::vector<T> partial(size_t(parts), T(0));
+      detail::parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t p = lo; p < hi; ++p) {
+          const int64_t b = k * p / parts, e = k * (p + 1) / parts;
+          partial[size_t(p)] = ConstArrayMap<T>(px + b, e - b).sum();
+        }
+      });
+      T total = T(0);
+      for (T v : partial) total += v;
+      po[0] = op == ReduceOp::Mean ? T(total / T(k)) : total;
+      return;
+    }
+    detail::parallel_for(0, m, std::max<int64_t>(1, kGrain / std::max<int64_t>(k, 1)),
+                         [&](int64_t lo, int64_t hi) {
+                           for (int64_t r = lo; r < hi; ++r)
+                             po[r] = reduce_row<T>(op, ConstArrayMap<T>(px + r * k, k));
+                         });
+  });
+}
+
+void reduce_cols(ReduceOp op, const Tensor& x, Tensor& out) {
+  const int64_t m = out.numel(), k = m ? x.numel() / m : 0;
+  dispatch_numeric(x.dtype(), name(op), [&]<typename T>() {
+    const T* px = x.data<T>();
+    // Each task owns a block of columns and walks down the rows, so every access is contiguous.
+    detail::parallel_for(0, m, std::max<int64_t>(256, kGrain / std::max<int64_t>(k, 1)),
+                         [&](int64_t lo, int64_t hi) {
+                           const int64_t n = hi - lo;
+                           if (op == ReduceOp::ArgMax) {
+                             int64_t* idx = out.data<int64_t>() + lo;
+                             std::vector<T> best(px + lo, px + hi);
+                             std::fill(idx, idx + n, 0);
+                             for (int64_t r = 1; r < k; ++r)
+                               for (int64_t j = 0; j < n; ++j)
+                                 if (px[r * m + lo + j] > best[size_t(j)]) {
+                                   best[size_t(j)] = px[r * m + lo + j];
+                                   idx[j] = r;
+                                 }
+                             return;
+                           }
+                           ArrayMap<T> acc(out.data<T>() + lo, n);
+                           if (k == 0) {
+                             acc.setConstant(op == ReduceOp::Mean ? T(NAN) : T(0));
+                             return;
+                           }
+                           acc = ConstArrayMap<T>(px + lo, n);
+                           for (int64_t r = 1; r < k; ++r) {
+                             const ConstArrayMap<T> row(px + r * m + lo, n);
+                             switch (op) {
+                               case ReduceOp::Sum:
+                               case ReduceOp::Mean:
+                                 acc += row;
+                                 break;
+                               case ReduceOp::Max:
+                                 acc = acc.max(row);
+                                 break;
+                               case ReduceOp::Min:
+                                 acc = acc.min(row);
+                                 break;
+                               case ReduceOp::ArgMax:
+                                 break;
+                             }
+                           }
+                           if (op == ReduceOp::Mean) acc /= T(k);
+                         });
+  });
+}
+
+}  // namespace tandem::cpu

@@ -1,0 +1,54 @@
+// core/kernels/kernels.cpp — the switch from a device to its kernel table. The only #if for CUDA
+// in the op path.
+#include <tandem/core/kernels/kernels.h>
+
+namespace tandem {
+
+extern const Kernels cpu_kernels;  // cpu/registry.cpp
+#if TANDEM_WITH_CUDA
+extern const Kernels cuda_kernels;  // cuda/registry.cpp
+#endif
+
+const Kernels& kernels(Device device) {
+  switch (device.type()) {
+    case DeviceType::CPU:
+      return cpu_kernels;  // cpu and cpu:N share one table
+    case DeviceType::CUDA:
+#if TANDEM_WITH_CUDA
+      return cuda_kernels;
+#else
+      detail::fail<DeviceError>("cannot run on ", device,
+                                ": this build of Tandem has no CUDA (configured with "
+                                "TANDEM_WITH_CUDA=OFF, or nvcc was not found)");
+#endif
+  }
+  TD_INTERNAL_ASSERT(false, "unknown device type ", int(device.type()));
+  return cpu_kernels;
+}
+
+namespace detail {
+void kernel_not_available(const char* kernel) {
+  fail<DeviceError>(kernel,
+                    " has no CUDA kernel yet (the CUDA backend is issue #4); run it on cpu");
+}
+}  // namespace detail
+
+const char* name(UnaryOp op) {
+  constexpr const char* names[] = {"neg",  "exp",     "log",  "sqrt", "abs",
+                                   "relu", "sigmoid", "tanh", "gelu"};
+  return names[int(op)];
+}
+const char* name(BinaryOp op) {
+  constexpr const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum"};
+  return names[int(op)];
+}
+const char* name(CompareOp op) {
+  constexpr const char* names[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+  return names[int(op)];
+}
+const char* name(ReduceOp op) {
+  constexpr const char* names[] = {"sum", "mean", "max", "min", "argmax"};
+  return names[int(op)];
+}
+
+}  // namespace tandem

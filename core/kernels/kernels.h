@@ -1,0 +1,79 @@
+// core/kernels/kernels.h — every kernel Tandem has, one line each, grouped by the file that
+// implements it. A backend fills this table in one place (cpu/registry.cpp, cuda/registry.cpp);
+// ops call kernels(device).<name>(...). Outputs are preallocated and contiguous unless a line says
+// otherwise; inputs may be any strided view (broadcast inputs arrive as stride-0 views of the
+// output's shape). Kernels write their outputs; they never accumulate.
+#pragma once
+
+#include <tandem/core/generator.h>
+#include <tandem/core/tensor.h>
+
+namespace tandem {
+
+enum class UnaryOp : int8_t { Neg, Exp, Log, Sqrt, Abs, Relu, Sigmoid, Tanh, Gelu };
+enum class BinaryOp : int8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum };
+enum class CompareOp : int8_t { Eq, Ne, Lt, Le, Gt, Ge };
+enum class ReduceOp : int8_t { Sum, Mean, Max, Min, ArgMax };
+
+const char* name(UnaryOp op);
+const char* name(BinaryOp op);
+const char* name(CompareOp op);
+const char* name(ReduceOp op);
+
+struct Kernels {
+  // copy.{cpp,cu}: movement and conversion
+  void (*copy)(const Tensor& src,
+               Tensor& dst);                // same shape; any strides, dtypes; dst may be strided
+  void (*fill)(Tensor& out, double value);  // out may be strided
+  void (*arange)(Tensor& out, double start, double step);
+  // random.{cpp,cu}: Philox streams starting at `state` (see core/generator.h)
+  void (*uniform)(Tensor& out, double low, double high, GeneratorState state);
+  void (*normal)(Tensor& out, double mean, double std, GeneratorState state);
+  // elementwise.{cpp,cu}: y = op(x), out = op(a, b), out(bool) = a <op> b, out = cond ? a : b
+  void (*unary)(UnaryOp op, const Tensor& x, Tensor& y);
+  void (*binary)(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out);
+  void (*compare)(CompareOp op, const Tensor& a, const Tensor& b, Tensor& out);
+  void (*where)(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
+  // activation.{cpp,cu}: backward of the activations, from the saved input x or output y
+  void (*relu_backward)(const Tensor& x, const Tensor& dy, Tensor& dx);
+  void (*sigmoid_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);
+  void (*tanh_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);
+  void (*gelu_backward)(const Tensor& x, const Tensor& dy, Tensor& dx);
+  // inplace.{cpp,cu}: optimizer updates of a contiguous `self`
+  void (*add_scaled)(Tensor& self, const Tensor& x, double alpha);                // self += α·x
+  void (*addcmul)(Tensor& self, const Tensor& a, const Tensor& b, double value);  // self += v·a·b
+  void (*addcdiv)(Tensor& self, const Tensor& a, const Tensor& b, double value);  // self += v·a/b
+  // reduce.{cpp,cu}: contiguous x [M, K] -> out [M] (rows), or x [K, M] -> out [M] (cols).
+  // ArgMax writes int64; the others keep x's dtype.
+  void (*reduce_rows)(ReduceOp op, const Tensor& x, Tensor& out);
+  void (*reduce_cols)(ReduceOp op, const Tensor& x, Tensor& out);
+  // matmul.{cpp,cu}: c = op(a)·op(b), 2-D, or 3-D batched (a or b may be 2-D and shared)
+  void (*gemm)(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b);
+  // softmax.{cpp,cu}: over the last dim of a contiguous [M, K]
+  void (*softmax_forward)(const Tensor& x, Tensor& y);
+  void (*softmax_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);  // dx = y·(dy − Σ dy·y)
+  void (*log_softmax_forward)(const Tensor& x, Tensor& y);
+  void (*log_softmax_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);  // dx = dy − eʸ·Σdy
+};
+
+/// The kernel table for `device`'s backend. Throws DeviceError if this build has none.
+const Kernels& kernels(Device device);
+
+/// A kernel the CUDA backend does not have yet is registered as `not_available<"name">`, which
+/// throws DeviceError naming it instead of crashing on a null pointer.
+template <size_t N>
+struct KernelName {
+  constexpr KernelName(const char (&s)[N]) {  // NOLINT: implicit from a string literal
+    for (size_t i = 0; i < N; ++i) value[i] = s[i];
+  }
+  char value[N];
+};
+namespace detail {
+[[noreturn]] void kernel_not_available(const char* kernel);
+}
+template <KernelName Name, typename R, typename... Args>
+R not_available(Args...) {
+  detail::kernel_not_available(Name.value);
+}
+
+}  // namespace tandem

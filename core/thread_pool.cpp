@@ -1,0 +1,169 @@
+// core/thread_pool.cpp — a fixed pool of (n − 1) workers plus the calling thread. One parallel_for
+// runs at a time; a second caller (another thread) runs its range serially instead of waiting, and
+// so does a call from inside a task. That keeps total threads at n however the pool is used.
+#include <tandem/core/check.h>
+#include <tandem/core/thread_pool.h>
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if TANDEM_WITH_BLAS
+extern "C" void openblas_set_num_threads(int num_threads);
+#endif
+
+namespace tandem {
+namespace {
+
+thread_local bool t_in_region = false;
+
+class Pool {
+ public:
+  explicit Pool(int n) : n_(n) {
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this] { work(); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+  int size() const { return n_; }
+
+  // Runs fn over [begin, end) in `chunks` pieces; false if the pool is busy (caller runs serially).
+  bool run(int64_t begin, int64_t end, int64_t chunks,
+           const std::function<void(int64_t, int64_t)>& fn) {
+    std::unique_lock busy(busy_, std::try_to_lock);
+    if (!busy.owns_lock()) return false;
+    {
+      std::lock_guard lk(mu_);
+      fn_ = &fn;
+      begin_ = begin;
+      end_ = end;
+      chunks_ = chunks;
+      next_ = 0;
+      pending_ = chunks;
+      error_ = nullptr;
+      ++generation_;
+    }
+    cv_.notify_all();
+    t_in_region = true;
+    drain();
+    t_in_region = false;
+    std::unique_lock lk(mu_);
+    done_cv_.wait(lk, [&] { return pending_ == 0; });
+    fn_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+    return true;
+  }
+
+ private:
+  // Takes chunks until none is left; every thread of the job runs this.
+  void drain() {
+    for (;;) {
+      const int64_t c = next_.fetch_add(1);
+      if (c >= chunks_) return;
+      const int64_t len = end_ - begin_;
+      const int64_t lo = begin_ + len * c / chunks_, hi = begin_ + len * (c + 1) / chunks_;
+      try {
+        (*fn_)(lo, hi);
+      } catch (...) {
+        std::lock_guard lk(mu_);
+        if (!error_) error_ = std::current_exception();
+      }
+      if (pending_.fetch_sub(1) == 1) {
+        std::lock_guard lk(mu_);
+        done_cv_.notify_all();
+      }
+    }
+  }
+
+  void work() {
+    t_in_region = true;
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock lk(mu_);
+        cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        if (fn_ == nullptr) continue;
+      }
+      drain();
+    }
+  }
+
+  const int n_;
+  std::vector<std::thread> workers_;
+  std::mutex busy_, mu_;
+  std::condition_variable cv_, done_cv_;
+  bool stop_ = false;
+  uint64_t generation_ = 0;
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t begin_ = 0, end_ = 0, chunks_ = 0;
+  std::atomic<int64_t> next_{0};
+  std::atomic<int64_t> pending_{0};
+  std::exception_ptr error_;
+};
+
+int default_threads() {
+  if (const char* env = std::getenv("TANDEM_NUM_THREADS"); env != nullptr && *env != '\0') {
+    const int n = std::atoi(env);
+    TD_CHECK_VALUE(n >= 1, "TANDEM_NUM_THREADS=", env, " is not a positive integer");
+    return n;
+  }
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::mutex g_pool_mu;
+std::unique_ptr<Pool> g_pool;
+
+Pool& pool() {
+  std::lock_guard lk(g_pool_mu);
+  if (!g_pool) {
+    g_pool = std::make_unique<Pool>(default_threads());
+#if TANDEM_WITH_BLAS
+    openblas_set_num_threads(g_pool->size());
+#endif
+  }
+  return *g_pool;
+}
+
+}  // namespace
+
+void set_num_threads(int n) {
+  TD_CHECK_VALUE(n >= 1, "set_num_threads: expected at least 1 thread, but got ", n);
+  std::lock_guard lk(g_pool_mu);
+  g_pool.reset();
+  g_pool = std::make_unique<Pool>(n);
+#if TANDEM_WITH_BLAS
+  openblas_set_num_threads(n);
+#endif
+}
+
+int get_num_threads() { return pool().size(); }
+
+namespace detail {
+
+bool in_parallel_region() { return t_in_region; }
+
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn) {
+  if (end <= begin) return;
+  const int64_t len = end - begin;
+  grain = std::max<int64_t>(grain, 1);
+  if (t_in_region || len < 2 * grain) return fn(begin, end);
+  Pool& p = pool();
+  const int64_t chunks = std::min<int64_t>(p.size(), len / grain);
+  if (chunks <= 1 || !p.run(begin, end, chunks, fn)) fn(begin, end);
+}
+
+}  // namespace detail
+}  // namespace tandem

@@ -1,0 +1,24 @@
+// core/thread_pool.h — the one intra-op thread pool for CPU kernels. Large kernels split their
+// range over it; small ones run on the caller. Nested calls (a kernel inside a pool task, or a
+// DataParallel replica thread) run serially, so the pool never oversubscribes the cores.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace tandem {
+
+/// Intra-op threads (>= 1). Default: TANDEM_NUM_THREADS, else the number of cores. Also sets the
+/// BLAS library's thread count, since GEMM runs there.
+void set_num_threads(int n);
+int get_num_threads();
+
+namespace detail {
+/// Calls fn(lo, hi) over chunks of [begin, end) of at least `grain` items, in parallel when the
+/// range is large enough and the caller is not already inside the pool.
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn);
+bool in_parallel_region();
+}  // namespace detail
+
+}  // namespace tandem

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# scripts/check_source.sh — the project's source rules, checked in CI:
+#   1. clang-format (.clang-format) is respected;
+#   2. no source file is over 400 lines;
+#   3. no #include goes up the layer order core <- autograd <- nn <- data <- parallel.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mapfile -t files < <(git ls-files -co --exclude-standard -- '*.h' '*.cpp' '*.cu' '*.cuh' | grep -v '^build')
+status=0
+
+if ! clang-format --dry-run -Werror "${files[@]}" 2>/tmp/tandem-format.log; then
+  echo "check: these files are not clang-formatted (run: clang-format -i <file>):"
+  grep -o '^[^:]*:' /tmp/tandem-format.log | sort -u | sed 's/:$//; s/^/  /'
+  status=1
+fi
+
+for f in "${files[@]}"; do
+  n=$(wc -l <"$f")
+  if [ "$n" -gt 400 ]; then
+    echo "check: $f has $n lines (limit 400): split it by concept"
+    status=1
+  fi
+done
+
+layers=(core autograd nn data parallel)
+for i in "${!layers[@]}"; do
+  lower=${layers[$i]}
+  [ -d "$lower" ] || continue
+  for higher in "${layers[@]:$((i + 1))}"; do
+    if grep -rnE "#include\s*[<\"]tandem/$higher/" "$lower" --include='*.h' --include='*.cpp' --include='*.cu'; then
+      echo "check: $lower/ includes $higher/, which is above it in the layer order"
+      status=1
+    fi
+  done
+done
+
+[ $status -eq 0 ] && echo "check: format, file sizes and layering OK (${#files[@]} files)"
+exit $status

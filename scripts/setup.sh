@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# scripts/setup.sh — installs the Debian packages Tandem needs. Idempotent and quick when all are
+# present (one dpkg query); runs apt-get only for what is missing. Needs root (or sudo).
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ ccache clang-format  # toolchain; ccache makes rebuilds and CI fast
+  libeigen3-dev libopenblas-dev              # CPU math: Eigen, with OpenBLAS for GEMM
+  libgtest-dev libgmock-dev                  # tests
+  libcli11-dev                               # the tandem command's argument parsing
+  zlib1g-dev                                 # gzipped data files
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: need root to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "setup: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,14 @@
+// tandem/tandem.h — the whole public API in one include.
+#pragma once
+
+#include <tandem/autograd/grad_mode.h>
+#include <tandem/autograd/gradcheck.h>
+#include <tandem/autograd/ops/ops.h>
+#include <tandem/core/cuda_device.h>
+#include <tandem/core/device.h>
+#include <tandem/core/dtype.h>
+#include <tandem/core/error.h>
+#include <tandem/core/generator.h>
+#include <tandem/core/memory_stats.h>
+#include <tandem/core/tensor.h>
+#include <tandem/core/thread_pool.h>
