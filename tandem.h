@@ -3,6 +3,7 @@
 
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/gradcheck.h>
+#include <tandem/autograd/ops/nn_ops.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/device.h>
@@ -10,5 +11,8 @@
 #include <tandem/core/error.h>
 #include <tandem/core/generator.h>
 #include <tandem/core/memory_stats.h>
+#include <tandem/core/serialize/safetensors.h>
 #include <tandem/core/tensor.h>
 #include <tandem/core/thread_pool.h>
+#include <tandem/data/data.h>
+#include <tandem/nn/nn.h>

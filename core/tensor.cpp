@@ -17,6 +17,8 @@ int64_t Tensor::stride(int64_t dim) const {
 
 bool Tensor::is_contiguous() const {
   const TensorImpl& t = impl();
+  if (tandem::numel(t.shape) == 0)
+    return true;  // no elements: any layout is contiguous (as PyTorch)
   int64_t expected = 1;
   for (size_t i = t.shape.size(); i-- > 0;) {
     if (t.shape[i] == 1) continue;  // the stride of a size-1 dim never matters

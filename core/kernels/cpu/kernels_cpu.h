@@ -37,5 +37,29 @@ void softmax_forward(const Tensor& x, Tensor& y);
 void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
 void log_softmax_forward(const Tensor& x, Tensor& y);
 void log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
+// conv.cpp
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                    const Conv2dParams& p);
+void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                     Tensor& db, const Conv2dParams& p);
+// pool.cpp
+void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p);
+void max_pool2d_backward(const Tensor& dy, const Tensor& indices, Tensor& dx,
+                         const Pool2dParams& p);
+void avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p);
+void avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& p);
+// loss.cpp
+void cross_entropy_forward(const Tensor& logits, const Tensor& target, Tensor& loss, Tensor& lse,
+                           const ClassLossParams& p);
+void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse,
+                            const Tensor& dloss, Tensor& dlogits, const ClassLossParams& p);
+void nll_loss_forward(const Tensor& log_probs, const Tensor& target, Tensor& loss,
+                      const ClassLossParams& p);
+void nll_loss_backward(const Tensor& target, const Tensor& dloss, Tensor& dlog_probs,
+                       const ClassLossParams& p);
+// optim.cpp
+void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdParams& p);
+void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+               const AdamParams& p);
 
 }  // namespace tandem::cpu

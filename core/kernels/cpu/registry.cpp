@@ -29,6 +29,18 @@ const Kernels cpu_kernels = {
     .softmax_backward = cpu::softmax_backward,
     .log_softmax_forward = cpu::log_softmax_forward,
     .log_softmax_backward = cpu::log_softmax_backward,
+    .conv2d_forward = cpu::conv2d_forward,
+    .conv2d_backward = cpu::conv2d_backward,
+    .max_pool2d_forward = cpu::max_pool2d_forward,
+    .max_pool2d_backward = cpu::max_pool2d_backward,
+    .avg_pool2d_forward = cpu::avg_pool2d_forward,
+    .avg_pool2d_backward = cpu::avg_pool2d_backward,
+    .cross_entropy_forward = cpu::cross_entropy_forward,
+    .cross_entropy_backward = cpu::cross_entropy_backward,
+    .nll_loss_forward = cpu::nll_loss_forward,
+    .nll_loss_backward = cpu::nll_loss_backward,
+    .sgd_step = cpu::sgd_step,
+    .adam_step = cpu::adam_step,
 };
 
 }  // namespace tandem

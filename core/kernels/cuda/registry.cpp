@@ -30,6 +30,18 @@ const Kernels cuda_kernels = {
     .softmax_backward = not_available<"softmax_backward">,
     .log_softmax_forward = not_available<"log_softmax_forward">,
     .log_softmax_backward = not_available<"log_softmax_backward">,
+    .conv2d_forward = not_available<"conv2d_forward">,
+    .conv2d_backward = not_available<"conv2d_backward">,
+    .max_pool2d_forward = not_available<"max_pool2d_forward">,
+    .max_pool2d_backward = not_available<"max_pool2d_backward">,
+    .avg_pool2d_forward = not_available<"avg_pool2d_forward">,
+    .avg_pool2d_backward = not_available<"avg_pool2d_backward">,
+    .cross_entropy_forward = not_available<"cross_entropy_forward">,
+    .cross_entropy_backward = not_available<"cross_entropy_backward">,
+    .nll_loss_forward = not_available<"nll_loss_forward">,
+    .nll_loss_backward = not_available<"nll_loss_backward">,
+    .sgd_step = not_available<"sgd_step">,
+    .adam_step = not_available<"adam_step">,
 };
 
 }  // namespace tandem

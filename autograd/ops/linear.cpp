@@ -1,0 +1,60 @@
+// autograd/ops/linear.cpp — the fully connected layer's op: one GEMM against the transposed
+// weight plus a broadcast bias, and a backward of two GEMMs and a column sum.
+#include <tandem/autograd/ops/ops.h>
+#include <tandem/autograd/ops/raw.h>
+#include <tandem/autograd/record.h>
+#include <tandem/core/tensor_checks.h>
+
+namespace tandem {
+
+// y = x·Wᵀ + b        x:[N,in]  W:[out,in]  b:[out]  ->  y:[N,out]   (leading dims of x flatten
+// into N)
+Tensor linear(const Tensor& x_in, const Tensor& w, const Tensor& b) {
+  check_same_device("linear", {{"input", x_in}, {"weight", w}, {"bias", b}});
+  check_same_dtype("linear", {{"input", x_in}, {"weight", w}, {"bias", b}});
+  check_floating("linear", "input", x_in);
+  TD_CHECK_SHAPE(x_in.dim() >= 1 && w.dim() == 2 && x_in.size(-1) == w.size(1), "linear: input ",
+                 x_in.shape(), " cannot be multiplied by weight ", w.shape(),
+                 "; expected input [N, ", w.dim() == 2 ? w.size(1) : -1, "]");
+  TD_CHECK_SHAPE(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), "linear: bias ",
+                 b.shape(), " does not match weight ", w.shape(), "; expected [", w.size(0), "]");
+  const Shape out_shape = [&] {
+    Shape s = x_in.shape();
+    s.back() = w.size(0);
+    return s;
+  }();
+  const int64_t n = x_in.numel() / std::max<int64_t>(x_in.size(-1), 1), in = w.size(1),
+                out = w.size(0);
+  const Tensor xc = detail::contiguous(x_in);  // may be a view with an offset (a batch slice)
+  const Tensor x = detail::as_strided(xc, {n, in}, {in, 1}, xc.storage_offset());
+  const Kernels& k = kernels(x.device());
+  Tensor y = empty({n, out}, x.options());
+  k.gemm(x, detail::contiguous(w), y, /*trans_a=*/false, /*trans_b=*/true);  // y = x·Wᵀ
+  if (b.defined())
+    k.binary(BinaryOp::Add, y, detail::expand_to(b, y.shape(), "linear"), y);  // y += b
+  y = detail::as_strided(y, out_shape, contiguous_strides(out_shape), 0);
+
+  return record(
+      "linear", y, {x_in, w, b}, {x, w},
+      [x, w, in_shape = x_in.shape(), n, out](const Tensor& dy_in, const NeedsGrad& need) -> Grads {
+        const Kernels& k = kernels(dy_in.device());
+        const Tensor dy = detail::as_strided(dy_in, {n, out}, {out, 1}, dy_in.storage_offset());
+        Grads g(3);
+        if (need[0]) {  // dx = dy·W
+          Tensor dx = empty({n, w.size(1)}, dy.options());
+          k.gemm(dy, detail::contiguous(w), dx, false, false);
+          g[0] = detail::as_strided(dx, in_shape, contiguous_strides(in_shape), 0);
+        }
+        if (need[1]) {  // dW = dyᵀ·x
+          g[1] = empty(w.shape(), dy.options());
+          k.gemm(dy, x, g[1], true, false);
+        }
+        if (need[2]) {  // db = Σ_N dy
+          g[2] = empty({out}, dy.options());
+          k.reduce_cols(ReduceOp::Sum, dy, g[2]);
+        }
+        return g;
+      });
+}
+
+}  // namespace tandem

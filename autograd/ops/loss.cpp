@@ -1,0 +1,86 @@
+// autograd/ops/loss.cpp — cross-entropy (fused with log-softmax), NLL and MSE. The per-row loss
+// comes from a kernel; the reduction (mean over non-ignored rows, sum, or none) is done here.
+#include <tandem/autograd/ops/nn_ops.h>
+#include <tandem/autograd/ops/ops.h>
+#include <tandem/autograd/ops/raw.h>
+#include <tandem/autograd/record.h>
+#include <tandem/core/tensor_checks.h>
+
+namespace tandem {
+namespace {
+
+void check_class_loss(const char* op, const Tensor& input, const Tensor& target,
+                      const ClassLossOptions& o) {
+  check_same_device(op, {{"input", input}, {"target", target}});
+  check_floating(op, "input", input);
+  TD_CHECK_DTYPE(target.dtype() == DType::i64, op, ": target has dtype ", target.dtype(),
+                 "; expected int64 class indices in [0, ", input.dim() == 2 ? input.size(1) : -1,
+                 ")");
+  check_dim(op, "input", input, 2, "[N, C]");
+  TD_CHECK_SHAPE(target.dim() == 1 && target.size(0) == input.size(0), op, ": target ",
+                 target.shape(), " does not match input ", input.shape(), "; expected [",
+                 input.size(0), "]");
+  TD_CHECK_VALUE(o.label_smoothing >= 0 && o.label_smoothing <= 1, op, ": label_smoothing ",
+                 o.label_smoothing, " is not in [0, 1]");
+}
+
+// Reduces per-row losses [N]: mean over the rows whose target is not ignored, sum, or none.
+Tensor reduce_rows(const Tensor& rows, const Tensor& target, const ClassLossOptions& o) {
+  if (o.reduction == Reduction::None) return rows;
+  if (o.reduction == Reduction::Sum) return sum(rows);
+  const double count = target.ne(double(o.ignore_index)).sum().item();
+  return sum(rows) / count;  // all rows ignored: 0/0 = nan, as PyTorch
+}
+
+}  // namespace
+
+// loss_i = −Σ_j q_ij · log softmax(x_i)_j,  q = (1 − ε)·one_hot(t_i) + ε/C
+// dx_i = dloss_i · (softmax(x_i) − q_i)
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, const ClassLossOptions& o) {
+  check_class_loss("cross_entropy", logits_in, target_in, o);
+  const Tensor logits = detail::contiguous(logits_in), target = detail::contiguous(target_in);
+  const ClassLossParams p{o.ignore_index, o.label_smoothing};
+  Tensor rows = empty({logits.size(0)}, logits.options());
+  Tensor lse = empty({logits.size(0)}, logits.options());
+  if (logits.numel() > 0)
+    kernels(logits.device()).cross_entropy_forward(logits, target, rows, lse, p);
+  rows = record("cross_entropy", rows, {logits_in}, {logits},
+                [logits, target, lse, p](const Tensor& dy, const NeedsGrad&) -> Grads {
+                  Tensor dx = empty_like(logits);
+                  if (dx.numel() > 0)
+                    kernels(dy.device()).cross_entropy_backward(logits, target, lse, dy, dx, p);
+                  return {dx};
+                });
+  return reduce_rows(rows, target, o);
+}
+
+// loss_i = −log_probs[i, t_i]        dlog_probs[i, t_i] = −dloss_i
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target_in, const ClassLossOptions& o) {
+  check_class_loss("nll_loss", log_probs_in, target_in, o);
+  TD_CHECK_VALUE(o.label_smoothing == 0,
+                 "nll_loss: label smoothing needs the logits; use cross_entropy");
+  const Tensor log_probs = detail::contiguous(log_probs_in), target = detail::contiguous(target_in);
+  const ClassLossParams p{o.ignore_index, 0.0};
+  Tensor rows = empty({log_probs.size(0)}, log_probs.options());
+  if (rows.numel() > 0) kernels(log_probs.device()).nll_loss_forward(log_probs, target, rows, p);
+  rows =
+      record("nll_loss", rows, {log_probs_in}, {},
+             [target, p, shape = log_probs.shape()](const Tensor& dy, const NeedsGrad&) -> Grads {
+               Tensor dx = empty(shape, dy.options());
+               if (dx.numel() > 0) kernels(dy.device()).nll_loss_backward(target, dy, dx, p);
+               return {dx};
+             });
+  return reduce_rows(rows, target, o);
+}
+
+// loss = mean/sum of (x − y)²
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  TD_CHECK_SHAPE(input.shape() == target.shape(), "mse_loss: input ", input.shape(), " and target ",
+                 target.shape(), " must have the same shape");
+  Tensor d = input - target;
+  Tensor sq = d * d;
+  if (reduction == Reduction::None) return sq;
+  return reduction == Reduction::Sum ? sum(sq) : mean(sq);
+}
+
+}  // namespace tandem

@@ -1,0 +1,57 @@
+// autograd/ops/pool.cpp — max and average pooling (NCHW). Max pooling keeps the argmax of each
+// window, so its backward routes dy to exactly the element that won.
+#include <tandem/autograd/ops/nn_ops.h>
+#include <tandem/autograd/ops/raw.h>
+#include <tandem/autograd/record.h>
+#include <tandem/core/tensor_checks.h>
+
+namespace tandem {
+namespace {
+
+Shape pooled_shape(const char* op, const Tensor& x, const Pool2dParams& p) {
+  check_floating(op, "input", x);
+  check_dim(op, "input", x, 4, "[N, C, H, W]");
+  TD_CHECK_VALUE(p.kernel_h >= 1 && p.kernel_w >= 1 && p.stride_h >= 1 && p.stride_w >= 1, op,
+                 ": kernel size and stride must be >= 1");
+  TD_CHECK_VALUE(
+      p.pad_h >= 0 && 2 * p.pad_h <= p.kernel_h && p.pad_w >= 0 && 2 * p.pad_w <= p.kernel_w, op,
+      ": padding must be at most half the kernel size");
+  const int64_t ho = (x.size(2) + 2 * p.pad_h - p.kernel_h) / p.stride_h + 1;
+  const int64_t wo = (x.size(3) + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1;
+  TD_CHECK_SHAPE(ho >= 1 && wo >= 1, op, ": input ", x.shape(), " is smaller than the ", p.kernel_h,
+                 "x", p.kernel_w, " window");
+  return {x.size(0), x.size(1), ho, wo};
+}
+
+}  // namespace
+
+// y = max over each window          dx[argmax] += dy
+Tensor max_pool2d(const Tensor& x_in, const Pool2dParams& p) {
+  const Shape shape = pooled_shape("max_pool2d", x_in, p);
+  const Tensor x = detail::contiguous(x_in);
+  Tensor y = empty(shape, x.options());
+  Tensor indices = empty(shape, {.dtype = DType::i64, .device = x.device()});
+  if (y.numel() > 0) kernels(x.device()).max_pool2d_forward(x, y, indices, p);
+  return record("max_pool2d", y, {x_in}, {},
+                [indices, p, in_shape = x.shape()](const Tensor& dy, const NeedsGrad&) -> Grads {
+                  Tensor dx = empty(in_shape, dy.options());
+                  if (dx.numel() > 0) kernels(dy.device()).max_pool2d_backward(dy, indices, dx, p);
+                  return {dx};
+                });
+}
+
+// y = mean over each window         dx[window] += dy / window size
+Tensor avg_pool2d(const Tensor& x_in, const Pool2dParams& p) {
+  const Shape shape = pooled_shape("avg_pool2d", x_in, p);
+  const Tensor x = detail::contiguous(x_in);
+  Tensor y = empty(shape, x.options());
+  if (y.numel() > 0) kernels(x.device()).avg_pool2d_forward(x, y, p);
+  return record("avg_pool2d", y, {x_in}, {},
+                [p, in_shape = x.shape()](const Tensor& dy, const NeedsGrad&) -> Grads {
+                  Tensor dx = empty(in_shape, dy.options());
+                  if (dx.numel() > 0) kernels(dy.device()).avg_pool2d_backward(dy, dx, p);
+                  return {dx};
+                });
+}
+
+}  // namespace tandem

@@ -1,0 +1,128 @@
+// core/kernels/cpu/pool.cpp — max and average pooling over NCHW, parallel over (n, c) planes.
+// Max pooling records where each maximum came from, so backward is a scatter of dy.
+#include <tandem/core/kernels/cpu/kernels_cpu.h>
+#include <tandem/core/kernels/cpu/strided.h>
+#include <tandem/core/kernels/dispatch_dtype.h>
+#include <limits>
+
+namespace tandem::cpu {
+namespace {
+
+struct Planes {
+  int64_t planes, h, w, ho, wo;
+};
+
+Planes planes(const Tensor& x, const Tensor& y) {
+  return {x.size(0) * x.size(1), x.size(2), x.size(3), y.size(2), y.size(3)};
+}
+
+// Runs fn(plane) over every (n, c) plane, a few planes per task.
+template <typename F>
+void each_plane(const Planes& s, F fn) {
+  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(s.h * s.w, 1));
+  detail::parallel_for(0, s.planes, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t q = lo; q < hi; ++q) fn(q);
+  });
+}
+
+}  // namespace
+
+void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p) {
+  const Planes s = planes(x, y);
+  dispatch_float(x.dtype(), "max_pool2d", [&]<typename T>() {
+    each_plane(s, [&](int64_t q) {
+      const T* in = x.data<T>() + q * s.h * s.w;
+      T* out = y.data<T>() + q * s.ho * s.wo;
+      int64_t* idx = indices.data<int64_t>() + q * s.ho * s.wo;
+      for (int64_t oy = 0; oy < s.ho; ++oy)
+        for (int64_t ox = 0; ox < s.wo; ++ox) {
+          T best = -std::numeric_limits<T>::infinity();
+          int64_t where = -1;
+          for (int64_t i = 0; i < p.kernel_h; ++i) {
+            const int64_t iy = oy * p.stride_h - p.pad_h + i;
+            if (iy < 0 || iy >= s.h) continue;
+            for (int64_t j = 0; j < p.kernel_w; ++j) {
+              const int64_t ix = ox * p.stride_w - p.pad_w + j;
+              if (ix < 0 || ix >= s.w) continue;
+              const T v = in[iy * s.w + ix];
+              if (v > best || where < 0 || v != v) {  // first maximum; NaN propagates
+                best = v;
+                where = iy * s.w + ix;
+              }
+            }
+          }
+          out[oy * s.wo + ox] = best;
+          idx[oy * s.wo + ox] = where;
+        }
+    });
+  });
+}
+
+// dx[argmax] += dy
+void max_pool2d_backward(const Tensor& dy, const Tensor& indices, Tensor& dx, const Pool2dParams&) {
+  const Planes s = planes(dx, dy);
+  dispatch_float(dy.dtype(), "max_pool2d_backward", [&]<typename T>() {
+    each_plane(s, [&](int64_t q) {
+      T* out = dx.data<T>() + q * s.h * s.w;
+      std::fill(out, out + s.h * s.w, T(0));
+      const T* g = dy.data<T>() + q * s.ho * s.wo;
+      const int64_t* idx = indices.data<int64_t>() + q * s.ho * s.wo;
+      for (int64_t o = 0; o < s.ho * s.wo; ++o) out[idx[o]] += g[o];
+    });
+  });
+}
+
+// Window size for an average: the whole window with count_include_pad, else the part inside.
+static int64_t window(const Planes& s, const Pool2dParams& p, int64_t oy, int64_t ox) {
+  const int64_t y0 = oy * p.stride_h - p.pad_h, x0 = ox * p.stride_w - p.pad_w;
+  if (p.count_include_pad) {
+    const int64_t y1 = std::min(y0 + p.kernel_h, s.h + p.pad_h),
+                  x1 = std::min(x0 + p.kernel_w, s.w + p.pad_w);
+    return (y1 - y0) * (x1 - x0);
+  }
+  const int64_t y1 = std::min(y0 + p.kernel_h, s.h), x1 = std::min(x0 + p.kernel_w, s.w);
+  return (y1 - std::max<int64_t>(y0, 0)) * (x1 - std::max<int64_t>(x0, 0));
+}
+
+void avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p) {
+  const Planes s = planes(x, y);
+  dispatch_float(x.dtype(), "avg_pool2d", [&]<typename T>() {
+    each_plane(s, [&](int64_t q) {
+      const T* in = x.data<T>() + q * s.h * s.w;
+      T* out = y.data<T>() + q * s.ho * s.wo;
+      for (int64_t oy = 0; oy < s.ho; ++oy)
+        for (int64_t ox = 0; ox < s.wo; ++ox) {
+          T sum = 0;
+          for (int64_t iy = std::max<int64_t>(oy * p.stride_h - p.pad_h, 0);
+               iy < std::min(oy * p.stride_h - p.pad_h + p.kernel_h, s.h); ++iy)
+            for (int64_t ix = std::max<int64_t>(ox * p.stride_w - p.pad_w, 0);
+                 ix < std::min(ox * p.stride_w - p.pad_w + p.kernel_w, s.w); ++ix)
+              sum += in[iy * s.w + ix];
+          out[oy * s.wo + ox] = sum / T(window(s, p, oy, ox));
+        }
+    });
+  });
+}
+
+// dx[window] += dy / window size
+void avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& p) {
+  const Planes s = planes(dx, dy);
+  dispatch_float(dy.dtype(), "avg_pool2d_backward", [&]<typename T>() {
+    each_plane(s, [&](int64_t q) {
+      T* out = dx.data<T>() + q * s.h * s.w;
+      std::fill(out, out + s.h * s.w, T(0));
+      const T* g = dy.data<T>() + q * s.ho * s.wo;
+      for (int64_t oy = 0; oy < s.ho; ++oy)
+        for (int64_t ox = 0; ox < s.wo; ++ox) {
+          const T share = g[oy * s.wo + ox] / T(window(s, p, oy, ox));
+          for (int64_t iy = std::max<int64_t>(oy * p.stride_h - p.pad_h, 0);
+               iy < std::min(oy * p.stride_h - p.pad_h + p.kernel_h, s.h); ++iy)
+            for (int64_t ix = std::max<int64_t>(ox * p.stride_w - p.pad_w, 0);
+                 ix < std::min(ox * p.stride_w - p.pad_w + p.kernel_w, s.w); ++ix)
+              out[iy * s.w + ix] += share;
+        }
+    });
+  });
+}
+
+}  // namespace tandem::cpu

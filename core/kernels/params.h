@@ -1,0 +1,46 @@
+// core/kernels/params.h — parameter structs of the layer and optimizer kernels, shared by the CPU
+// and CUDA backends and the ops that call them.
+#pragma once
+
+#include <cstdint>
+
+namespace tandem {
+
+/// 2-D convolution over NCHW; weight [C_out, C_in / groups, kH, kW].
+struct Conv2dParams {
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
+};
+
+/// 2-D pooling over NCHW (PyTorch's defaults: stride = kernel, no padding, pad counted in
+/// averages).
+struct Pool2dParams {
+  int64_t kernel_h = 2, kernel_w = 2;
+  int64_t stride_h = 2, stride_w = 2;
+  int64_t pad_h = 0, pad_w = 0;
+  bool count_include_pad = true;  // average pooling only
+};
+
+/// Softmax cross-entropy / NLL over class indices.
+struct ClassLossParams {
+  int64_t ignore_index = -100;   // rows with this target contribute nothing
+  double label_smoothing = 0.0;  // ε: target = (1 − ε)·one_hot + ε / C
+};
+
+/// One SGD step: PyTorch's torch.optim.SGD semantics.
+struct SgdParams {
+  double lr = 0.01, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+  bool first_step = false;  // the momentum buffer is initialised to the gradient
+};
+
+/// One Adam/AdamW step (bias-corrected moments at step `step` >= 1).
+struct AdamParams {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  int64_t step = 1;
+  bool decoupled_weight_decay = false;  // AdamW
+};
+
+}  // namespace tandem

@@ -1,0 +1,96 @@
+// data/batch_producer.cpp — the DataLoader's worker threads. Workers claim batch numbers in
+// order from a shared counter, build them outside the lock, and drop each into a ring of
+// `capacity` slots; a worker may only claim batch k once batch k − capacity has been taken, which
+// bounds the memory held by prefetched batches. Kernels the workers run (a dataset that does
+// tensor math in get()) go through core's intra-op pool, which runs concurrent callers serially,
+// so workers add at most num_workers threads of CPU load on top of the pool.
+#include <tandem/core/check.h>
+#include <tandem/data/batch_producer.h>
+#include <string>
+#if defined(__linux__)
+#include <pthread.h>
+#endif
+
+namespace tandem::data::detail {
+
+BatchProducer::BatchProducer(const Dataset& dataset, std::vector<std::vector<int64_t>> batches,
+                             int workers, int capacity)
+    : dataset_(dataset), batches_(std::move(batches)), capacity_(capacity) {
+  if (workers <= 0) return;
+  TD_INTERNAL_ASSERT(capacity >= 1, "prefetch capacity ", capacity);
+  slots_.resize(size_t(capacity));
+  try {
+    for (int w = 0; w < workers; ++w) {
+      workers_.emplace_back([this] { work(); });
+#if defined(__linux__)
+      // Named threads show up in top -H and gdb as the data loader's.
+      pthread_setname_np(workers_.back().native_handle(),
+                         ("tandem-data-" + std::to_string(w)).c_str());
+#endif
+    }
+  } catch (...) {
+    stop();  // a thread failed to start: do not leave the others running
+    throw;
+  }
+}
+
+BatchProducer::~BatchProducer() { stop(); }
+
+void BatchProducer::stop() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  space_cv_.notify_all();
+  for (std::thread& t : workers_)
+    if (t.joinable()) t.join();
+  workers_.clear();
+}
+
+void BatchProducer::work() {
+  const int64_t total = int64_t(batches_.size());
+  for (;;) {
+    int64_t k = 0;
+    {
+      std::unique_lock lk(mu_);
+      space_cv_.wait(
+          lk, [&] { return stop_ || claimed_ >= total || claimed_ < consumed_ + capacity_; });
+      if (stop_ || claimed_ >= total) return;
+      k = claimed_++;
+    }
+    Slot built;
+    try {
+      built.batch = dataset_.get_batch(batches_[size_t(k)]);
+    } catch (...) {
+      built.error = std::current_exception();  // handed over with the batch, in its place
+    }
+    built.ready = true;
+    {
+      std::lock_guard lk(mu_);
+      slots_[size_t(k % capacity_)] = std::move(built);
+    }
+    ready_cv_.notify_one();  // there is one consumer
+  }
+}
+
+Batch BatchProducer::next() {
+  TD_CHECK_INDEX(has_next(), "DataLoader: no batch left in this epoch (", batches_.size(),
+                 " batches)");
+  const int64_t k = taken_++;
+  if (workers_.empty() && slots_.empty()) return dataset_.get_batch(batches_[size_t(k)]);
+  TD_CHECK(!workers_.empty(), "DataLoader: batch ", k, " was asked for after the workers stopped");
+  Slot slot;
+  {
+    std::unique_lock lk(mu_);
+    Slot& s = slots_[size_t(k % capacity_)];
+    ready_cv_.wait(lk, [&] { return s.ready; });
+    slot = std::move(s);
+    s = Slot();
+    consumed_ = taken_;
+  }
+  space_cv_.notify_all();  // several workers may be waiting for room
+  if (slot.error) std::rethrow_exception(slot.error);
+  return std::move(slot.batch);
+}
+
+}  // namespace tandem::data::detail

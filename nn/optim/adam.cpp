@@ -1,0 +1,110 @@
+// nn/optim/adam.cpp — Adam/AdamW: one fused kernel per parameter per step.
+#include <tandem/autograd/grad_mode.h>
+#include <tandem/core/kernels/kernels.h>
+#include <tandem/core/layout.h>
+#include <tandem/nn/optim/adam.h>
+#include <tandem/nn/optim/optim_detail.h>
+
+namespace tandem::optim {
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options)
+    : Adam(std::vector<Group>{{std::move(params), options}}) {}
+
+Adam::Adam(std::vector<Group> groups, bool decoupled)
+    : groups_(std::move(groups)), decoupled_(decoupled) {
+  for (const Group& g : groups_) {
+    const AdamOptions& o = g.options;
+    TD_CHECK_VALUE(o.lr >= 0 && o.eps >= 0 && o.weight_decay >= 0,
+                   "Adam: lr, eps and weight_decay must be >= 0");
+    TD_CHECK_VALUE(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1,
+                   "Adam: betas must be in [0, 1), got (", o.beta1, ", ", o.beta2, ")");
+  }
+  detail::check_params(decoupled ? "AdamW" : "Adam", parameters());
+  state_.resize(parameters().size());
+}
+
+std::vector<Tensor> Adam::parameters() const {
+  std::vector<Tensor> out;
+  for (const Group& g : groups_) out.insert(out.end(), g.params.begin(), g.params.end());
+  return out;
+}
+
+void Adam::step() {
+  NoGradGuard no_grad;
+  size_t i = 0;
+  for (Group& g : groups_) {
+    for (Tensor& p : g.params) {
+      State& s = state_[i++];
+      const Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      if (!s.exp_avg.defined()) {
+        s.exp_avg = zeros_like(p);
+        s.exp_avg_sq = zeros_like(p);
+      }
+      ++s.step;
+      const AdamOptions& o = g.options;
+      const AdamParams ap{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, s.step, decoupled_};
+      Tensor dp = p;
+      kernels(p.device())
+          .adam_step(dp, detail::contiguous_grad("Adam", p, grad), s.exp_avg, s.exp_avg_sq, ap);
+      tandem::detail::bump_version(p);
+    }
+  }
+}
+
+OptimizerState Adam::state_dict() const {
+  OptimizerState out;
+  nlohmann::json groups = nlohmann::json::array();
+  size_t i = 0;
+  for (const Group& g : groups_) {
+    nlohmann::json params = nlohmann::json::array();
+    for (size_t k = 0; k < g.params.size(); ++k, ++i) {
+      params.push_back(i);
+      const State& s = state_[i];
+      if (!s.exp_avg.defined()) continue;
+      out.tensors.emplace_back(str("state.", i, ".step"),
+                               scalar_tensor(double(s.step)));  // float32 [], as torch
+      out.tensors.emplace_back(str("state.", i, ".exp_avg"), s.exp_avg);
+      out.tensors.emplace_back(str("state.", i, ".exp_avg_sq"), s.exp_avg_sq);
+    }
+    const AdamOptions& o = g.options;
+    groups.push_back({{"lr", o.lr},
+                      {"betas", {o.beta1, o.beta2}},
+                      {"eps", o.eps},
+                      {"weight_decay", o.weight_decay},
+                      {"amsgrad", false},
+                      {"maximize", false},
+                      {"foreach", nullptr},
+                      {"capturable", false},
+                      {"differentiable", false},
+                      {"fused", nullptr},
+                      {"params", params}});
+  }
+  out.param_groups_json = groups.dump();
+  return out;
+}
+
+void Adam::load_state_dict(const OptimizerState& state) {
+  const char* name = decoupled_ ? "AdamW" : "Adam";
+  const nlohmann::json groups = detail::parse_groups(name, state.param_groups_json, groups_.size());
+  for (size_t k = 0; k < groups_.size(); ++k) {
+    const auto& j = groups[k];
+    detail::check_group_size(name, j, k, groups_[k].params.size());
+    AdamOptions& o = groups_[k].options;
+    o.lr = j.at("lr");
+    o.beta1 = j.at("betas").at(0);
+    o.beta2 = j.at("betas").at(1);
+    o.eps = j.at("eps");
+    o.weight_decay = j.at("weight_decay");
+  }
+  const std::vector<Tensor> params = parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    State& s = state_[i];
+    const Tensor step = detail::state_tensor(name, state, i, "step", params[i], false, true);
+    s.step = step.defined() ? int64_t(step.item()) : 0;
+    s.exp_avg = detail::state_tensor(name, state, i, "exp_avg", params[i], step.defined());
+    s.exp_avg_sq = detail::state_tensor(name, state, i, "exp_avg_sq", params[i], step.defined());
+  }
+}
+
+}  // namespace tandem::optim

@@ -1,0 +1,31 @@
+// nn/optim/optimizer.cpp — what every optimizer shares: zero_grad and gradient clipping.
+#include <tandem/autograd/grad_mode.h>
+#include <tandem/autograd/ops/ops.h>
+#include <tandem/nn/optim/optimizer.h>
+#include <cmath>
+
+namespace tandem::optim {
+
+void Optimizer::zero_grad() {
+  for (const Tensor& p : parameters()) p.set_grad(Tensor());
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm) {
+  NoGradGuard no_grad;
+  double total = 0;
+  for (const Tensor& p : parameters) {
+    const Tensor g = p.grad();
+    if (g.defined()) total += (g.to(DType::f64) * g.to(DType::f64)).sum().item();
+  }
+  const double norm = std::sqrt(total);
+  const double scale = max_norm / (norm + 1e-6);
+  if (scale < 1) {
+    for (const Tensor& p : parameters) {
+      Tensor g = p.grad();
+      if (g.defined()) g.mul_(scale);
+    }
+  }
+  return norm;
+}
+
+}  // namespace tandem::optim

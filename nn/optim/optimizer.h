@@ -1,0 +1,42 @@
+// nn/optim/optimizer.h — the optimizer interface: parameter groups with their own options, step(),
+// zero_grad(), a learning rate per group that LR schedules adjust, and a state dict that saves as
+// safetensors with PyTorch's keys (state.<i>.exp_avg, ...; param_groups as JSON metadata).
+#pragma once
+
+#include <tandem/core/tensor.h>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tandem::optim {
+
+/// Optimizer state for checkpoints: tensors by key plus the param groups as a JSON string.
+struct OptimizerState {
+  std::vector<std::pair<std::string, Tensor>> tensors;  // "state.<index>.<name>"
+  std::string param_groups_json;  // PyTorch's param_groups, "params" = indices
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  /// Applies one update to every parameter that has a gradient (under no-grad).
+  virtual void step() = 0;
+  /// Clears every parameter's .grad (set_to_none, PyTorch's default).
+  void zero_grad();
+
+  virtual size_t num_groups() const = 0;
+  virtual double lr(size_t group) const = 0;
+  virtual void set_lr(size_t group, double lr) = 0;
+  /// Every parameter, in group order — the index used in state dict keys.
+  virtual std::vector<Tensor> parameters() const = 0;
+
+  virtual OptimizerState state_dict() const = 0;
+  /// Restores a state_dict(); ValueError naming the key on any mismatch (count, shape, type).
+  virtual void load_state_dict(const OptimizerState& state) = 0;
+};
+
+/// Scales gradients in place so that their global L2 norm is at most max_norm; returns the norm
+/// before clipping (as torch.nn.utils.clip_grad_norm_).
+double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm);
+
+}  // namespace tandem::optim

@@ -1,0 +1,105 @@
+// tests/autograd/op_table_layers.cpp — op-table rows for the layer ops: linear, convolution
+// (stride, padding, dilation, groups), pooling, the losses, batch norm and dropout.
+#include "autograd/op_table.h"
+
+namespace tandem::testing {
+
+using V = const std::vector<Tensor>&;
+
+namespace {
+Tensor labels(std::vector<int64_t> v) { return from_vector(v, {int64_t(v.size())}); }
+}  // namespace
+
+std::vector<OpCase> layer_rows() {
+  return {
+      {"linear", {{4, 3}, {5, 3}, {5}}, [](V x) { return linear(x[0], x[1], x[2]); }},
+      {"linear_3d_input_no_bias",
+       {{2, 4, 3}, {5, 3}},
+       [](V x) { return linear(x[0], x[1], Tensor()); }},
+      {"linear_of_offset_view",
+       {{6, 3}, {5, 3}, {5}},
+       [](V x) { return linear(x[0].narrow(0, 2, 3), x[1], x[2]); }},
+      {"conv2d_of_offset_view",
+       {{3, 2, 4, 4}, {2, 2, 3, 3}},
+       [](V x) { return conv2d(x[0].narrow(0, 1, 2), x[1], Tensor()); }},
+      {"conv2d", {{2, 3, 5, 5}, {4, 3, 3, 3}, {4}}, [](V x) { return conv2d(x[0], x[1], x[2]); }},
+      {"conv2d_stride_padding",
+       {{1, 2, 6, 5}, {3, 2, 3, 2}, {3}},
+       [](V x) {
+         return conv2d(x[0], x[1], x[2], {.stride_h = 2, .stride_w = 1, .pad_h = 1, .pad_w = 2});
+       }},
+      {"conv2d_dilation",
+       {{1, 2, 7, 7}, {2, 2, 3, 3}},
+       [](V x) { return conv2d(x[0], x[1], Tensor(), {.dilation_h = 2, .dilation_w = 2}); }},
+      {"conv2d_groups",
+       {{2, 4, 4, 4}, {6, 2, 2, 2}, {6}},
+       [](V x) { return conv2d(x[0], x[1], x[2], {.groups = 2}); }},
+      {"max_pool2d", {{2, 2, 4, 6}}, [](V x) { return max_pool2d(x[0], {}); }},
+      {"max_pool2d_stride_padding",
+       {{1, 2, 5, 5}},
+       [](V x) {
+         return max_pool2d(x[0], {3, 3, 2, 2, 1, 1});
+       }},
+      {"avg_pool2d", {{2, 2, 4, 6}}, [](V x) { return avg_pool2d(x[0], {}); }},
+      {"avg_pool2d_padding_excluded",
+       {{1, 1, 5, 5}},
+       [](V x) {
+         return avg_pool2d(x[0], {3, 3, 2, 2, 1, 1, false});
+       }},
+      {"cross_entropy",
+       {{4, 5}},
+       [](V x) {
+         return cross_entropy(x[0], labels({0, 3, 4, 1}));
+       }},
+      {"cross_entropy_sum_smoothing",
+       {{4, 5}},
+       [](V x) {
+         return cross_entropy(x[0], labels({2, 3, 0, 1}),
+                              {.reduction = Reduction::Sum, .label_smoothing = 0.1});
+       }},
+      {"cross_entropy_ignore_index_none",
+       {{4, 3}},
+       [](V x) {
+         return cross_entropy(x[0], labels({2, -100, 0, 1}), {.reduction = Reduction::None});
+       }},
+      {"nll_loss",
+       {{4, 5}},
+       [](V x) {
+         return nll_loss(x[0].log_softmax(1), labels({0, 3, 4, 1}));
+       }},
+      {"mse_loss", {{3, 4}, {3, 4}}, [](V x) { return mse_loss(x[0], x[1]); }},
+      {"batch_norm_2d_train",
+       {{3, 2, 2, 2}, {2}, {2}},
+       [](V x) {
+         nn::BatchNorm2d bn(2, {.tensor = {.dtype = kFloat64}});
+         bn.weight = x[1];
+         bn.bias = x[2];
+         return bn(x[0]);
+       }},
+      {"batch_norm_1d_eval",
+       {{4, 3}},
+       [](V x) {
+         nn::BatchNorm1d bn(3, {.tensor = {.dtype = kFloat64}});
+         bn.eval();
+         return bn(x[0]);
+       }},
+      {"dropout",
+       {{4, 5}},
+       [](V x) {
+         manual_seed(3);  // the same mask for every evaluation
+         return nn::dropout(x[0], 0.3, true);
+       }},
+      {"sequential_cnn",
+       {{2, 1, 6, 6}},
+       [](V x) {
+         manual_seed(5);
+         nn::Sequential net(nn::Conv2d(1, 2, 3, {.padding = 1, .tensor = {.dtype = kFloat64}}),
+                            nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
+                            nn::Linear(18, 3, {.tensor = {.dtype = kFloat64}}));
+         return net(x[0]);
+       },
+       Inputs::Normal},
+  };
+}
+
+}  // namespace tandem::testing
