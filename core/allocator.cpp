@@ -1,9 +1,16 @@
-// core/allocator.cpp — the CPU allocator, and the switch to the CUDA one. Sizes are rounded up to
-// the alignment because std::aligned_alloc requires it.
+// core/allocator.cpp — the CPU allocator, and the switch to the CUDA one. Small blocks go straight
+// to aligned_alloc. Blocks of 64 KiB and more are cached per device in size classes (each power
+// of two split in four, so at most 25 % is wasted): glibc returns such blocks to the kernel on
+// free, and every new tensor of that size would page-fault all its memory again (5× slower
+// elementwise ops on 64 MB tensors, measured in bench/elementwise_bench). This is what a CUDA
+// caching allocator does for cudaMalloc, applied to the host.
 #include <tandem/core/allocator.h>
 #include <tandem/core/check.h>
 #include <tandem/core/memory_stats.h>
 #include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 
 namespace tandem {
 
@@ -11,8 +18,34 @@ namespace tandem {
 namespace cuda {
 void* allocate(Device device, size_t nbytes);  // core/cuda/allocator.cu
 void deallocate(Device device, void* ptr, size_t nbytes) noexcept;
+void empty_cache(Device device) noexcept;
 }  // namespace cuda
 #endif
+
+namespace {
+
+constexpr size_t kCacheMin = size_t(64) << 10;  // smaller blocks are cheap for malloc itself
+
+// Rounds a large request up to its size class: 4 classes per power of two.
+size_t size_class(size_t n) {
+  if (n < kCacheMin) return (n + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+  size_t top = size_t(1) << (63 - __builtin_clzll(n));  // largest power of two <= n
+  const size_t step = top / 4;
+  return (n + step - 1) / step * step;
+}
+
+// Free blocks by size class, one cache per virtual CPU device (so memory_stats stays per device).
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;
+};
+
+Cache& cache(Device d) {
+  static Cache caches[Device::kMaxCpuDevices];
+  return caches[d.index()];
+}
+
+}  // namespace
 
 void* allocate(Device device, size_t nbytes) {
   if (nbytes == 0) return nullptr;
@@ -25,12 +58,25 @@ void* allocate(Device device, size_t nbytes) {
         ": this build of Tandem has no CUDA (configured with TANDEM_WITH_CUDA=OFF)");
 #endif
   }
-  const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-  void* p = std::aligned_alloc(kCpuAlignment, rounded);
-  TD_CHECK_AS(DeviceError, p != nullptr, "out of memory: could not allocate ", nbytes, " bytes on ",
-              device);
+  const size_t rounded = size_class(nbytes);
+  void* p = nullptr;
+  if (rounded >= kCacheMin) {
+    Cache& c = cache(device);
+    std::lock_guard lk(c.mu);
+    auto it = c.free_blocks.find(rounded);
+    if (it != c.free_blocks.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+    }
+  }
+  if (p == nullptr) {
+    p = std::aligned_alloc(kCpuAlignment, rounded);
+    TD_CHECK_AS(DeviceError, p != nullptr, "out of memory: could not allocate ", nbytes,
+                " bytes on ", device, " (", memory_stats(device).reserved_bytes,
+                " bytes reserved; empty_cache(device) returns cached blocks)");
+    detail::record_reserved(device, int64_t(rounded));
+  }
   detail::record_allocation(device, int64_t(nbytes));
-  detail::record_reserved(device, int64_t(nbytes));
   return p;
 }
 
@@ -42,9 +88,32 @@ void deallocate(Device device, void* ptr, size_t nbytes) noexcept {
 #endif
     return;
   }
-  std::free(ptr);
   detail::record_free(device, int64_t(nbytes));
-  detail::record_reserved(device, -int64_t(nbytes));
+  const size_t rounded = size_class(nbytes);
+  if (rounded >= kCacheMin) {
+    Cache& c = cache(device);
+    std::lock_guard lk(c.mu);
+    c.free_blocks[rounded].push_back(ptr);  // stays reserved until empty_cache()
+    return;
+  }
+  std::free(ptr);
+  detail::record_reserved(device, -int64_t(rounded));
+}
+
+void empty_cache(Device device) {
+  if (device.is_cuda()) {
+#if TANDEM_WITH_CUDA
+    cuda::empty_cache(device);
+#endif
+    return;
+  }
+  Cache& c = cache(device);
+  std::lock_guard lk(c.mu);
+  for (auto& [size, blocks] : c.free_blocks) {
+    for (void* p : blocks) std::free(p);
+    detail::record_reserved(device, -int64_t(size * blocks.size()));
+  }
+  c.free_blocks.clear();
 }
 
 }  // namespace tandem

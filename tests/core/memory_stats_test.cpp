@@ -40,6 +40,27 @@ TEST(MemoryStats, VirtualCpuDevicesAreCountedApart) {
   EXPECT_EQ(memory_stats(d7).allocated_bytes - b7, 1024);
 }
 
+TEST(Allocator, LargeBlocksAreCachedAndReusedUntilEmptyCache) {
+  const Device d("cpu:8");
+  empty_cache(d);
+  const MemoryStats base = memory_stats(d);
+  void* first = nullptr;
+  {
+    Tensor big = empty({1 << 20}, {.device = d});  // 4 MiB: cached when freed
+    first = big.data_ptr();
+    EXPECT_EQ(memory_stats(d).reserved_bytes - base.reserved_bytes, 4 << 20);
+  }
+  EXPECT_EQ(memory_stats(d).allocated_bytes, base.allocated_bytes);
+  EXPECT_EQ(memory_stats(d).reserved_bytes - base.reserved_bytes, 4 << 20);  // kept for reuse
+  {
+    Tensor again = empty({1 << 20}, {.device = d});
+    EXPECT_EQ(again.data_ptr(), first);  // the same block, no new page faults
+    EXPECT_EQ(memory_stats(d).reserved_bytes - base.reserved_bytes, 4 << 20);
+  }
+  empty_cache(d);
+  EXPECT_EQ(memory_stats(d).reserved_bytes, base.reserved_bytes);
+}
+
 TEST(Allocator, CpuMemoryIs64ByteAligned) {
   for (int n : {1, 3, 17, 1000}) {
     Tensor t = empty({n});

@@ -99,21 +99,25 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
                     const Conv2dParams& p) {
   const Geometry g = geometry(x, w, p);
   dispatch_float(x.dtype(), "conv2d", [&]<typename T>() {
-    std::vector<T> cols(size_t(g.k * g.cols()));
-    std::vector<T> out(size_t(g.co * g.cols()));  // [Co, N·Ho·Wo]
+    // Workspaces are tensors: 64-byte aligned (Eigen's reductions peel unaligned heads, so an
+    // address-dependent alignment would make results vary run to run) and counted in memory stats.
+    Tensor cols_t = empty({g.k, g.cols()}, x.options()),
+           out_t = empty({g.co, g.cols()}, x.options());
+    T* cols = cols_t.data<T>();
+    T* out = out_t.data<T>();  // [Co, N·Ho·Wo]
     for (int64_t grp = 0; grp < p.groups; ++grp) {
-      im2col(x.data<T>(), cols.data(), g, p, grp * g.cg);
+      im2col(x.data<T>(), cols, g, p, grp * g.cg);
       const ConstMatrixMap<T> W(w.data<T>() + grp * g.cog * g.k, g.cog, g.k);
-      MatrixMap<T> Y(out.data() + grp * g.cog * g.cols(), g.cog, g.cols());
-      Y.noalias() = W * ConstMatrixMap<T>(cols.data(), g.k, g.cols());
+      MatrixMap<T> Y(out + grp * g.cog * g.cols(), g.cog, g.cols());
+      Y.noalias() = W * ConstMatrixMap<T>(cols, g.k, g.cols());
     }
     if (b.defined()) {
       const T* pb = b.data<T>();
       detail::parallel_for(0, g.co, 1, [&](int64_t lo, int64_t hi) {
-        for (int64_t o = lo; o < hi; ++o) ArrayMap<T>(out.data() + o * g.cols(), g.cols()) += pb[o];
+        for (int64_t o = lo; o < hi; ++o) ArrayMap<T>(out + o * g.cols(), g.cols()) += pb[o];
       });
     }
-    swap_batch_channel(out.data(), y.data<T>(), g.co, g.n, g.ho * g.wo);  // [Co,N,P] -> [N,Co,P]
+    swap_batch_channel(out, y.data<T>(), g.co, g.n, g.ho * g.wo);  // [Co,N,P] -> [N,Co,P]
   });
 }
 
@@ -121,27 +125,29 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
                      Tensor& db, const Conv2dParams& p) {
   const Geometry g = geometry(x, w, p);
   dispatch_float(x.dtype(), "conv2d_backward", [&]<typename T>() {
-    std::vector<T> dyt(size_t(g.co * g.cols()));  // dY' = dy as [Co, N·Ho·Wo]
-    swap_batch_channel(dy.data<T>(), dyt.data(), g.n, g.co, g.ho * g.wo);
+    Tensor dyt_t = empty({g.co, g.cols()}, x.options());  // dY' = dy as [Co, N·Ho·Wo]
+    T* dyt = dyt_t.data<T>();
+    swap_batch_channel(dy.data<T>(), dyt, g.n, g.co, g.ho * g.wo);
     if (db.defined()) {  // db = Σ over (n, oy, ox) of dy
       T* pdb = db.data<T>();
       for (int64_t o = 0; o < g.co; ++o)
-        pdb[o] = ConstArrayMap<T>(dyt.data() + o * g.cols(), g.cols()).sum();
+        pdb[o] = ConstArrayMap<T>(dyt + o * g.cols(), g.cols()).sum();
     }
     if (!dw.defined() && !dx.defined()) return;
-    std::vector<T> cols(size_t(g.k * g.cols()));
+    Tensor cols_t = empty({g.k, g.cols()}, x.options());
+    T* cols = cols_t.data<T>();
     if (dx.defined()) std::fill(dx.data<T>(), dx.data<T>() + dx.numel(), T(0));
     for (int64_t grp = 0; grp < p.groups; ++grp) {
-      const ConstMatrixMap<T> dY(dyt.data() + grp * g.cog * g.cols(), g.cog, g.cols());
+      const ConstMatrixMap<T> dY(dyt + grp * g.cog * g.cols(), g.cog, g.cols());
       if (dw.defined()) {  // dW = dY'·colsᵀ
-        im2col(x.data<T>(), cols.data(), g, p, grp * g.cg);
+        im2col(x.data<T>(), cols, g, p, grp * g.cg);
         MatrixMap<T>(dw.data<T>() + grp * g.cog * g.k, g.cog, g.k).noalias() =
-            dY * ConstMatrixMap<T>(cols.data(), g.k, g.cols()).transpose();
+            dY * ConstMatrixMap<T>(cols, g.k, g.cols()).transpose();
       }
       if (dx.defined()) {  // dcols = Wᵀ·dY', then fold back into dx
         const ConstMatrixMap<T> W(w.data<T>() + grp * g.cog * g.k, g.cog, g.k);
-        MatrixMap<T>(cols.data(), g.k, g.cols()).noalias() = W.transpose() * dY;
-        col2im(cols.data(), dx.data<T>(), g, p, grp * g.cg);
+        MatrixMap<T>(cols, g.k, g.cols()).noalias() = W.transpose() * dY;
+        col2im(cols, dx.data<T>(), g, p, grp * g.cg);
       }
     }
   });

@@ -1,0 +1,58 @@
+// nn/checkpoint.cpp — model and optimizer files on top of core's safetensors reader/writer.
+#include <tandem/core/serialize/safetensors.h>
+#include <tandem/nn/checkpoint.h>
+#include <charconv>
+
+namespace tandem::nn {
+
+void save_model(const std::string& path, Module& model, const Metadata& metadata) {
+  Metadata meta = metadata;
+  meta["format"] = "pt";  // transformers and safetensors' torch loader expect it
+  save_safetensors(path, model.state_dict(), meta);
+}
+
+Metadata load_model(const std::string& path, Module& model, bool strict) {
+  const SafetensorsFile file = load_safetensors(path);
+  model.load_state_dict(file.tensors, strict, path);
+  return file.metadata;
+}
+
+void save_optimizer(const std::string& path, const optim::Optimizer& optimizer,
+                    const Metadata& metadata) {
+  const optim::OptimizerState state = optimizer.state_dict();
+  Metadata meta = metadata;
+  meta["param_groups"] = state.param_groups_json;
+  save_safetensors(path, state.tensors, meta);
+}
+
+Metadata load_optimizer(const std::string& path, optim::Optimizer& optimizer) {
+  const SafetensorsFile file = load_safetensors(path);
+  const auto groups = file.metadata.find("param_groups");
+  TD_CHECK_AS(DataError, groups != file.metadata.end(), "load_optimizer: ", path,
+              ": no \"param_groups\" in the metadata; is this an optimizer checkpoint?");
+  try {
+    optimizer.load_state_dict({file.tensors, groups->second});
+  } catch (const ValueError& e) {
+    detail::fail<ValueError>(e.what(), " (checkpoint ", path, ")");
+  }
+  return file.metadata;
+}
+
+std::string to_string(const GeneratorState& state) {
+  return std::to_string(state.seed) + ":" + std::to_string(state.offset);
+}
+
+GeneratorState generator_state_from_string(const std::string& text, const std::string& path) {
+  GeneratorState s;
+  const size_t colon = text.find(':');
+  const char* end = text.data() + text.size();
+  const bool ok =
+      colon != std::string::npos &&
+      std::from_chars(text.data(), text.data() + colon, s.seed).ptr == text.data() + colon &&
+      std::from_chars(text.data() + colon + 1, end, s.offset).ptr == end;
+  TD_CHECK_AS(DataError, ok, path, ": malformed generator state \"", text,
+              "\" (expected \"seed:offset\")");
+  return s;
+}
+
+}  // namespace tandem::nn

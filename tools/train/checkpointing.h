@@ -1,0 +1,33 @@
+// tools/train/checkpointing.h — `tandem train --checkpoint DIR [--resume]`. After every epoch DIR
+// gets model.safetensors and optimizer.safetensors (each written atomically), both carrying the
+// same metadata: the epochs completed, the global step, the training device's generator state
+// (for dropout) and the run's configuration as JSON. Restoring all of it — with the DataLoader's
+// order and the augmentation a function of (seed, epoch) — makes a resumed run bit-identical to
+// an uninterrupted one.
+#pragma once
+
+#include <tandem/core/generator.h>
+#include <tandem/nn/module.h>
+#include <tandem/nn/optim/optimizer.h>
+#include <cstdint>
+#include <string>
+
+namespace tandem::tools {
+
+struct TrainState {
+  int64_t epoch = 0;         // epochs completed
+  int64_t global_step = 0;   // optimizer steps taken
+  GeneratorState generator;  // of the training device, after `epoch` epochs
+  std::string config_json;   // the run's resolved flags (train/config.h)
+};
+
+/// Writes DIR/model.safetensors and DIR/optimizer.safetensors, creating DIR if needed.
+void save_checkpoint(const std::string& dir, nn::Module& model, const optim::Optimizer& optimizer,
+                     const TrainState& state);
+
+/// Loads both files of DIR into `model` and `optimizer` and returns the saved state. DataError
+/// naming the directory when a file is missing, when the metadata is incomplete, or when the two
+/// files come from different epochs (a crash between the two writes).
+TrainState load_checkpoint(const std::string& dir, nn::Module& model, optim::Optimizer& optimizer);
+
+}  // namespace tandem::tools

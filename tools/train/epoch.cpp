@@ -1,0 +1,116 @@
+// tools/train/epoch.cpp — the training loop body and the evaluation loop. Loss and accuracy are
+// read back after every step (item()), which also keeps the progress line honest about speed.
+#include <tandem/autograd/grad_mode.h>
+#include <tandem/autograd/ops/nn_ops.h>
+#include <tandem/autograd/ops/ops.h>
+#include <algorithm>
+#include <chrono>
+
+#include "augment.h"
+#include "epoch.h"
+#include "progress.h"
+
+namespace tandem::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Correct predictions in a batch, without recording anything for autograd.
+int64_t count_correct(const Tensor& logits, const Tensor& y) {
+  NoGradGuard no_grad;
+  return int64_t(logits.argmax(1).eq(y).to(kFloat32).sum().item());
+}
+
+// Sums over a stretch of steps: loss is summed per image, so means weight batches by size.
+struct Totals {
+  double loss = 0;
+  int64_t correct = 0, images = 0, steps = 0;
+  void add(double mean_loss, int64_t right, int64_t n) {
+    loss += mean_loss * double(n), correct += right, images += n, ++steps;
+  }
+  double mean_loss() const { return images ? loss / double(images) : 0; }
+  double acc() const { return images ? double(correct) / double(images) : 0; }
+};
+
+}  // namespace
+
+double unix_time() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
+  s.model.train();
+  s.loader.set_epoch(epoch - 1);
+  ProgressLine progress(s.interactive, epoch, s.steps);
+  const int64_t log_every = std::max<int64_t>(1, (s.steps + 9) / 10);  // ~10% of the epoch
+  Totals all, interval;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point interval_start = start;
+
+  for (auto it = s.loader.begin(); it != s.loader.end(); ++it) {
+    const data::Batch& batch = *it;
+    const uint64_t aug_seed = augment_seed(s.seed, epoch - 1, it.batch_index());
+    const Tensor x = random_translate(batch.x, s.augment, s.fill, aug_seed).to(s.device);
+    const Tensor y = batch.y.to(s.device);
+
+    const Tensor logits = s.model.forward(x);
+    const Tensor loss = cross_entropy(logits, y);
+    s.optimizer.zero_grad();
+    loss.backward();
+    s.optimizer.step();
+    if (s.scheduler) s.scheduler->step();
+    ++global_step;
+
+    const double l = loss.item();
+    const int64_t right = count_correct(logits, y), n = y.size(0);
+    all.add(l, right, n);
+    interval.add(l, right, n);
+    progress.update(all.steps, all.mean_loss(), all.acc());
+    if (all.steps % log_every == 0 || all.steps == s.steps) {
+      const double secs = seconds_since(interval_start);
+      const double rate = secs > 0 ? double(interval.images) / secs : 0;
+      s.metrics.write({.time = unix_time(),
+                       .epoch = epoch,
+                       .step = global_step,
+                       .split = "train",
+                       .loss = interval.mean_loss(),
+                       .acc = interval.acc(),
+                       .lr = s.optimizer.lr(0),
+                       .samples_per_s = rate});
+      progress.log(all.steps, interval.mean_loss(), interval.acc(), rate);
+      interval = Totals();
+      interval_start = Clock::now();
+    }
+    if (all.steps == s.steps) break;  // --max-steps: leaving the loop stops the loader's pass
+  }
+  progress.finish();
+  const double secs = seconds_since(start);
+  return {.loss = all.mean_loss(),
+          .acc = all.acc(),
+          .images = all.images,
+          .samples_per_s = secs > 0 ? double(all.images) / secs : 0};
+}
+
+PassResult evaluate(Classifier& model, data::DataLoader& loader, Device device) {
+  NoGradGuard no_grad;
+  model.eval();  // batch norm uses its running statistics, dropout is off
+  Totals all;
+  const Clock::time_point start = Clock::now();
+  for (const data::Batch& batch : loader) {
+    const Tensor y = batch.y.to(device);
+    const Tensor logits = model.forward(batch.x.to(device));
+    all.add(cross_entropy(logits, y).item(), count_correct(logits, y), y.size(0));
+  }
+  model.train();
+  const double secs = seconds_since(start);
+  return {.loss = all.mean_loss(),
+          .acc = all.acc(),
+          .images = all.images,
+          .samples_per_s = secs > 0 ? double(all.images) / secs : 0};
+}
+
+}  // namespace tandem::tools

@@ -1,0 +1,47 @@
+// tools/train/epoch.h — one pass of training and one of evaluation, the two halves of every
+// `tandem train` epoch. The training pass logs a train record every ~10% of the epoch (to
+// metrics.jsonl, and as a plain line when not on a terminal) and steps the lr schedule per step.
+#pragma once
+
+#include <tandem/data/dataloader.h>
+#include <tandem/nn/optim/lr_scheduler.h>
+#include <tandem/nn/optim/optimizer.h>
+#include <cstdint>
+
+#include "metrics.h"
+#include "models.h"
+
+namespace tandem::tools {
+
+struct EpochSetup {
+  Classifier& model;
+  optim::Optimizer& optimizer;
+  optim::LRScheduler* scheduler;  // null: a constant lr
+  data::DataLoader& loader;       // shuffled training batches
+  Device device;
+  int64_t steps;     // steps to take (the loader's size, or --max-steps)
+  int augment;       // max shift in pixels (0: none)
+  float fill;        // the normalised value of a black pixel, for shifted borders
+  uint64_t seed;     // the run's seed: augmentation = f(seed, epoch, batch)
+  bool interactive;  // draw the updating progress line
+  MetricsLog& metrics;
+};
+
+struct PassResult {
+  double loss = 0;  // mean cross-entropy per image
+  double acc = 0;   // fraction correct
+  int64_t images = 0;
+  double samples_per_s = 0;  // images/s over the whole pass
+};
+
+/// Trains epoch `epoch` (1-based; the loader is set to epoch − 1), advancing global_step.
+PassResult train_epoch(EpochSetup& setup, int64_t epoch, int64_t& global_step);
+
+/// Loss and accuracy of the model in eval mode, without gradients, over every batch of `loader`
+/// (the model is put back in training mode afterwards).
+PassResult evaluate(Classifier& model, data::DataLoader& loader, Device device);
+
+/// Seconds since the Unix epoch, for metric records.
+double unix_time();
+
+}  // namespace tandem::tools

@@ -1,0 +1,111 @@
+// tools/train/models.cpp — forward passes and visit() of the `tandem train` models. The feature
+// sizes feeding the first fully connected layer follow from the image size: unpadded 3×3 convs
+// take 2 pixels off each side pair, 2×2 max-pools halve (rounding down, as PyTorch).
+#include <tandem/core/check.h>
+
+#include "models.h"
+
+namespace tandem::tools {
+namespace {
+
+constexpr int64_t kClasses = 10;
+const Pool2dParams kPool2{};  // 2×2 window, stride 2 (the defaults)
+
+// Spatial size after the reference CNN's conv(3) → pool(2) → conv(3) → pool(2).
+int64_t cnn_side(int64_t n) { return ((n - 2) / 2 - 2) / 2; }
+
+}  // namespace
+
+Mlp::Mlp(int64_t rows, int64_t cols) : fc1(rows * cols, 512), fc2(512, 256), fc3(256, kClasses) {}
+
+Tensor Mlp::forward(const Tensor& x) {
+  Tensor h = relu(fc1(x.flatten(1)));
+  h = relu(fc2(h));
+  return fc3(h);
+}
+
+void Mlp::visit(nn::Visitor& v) {
+  v("fc1", fc1);
+  v("fc2", fc2);
+  v("fc3", fc3);
+}
+
+Cnn::Cnn(int64_t rows, int64_t cols)
+    : conv1(1, 32, 3),
+      conv2(32, 64, 3),
+      fc1(64 * cnn_side(rows) * cnn_side(cols), 128),
+      fc2(128, kClasses) {}
+
+Tensor Cnn::forward(const Tensor& x) {
+  Tensor h = max_pool2d(relu(conv1(x)), kPool2);  // [N, 32, 13, 13] for 28×28
+  h = max_pool2d(relu(conv2(h)), kPool2);         // [N, 64, 5, 5]
+  h = relu(fc1(h.flatten(1)));                    // [N, 128]
+  return fc2(h);
+}
+
+void Cnn::visit(nn::Visitor& v) {
+  v("conv1", conv1);
+  v("conv2", conv2);
+  v("fc1", fc1);
+  v("fc2", fc2);
+}
+
+// Convs before batch norm carry no bias: BN's shift makes it redundant (as in ResNet/VGG-BN).
+CnnBn::CnnBn(int64_t rows, int64_t cols)
+    : conv1(1, 32, 3, {.padding = 1, .bias = false}),
+      conv2(32, 32, 3, {.padding = 1, .bias = false}),
+      conv3(32, 64, 3, {.padding = 1, .bias = false}),
+      conv4(64, 64, 3, {.padding = 1, .bias = false}),
+      bn1(32),
+      bn2(32),
+      bn3(64),
+      bn4(64),
+      fc1(64 * (rows / 4) * (cols / 4), 128, {.bias = false}),
+      bn5(128),
+      dropout(0.3),
+      fc2(128, kClasses) {}
+
+Tensor CnnBn::forward(const Tensor& x) {
+  Tensor h = relu(bn1(conv1(x)));               // [N, 32, 28, 28]
+  h = max_pool2d(relu(bn2(conv2(h))), kPool2);  // [N, 32, 14, 14]
+  h = relu(bn3(conv3(h)));                      // [N, 64, 14, 14]
+  h = max_pool2d(relu(bn4(conv4(h))), kPool2);  // [N, 64, 7, 7]
+  h = dropout(relu(bn5(fc1(h.flatten(1)))));    // [N, 128]
+  return fc2(h);
+}
+
+void CnnBn::visit(nn::Visitor& v) {
+  v("conv1", conv1);
+  v("bn1", bn1);
+  v("conv2", conv2);
+  v("bn2", bn2);
+  v("conv3", conv3);
+  v("bn3", bn3);
+  v("conv4", conv4);
+  v("bn4", bn4);
+  v("fc1", fc1);
+  v("bn5", bn5);
+  v("dropout", dropout);
+  v("fc2", fc2);
+}
+
+std::unique_ptr<Classifier> make_model(const std::string& name, int64_t rows, int64_t cols) {
+  if (name == "mlp") return std::make_unique<Mlp>(rows, cols);
+  if (name == "cnn") {
+    TD_CHECK_VALUE(cnn_side(rows) >= 1 && cnn_side(cols) >= 1,
+                   "train: --model cnn needs images "
+                   "of at least 10×10 pixels, but the dataset's are ",
+                   rows, "×", cols);
+    return std::make_unique<Cnn>(rows, cols);
+  }
+  if (name == "cnn-bn") {
+    TD_CHECK_VALUE(rows >= 4 && cols >= 4,
+                   "train: --model cnn-bn needs images of at least 4×4 "
+                   "pixels, but the dataset's are ",
+                   rows, "×", cols);
+    return std::make_unique<CnnBn>(rows, cols);
+  }
+  detail::fail<ValueError>("train: unknown model \"", name, "\" (choose mlp, cnn or cnn-bn)");
+}
+
+}  // namespace tandem::tools

@@ -1,0 +1,206 @@
+// tools/train/train.cpp — `tandem train`: the whole run, readable top to bottom. Load the data,
+// build the model, optimizer and schedule, maybe resume from a checkpoint, then per epoch: train,
+// evaluate, log, checkpoint, rewrite the report. The pieces live beside this file: models.h,
+// epoch.h (the loops), checkpointing.h, metrics.h, report.h, config.h.
+#include <tandem/core/check.h>
+#include <tandem/core/cuda_device.h>
+#include <tandem/core/generator.h>
+#include <tandem/core/thread_pool.h>
+#include <tandem/data/mnist.h>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+
+#include "../commands.h"
+#include "checkpointing.h"
+#include "config.h"
+#include "data_source.h"
+#include "epoch.h"
+#include "optim_setup.h"
+#include "progress.h"
+#include "report.h"
+
+namespace tandem::tools {
+namespace fs = std::filesystem;
+namespace {
+
+std::string local_time(const char* format) {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, format, &tm);
+  return buf;
+}
+
+// A field of a checkpoint's config JSON, or `fallback` when it is absent or of another type.
+template <typename T>
+T saved_field(const std::string& config_json, const char* key, T fallback) {
+  const nlohmann::json j = nlohmann::json::parse(config_json, nullptr, false);
+  try {
+    return j.is_object() && j.contains(key) ? j[key].get<T>() : fallback;
+  } catch (const nlohmann::json::exception&) {
+    return fallback;
+  }
+}
+
+std::string percent(double fraction) {
+  return str(std::fixed, std::setprecision(2), 100 * fraction, "%");
+}
+
+void check_device(Device device) {
+  if (!device.is_cuda()) return;
+  const int n = cuda::device_count();
+  TD_CHECK_DEVICE(device.index() < n, "train: --device ", device, ", but ",
+                  n == 0 ? std::string(TANDEM_HAS_CUDA ? "no CUDA device is visible"
+                                                       : "this build of Tandem has no CUDA")
+                         : str("only ", n, " CUDA device(s) are visible"),
+                  "\n  hint: `tandem devices` lists what this machine has");
+}
+
+}  // namespace
+
+int run_train(const TrainOptions& flags) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string started = local_time("%Y-%m-%d %H:%M:%S");
+  TrainOptions o = resolve_config(flags);
+  const Device device(o.device);
+  check_device(device);
+
+  // ---- data: each split is loaded and normalised once; batches are then row gathers.
+  const DataSource source = resolve_data_source(o.dataset);
+  const data::MnistOptions norm{.normalize = true, .mean = source.mean, .std = source.std};
+  const data::MNIST train_set(source.dir, data::Split::Train, norm);
+  const data::MNIST eval_set(source.dir, data::Split::Test, norm);
+  const int64_t rows = train_set.images().size(2), cols = train_set.images().size(3);
+  data::DataLoader loader(
+      train_set,
+      {.batch_size = o.batch_size, .shuffle = true, .seed = o.seed, .num_workers = o.workers});
+  data::DataLoader eval_loader(eval_set, {.batch_size = 500});
+  const int64_t steps = o.max_steps > 0 ? std::min(o.max_steps, loader.size()) : loader.size();
+
+  // ---- model, optimizer, schedule. The seed fixes the initial weights and dropout's masks.
+  manual_seed(o.seed);
+  std::unique_ptr<Classifier> model = make_model(o.model, rows, cols);
+  model->to(device);  // before the optimizer, which holds the moved parameters
+  std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(o, model->parameters());
+  std::unique_ptr<optim::LRScheduler> scheduler = make_scheduler(o, *optimizer, steps);
+
+  // ---- resume: weights, optimizer state, step count and dropout's generator, as they were.
+  int64_t first_epoch = 1, global_step = 0;
+  std::string resumed;
+  if (o.resume) {
+    const TrainState state = load_checkpoint(o.checkpoint, *model, *optimizer);
+    default_generator(device).set_state(state.generator);
+    first_epoch = state.epoch + 1;
+    global_step = state.global_step;
+    if (o.log_dir.empty()) o.log_dir = saved_field<std::string>(state.config_json, "log_dir", "");
+    resumed = str(o.checkpoint, " after epoch ", state.epoch, " (step ", global_step, ")");
+    std::printf("resuming from %s: continuing at epoch %lld of %d\n", resumed.c_str(),
+                (long long)first_epoch, o.epochs);
+    for (const std::string& d : config_differences(state.config_json, o))
+      std::printf("  note: changed since the checkpoint: %s\n", d.c_str());
+    const int saved_epochs = saved_field<int>(state.config_json, "epochs", o.epochs);
+    if (saved_epochs != o.epochs && o.schedule != "none" && o.schedule != "step")
+      std::printf(
+          "  note: the %s schedule now spans %d epochs instead of %d: the lr from here on "
+          "matches neither an uninterrupted %d- nor %d-epoch run\n",
+          o.schedule.c_str(), o.epochs, saved_epochs, o.epochs, saved_epochs);
+    if (first_epoch > o.epochs) {
+      std::printf("the checkpoint has finished all %d epochs; raise --epochs to train more\n",
+                  o.epochs);
+      return 0;
+    }
+  }
+  if (scheduler) scheduler->set_step(global_step);  // this step's lr (warm-up starts low)
+
+  // ---- logging: metrics.jsonl (a resumed run drops what ran after its checkpoint), report.
+  if (o.log_dir.empty())
+    o.log_dir = str("runs/", o.model, "-", source.name, "-", local_time("%Y%m%d-%H%M%S"));
+  fs::create_directories(o.log_dir);
+  MetricsLog metrics((fs::path(o.log_dir) / "metrics.jsonl").string(),
+                     o.resume ? first_epoch - 1 : -1);
+  const std::string report_path = (fs::path(o.log_dir) / "report.html").string();
+  const std::string config = config_json(o), eval = source.eval_name;
+  const std::string noun = source.npm_subset ? "digits" : "images";
+  const std::string params = with_commas(model->parameter_count());
+  const std::string data_line = str(source.dir, ": ", with_commas(train_set.size()), " train / ",
+                                    with_commas(eval_set.size()), " ", eval, " ", noun);
+
+  std::printf("tandem train: %s (%s parameters) on %s, device %s\n", o.model.c_str(),
+              params.c_str(), data_line.c_str(), device.str().c_str());
+  std::printf(
+      "%d epoch%s x %lld steps (batch %lld), %s lr %g, schedule %s, augment %d px, seed "
+      "%llu; logs in %s\n",
+      o.epochs, o.epochs == 1 ? "" : "s", (long long)steps, (long long)o.batch_size,
+      o.optimizer.c_str(), *o.lr, o.schedule.c_str(), *o.augment, (unsigned long long)o.seed,
+      o.log_dir.c_str());
+  std::fflush(stdout);
+
+  EpochSetup setup{.model = *model,
+                   .optimizer = *optimizer,
+                   .scheduler = scheduler.get(),
+                   .loader = loader,
+                   .device = device,
+                   .steps = steps,
+                   .augment = *o.augment,
+                   .fill = float((0 - source.mean) / source.std),  // a black pixel, normalised
+                   .seed = o.seed,
+                   .interactive = progress_is_interactive(o.no_progress),
+                   .metrics = metrics};
+  ReportInfo report{.title = str(o.model, " on ", source.name),
+                    .run = {},
+                    .config = config_rows(o),
+                    .eval_name = eval,
+                    .headline = ""};
+  std::string final_line;
+  for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
+    const PassResult t = train_epoch(setup, epoch, global_step);
+    const PassResult e = evaluate(*model, eval_loader, device);
+    metrics.write({.time = unix_time(),
+                   .epoch = epoch,
+                   .step = global_step,
+                   .split = "eval",
+                   .loss = e.loss,
+                   .acc = e.acc,
+                   .lr = optimizer->lr(0),
+                   .samples_per_s = e.samples_per_s});
+    std::printf(
+        "epoch %lld/%d: train loss %.4f acc %.3f | %s loss %.4f acc %s | %.0f img/s | "
+        "lr %.3g\n",
+        (long long)epoch, o.epochs, t.loss, t.acc, eval.c_str(), e.loss, percent(e.acc).c_str(),
+        t.samples_per_s, optimizer->lr(0));
+    std::fflush(stdout);
+    if (!o.checkpoint.empty())
+      save_checkpoint(o.checkpoint, *model, *optimizer,
+                      {epoch, global_step, default_generator(device).get_state(), config});
+
+    const bool last = epoch == o.epochs;
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    final_line = str("final ", eval, " accuracy: ", percent(e.acc), " (", source.eval_set, ", ",
+                     with_commas(e.images), " ", noun, ")");
+    report.headline = last ? final_line
+                           : str("after epoch ", epoch, " of ", o.epochs, ": ", eval, " accuracy ",
+                                 percent(e.acc), " (running)");
+    report.run = {{"device", str(device, " (", get_num_threads(), " intra-op threads)")},
+                  {"seed", std::to_string(o.seed)},
+                  {"dataset", data_line},
+                  {"model", str(o.model, ", ", params, " parameters")},
+                  {"started", started},
+                  {"wall time", format_duration(wall) + (resumed.empty() ? "" : " (this session)")},
+                  {"status", last ? "finished" : str("epoch ", epoch, " of ", o.epochs, " done")}};
+    if (!resumed.empty()) report.run.emplace_back("resumed from", resumed);
+    write_report(report_path, report, metrics.records());
+  }
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("%s\ntotal time %s; report: %s\n", final_line.c_str(), format_duration(wall).c_str(),
+              report_path.c_str());
+  return 0;
+}
+
+}  // namespace tandem::tools

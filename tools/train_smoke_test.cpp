@@ -1,0 +1,174 @@
+// tools/train_smoke_test.cpp — end-to-end tests of the `tandem` command, run as a user would run
+// it (std::system on the built binary). Each test writes a tiny synthetic IDX dataset (256 train
+// / 64 test random 28×28 images) into its own temporary directory, so no download is needed.
+// The resume test checks the promise of --resume: bit-identical parameters to a run that was
+// never interrupted (cnn-bn, so dropout's generator and batch-norm buffers are covered too).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <tandem/tandem.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+namespace {
+namespace fs = std::filesystem;
+using namespace tandem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "tandem-cli-test-XXXXXX").string();
+    EXPECT_NE(mkdtemp(pattern.data()), nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+// Random images whose mean brightness depends on the label, so a few steps can learn something.
+void write_split(const fs::path& dir, const std::string& prefix, int64_t n, uint64_t seed) {
+  data::SplitMix64 rng(seed);
+  data::IdxImages images{.count = n, .rows = 28, .cols = 28, .pixels = {}};
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    labels[size_t(i)] = int64_t(rng.next() % 10);
+    for (int p = 0; p < 28 * 28; ++p)
+      images.pixels.push_back(uint8_t((rng.next() % 128) + uint64_t(labels[size_t(i)]) * 12));
+  }
+  data::write_idx_images((dir / (prefix + "-images-idx3-ubyte")).string(), images);
+  data::write_idx_labels((dir / (prefix + "-labels-idx1-ubyte")).string(), labels);
+}
+
+void write_synthetic_dataset(const fs::path& dir) {
+  fs::create_directories(dir);
+  write_split(dir, "train", 256, 1);
+  write_split(dir, "t10k", 64, 2);
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+struct Result {
+  int code;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `tandem <args>`; the output goes through a file so it can be checked.
+Result tandem_cli(const std::string& args, const fs::path& log) {
+  const std::string cmd = std::string(TANDEM_CLI) + " " + args + " > '" + log.string() + "' 2>&1";
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(log)};
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Every tensor of two safetensors files, byte for byte.
+void expect_same_tensors(const fs::path& a, const fs::path& b) {
+  const SafetensorsFile fa = load_safetensors(a.string()), fb = load_safetensors(b.string());
+  ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
+  for (const auto& [name, t] : fa.tensors) {
+    ASSERT_TRUE(fb.contains(name)) << name;
+    const Tensor& u = fb.at(name);
+    ASSERT_EQ(t.shape(), u.shape()) << name;
+    ASSERT_EQ(t.dtype(), u.dtype()) << name;
+    const Tensor tc = t.contiguous(), uc = u.contiguous();
+    EXPECT_EQ(std::memcmp(tc.data_ptr(), uc.data_ptr(), tc.nbytes()), 0)
+        << name << " differs between " << a << " and " << b;
+  }
+}
+
+TEST(TrainCommand, HelpExitsZeroAndShowsTheDefaultRecipe) {
+  TempDir tmp;
+  const Result r = tandem_cli("train --help", tmp / "out.txt");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("--model"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Default recipe"), std::string::npos) << r.output;
+}
+
+TEST(TrainCommand, MissingDatasetNamesTheDirectoryAndTheFourFiles) {
+  TempDir tmp;
+  const Result r = tandem_cli("train --dataset /nonexistent --no-progress", tmp / "out.txt");
+  EXPECT_NE(r.code, 0);
+  for (const char* s : {"/nonexistent", "train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
+    EXPECT_NE(r.output.find(s), std::string::npos) << s << " not in:\n" << r.output;
+}
+
+TEST(DevicesCommand, ExitsZeroAndListsTheCpu) {
+  TempDir tmp;
+  const Result r = tandem_cli("devices", tmp / "out.txt");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("cpu  "), std::string::npos) << r.output;
+  EXPECT_EQ(tandem_cli("devices --json", tmp / "json.txt").code, 0);
+}
+
+TEST(TrainCommand, ShortRunWritesMetricsReportAndCheckpoint) {
+  TempDir tmp;
+  write_synthetic_dataset(tmp / "data");
+  const Result r = tandem_cli("train --dataset " + (tmp / "data").string() +
+                                  " --model cnn --epochs 2 --max-steps 3 --no-progress"
+                                  " --checkpoint " +
+                                  (tmp / "ckpt").string() + " --log-dir " + (tmp / "logs").string(),
+                              tmp / "out.txt");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("epoch 2/2: train loss"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("final test accuracy: "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\r'), std::string::npos) << "no \\r outside a terminal";
+
+  // 3 steps per epoch, logged every step (~10% of 3), then one eval line per epoch.
+  const std::string metrics = read_file(tmp / "logs" / "metrics.jsonl");
+  EXPECT_EQ(count(metrics, "\n"), 8) << metrics;
+  EXPECT_EQ(count(metrics, "\"split\":\"train\""), 6) << metrics;
+  EXPECT_EQ(count(metrics, "\"split\":\"eval\""), 2) << metrics;
+  EXPECT_EQ(count(metrics, "\"epoch\":2,\"step\":6,\"split\":\"eval\""), 1) << metrics;
+
+  const std::string report = read_file(tmp / "logs" / "report.html");
+  EXPECT_EQ(count(report, "<svg"), 4);
+  EXPECT_EQ(count(report, "<script"), 0);
+  EXPECT_TRUE(fs::exists(tmp / "ckpt" / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(tmp / "ckpt" / "optimizer.safetensors"));
+}
+
+TEST(TrainCommand, ResumeIsBitIdenticalToAnUninterruptedRun) {
+  TempDir tmp;
+  write_synthetic_dataset(tmp / "data");
+  // cnn-bn: dropout draws from the generator, batch norm has buffers, augment defaults to 2.
+  const std::string common = "train --dataset " + (tmp / "data").string() +
+                             " --model cnn-bn --batch-size 32 --max-steps 3 --schedule step"
+                             " --no-progress ";
+  const Result whole = tandem_cli(common + "--epochs 3 --checkpoint " + (tmp / "a").string() +
+                                      " --log-dir " + (tmp / "log-a").string(),
+                                  tmp / "a.txt");
+  ASSERT_EQ(whole.code, 0) << whole.output;
+  const std::string b =
+      " --checkpoint " + (tmp / "b").string() + " --log-dir " + (tmp / "log-b").string();
+  const Result first = tandem_cli(common + "--epochs 2" + b, tmp / "b1.txt");
+  ASSERT_EQ(first.code, 0) << first.output;
+  const Result rest = tandem_cli(common + "--epochs 3 --resume" + b, tmp / "b2.txt");
+  ASSERT_EQ(rest.code, 0) << rest.output;
+  EXPECT_NE(rest.output.find("continuing at epoch 3 of 3"), std::string::npos) << rest.output;
+  EXPECT_EQ(rest.output.find("epoch 1/3:"), std::string::npos) << rest.output;
+  EXPECT_NE(rest.output.find("epoch 3/3:"), std::string::npos) << rest.output;
+
+  expect_same_tensors(tmp / "a" / "model.safetensors", tmp / "b" / "model.safetensors");
+  expect_same_tensors(tmp / "a" / "optimizer.safetensors", tmp / "b" / "optimizer.safetensors");
+  // The resumed run appended to the first run's metrics: one eval line per epoch, 1 to 3.
+  const std::string metrics = read_file(tmp / "log-b" / "metrics.jsonl");
+  EXPECT_EQ(count(metrics, "\"split\":\"eval\""), 3) << metrics;
+  EXPECT_EQ(count(metrics, "\"epoch\":3,\"step\":9,\"split\":\"eval\""), 1) << metrics;
+}
+
+}  // namespace
