@@ -1,5 +1,5 @@
-// core/allocator.cpp — the CPU allocator, and the switch to the CUDA one. Small blocks go straight
-// to aligned_alloc. Blocks of 64 KiB and more are cached per device in size classes (each power
+// core/allocator.cpp — the CPU allocator, and the switch to the CUDA one. Tiny blocks go straight
+// to aligned_alloc. Blocks of 4 KiB and more are cached per device in size classes (each power
 // of two split in four, so at most 25 % is wasted): glibc returns such blocks to the kernel on
 // free, and every new tensor of that size would page-fault all its memory again (5× slower
 // elementwise ops on 64 MB tensors, measured in bench/elementwise_bench). This is what a CUDA
@@ -24,7 +24,7 @@ void empty_cache(Device device) noexcept;
 
 namespace {
 
-constexpr size_t kCacheMin = size_t(64) << 10;  // smaller blocks are cheap for malloc itself
+constexpr size_t kCacheMin = size_t(4) << 10;  // smaller blocks are cheap for malloc itself
 
 // Rounds a large request up to its size class: 4 classes per power of two.
 size_t size_class(size_t n) {

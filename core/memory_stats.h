@@ -21,7 +21,7 @@ MemoryStats memory_stats(Device device);
 /// Sets the peak back to the bytes in use now.
 void reset_peak_memory_stats(Device device);
 /// Returns the allocator's cached free blocks on `device` to the system (reserved_bytes falls to
-/// what live tensors use). CPU devices cache blocks of 64 KiB and more; CUDA caches all blocks.
+/// what live tensors use). CPU devices cache blocks of 4 KiB and more; CUDA caches all blocks.
 void empty_cache(Device device);
 
 namespace detail {

@@ -33,6 +33,7 @@ std::vector<double> LRScheduler::last_lr() const {
 StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma)
     : LRScheduler(opt), step_size_(step_size), gamma_(gamma) {
   TD_CHECK_VALUE(step_size > 0, "StepLR: step_size must be positive, got ", step_size);
+  apply();
 }
 
 double StepLR::lr_at(int64_t step, double base) const {
@@ -42,6 +43,7 @@ double StepLR::lr_at(int64_t step, double base) const {
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, int64_t t_max, double eta_min)
     : LRScheduler(opt), t_max_(t_max), eta_min_(eta_min) {
   TD_CHECK_VALUE(t_max > 0, "CosineAnnealingLR: T_max must be positive, got ", t_max);
+  apply();
 }
 
 double CosineAnnealingLR::lr_at(int64_t step, double base) const {
@@ -56,6 +58,7 @@ LinearWarmup::LinearWarmup(Optimizer& opt, int64_t warmup_steps, double start_fa
                  "LinearWarmup: need warmup_steps >= 0 and start_factor in (0, 1]");
   TD_CHECK_VALUE(total_steps == 0 || total_steps > warmup_steps,
                  "LinearWarmup: total_steps must exceed warmup_steps");
+  apply();
 }
 
 double LinearWarmup::lr_at(int64_t step, double base) const {

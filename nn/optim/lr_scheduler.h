@@ -23,9 +23,11 @@ class LRScheduler {
  protected:
   /// A group's lr at `step` (0 = before any step()) given its base lr.
   virtual double lr_at(int64_t step, double base) const = 0;
+  /// Writes the lr for the current step; each schedule's constructor calls it (as PyTorch's do, so
+  /// the first step already runs at the schedule's starting lr).
+  void apply();
 
  private:
-  void apply();
   Optimizer& optimizer_;
   std::vector<double> base_lrs_;
   int64_t step_ = 0;

@@ -136,7 +136,7 @@ TEST(LRScheduler, StepCosineAndWarmup) {
   EXPECT_NEAR(opt2.lr(0), 0.1, 1e-12);
   optim::SGD opt3({param()}, {.lr = 2.0});
   optim::LinearWarmup warm(opt3, 4, 0.25, 8);
-  EXPECT_NEAR(opt3.lr(0), 2.0, 1e-12);  // untouched until the first step()
+  EXPECT_NEAR(opt3.lr(0), 0.5, 1e-12);  // the starting lr is set at construction, as PyTorch's
   warm.set_step(0);
   EXPECT_NEAR(opt3.lr(0), 0.5, 1e-12);
   warm.set_step(2);

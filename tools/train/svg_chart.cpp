@@ -31,7 +31,9 @@ double nice_step(double range, int target) {
   return (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * magnitude;
 }
 
-Axis linear_axis(double lo, double hi, int target, bool integer) {
+// Ticks every nice step; the axis starts at a tick, and ends at one too unless `tight_hi` (an x
+// axis that ends where the data does, rather than leaving an empty band after the last step).
+Axis linear_axis(double lo, double hi, int target, bool integer, bool tight_hi) {
   if (!(hi > lo)) {  // one value (or none): show a band around it
     const double pad = lo == 0 ? 1 : std::abs(lo) * 0.1;
     lo -= integer ? 1 : pad;
@@ -41,7 +43,7 @@ Axis linear_axis(double lo, double hi, int target, bool integer) {
   if (integer) step = std::max(1.0, std::round(step));
   Axis a;
   a.lo = std::floor(lo / step + 1e-9) * step;
-  a.hi = std::ceil(hi / step - 1e-9) * step;
+  a.hi = tight_hi ? hi : std::ceil(hi / step - 1e-9) * step;
   for (double t = a.lo; t <= a.hi + step * 1e-6; t += step)
     a.ticks.push_back(std::abs(t) < step * 1e-9 ? 0 : t);
   return a;
@@ -117,8 +119,8 @@ std::string svg_line_chart(const ChartSpec& spec) {
   const bool empty = x0 > x1;
   if (empty) x0 = 0, x1 = 1, y0 = spec.log_y ? 0.1 : 0, y1 = 1;
   if (spec.y_from_zero && !spec.log_y) y0 = std::min(y0, 0.0);
-  const Axis xa = linear_axis(x0, x1, 6, spec.integer_x);
-  const Axis ya = spec.log_y ? log_axis(y0, y1) : linear_axis(y0, y1, 5, false);
+  const Axis xa = linear_axis(x0, x1, 6, spec.integer_x, /*tight_hi=*/!empty);
+  const Axis ya = spec.log_y ? log_axis(y0, y1) : linear_axis(y0, y1, 5, false, false);
   auto px = [&](double x) { return kLeft + xa.frac(x) * kPlotW; };
   auto py = [&](double y) { return kTop + (1 - ya.frac(y)) * kPlotH; };
 

@@ -76,11 +76,16 @@ int run_train(const TrainOptions& flags) {
   const data::MNIST train_set(source.dir, data::Split::Train, norm);
   const data::MNIST eval_set(source.dir, data::Split::Test, norm);
   const int64_t rows = train_set.images().size(2), cols = train_set.images().size(3);
-  data::DataLoader loader(
-      train_set,
-      {.batch_size = o.batch_size, .shuffle = true, .seed = o.seed, .num_workers = o.workers});
+  // drop_last: a last batch of one image would break batch norm's training statistics.
+  data::DataLoader loader(train_set, {.batch_size = o.batch_size,
+                                      .shuffle = true,
+                                      .seed = o.seed,
+                                      .drop_last = true,
+                                      .num_workers = o.workers});
   data::DataLoader eval_loader(eval_set, {.batch_size = 500});
   const int64_t steps = o.max_steps > 0 ? std::min(o.max_steps, loader.size()) : loader.size();
+  TD_CHECK_VALUE(steps > 0, "train: ", source.dir, " has ", train_set.size(),
+                 " training images, fewer than one batch (--batch-size ", o.batch_size, ")");
 
   // ---- model, optimizer, schedule. The seed fixes the initial weights and dropout's masks.
   manual_seed(o.seed);

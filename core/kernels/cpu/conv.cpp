@@ -28,6 +28,15 @@ Geometry geometry(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   return g;
 }
 
+// The output columns ox whose input column ix = ox·s − p + j·d falls inside [0, w): [lo, hi).
+// Computing the range once per kernel column keeps the inner loops free of bounds checks.
+inline std::pair<int64_t, int64_t> valid_cols(int64_t j, const Geometry& g, const Conv2dParams& p) {
+  const int64_t shift = j * p.dilation_w - p.pad_w;  // ix = ox·s + shift
+  int64_t lo = shift >= 0 ? 0 : (-shift + p.stride_w - 1) / p.stride_w;
+  int64_t hi = g.w - 1 - shift < 0 ? 0 : (g.w - 1 - shift) / p.stride_w + 1;
+  return {std::min(lo, g.wo), std::max(std::min(hi, g.wo), std::min(lo, g.wo))};
+}
+
 // cols[(c, i, j), (n, oy, ox)] = x[n, c0 + c, oy·s − p + i·d, ox·s − p + j·d] (0 outside).
 template <typename T>
 void im2col(const T* x, T* cols, const Geometry& g, const Conv2dParams& p, int64_t c0) {
@@ -35,6 +44,8 @@ void im2col(const T* x, T* cols, const Geometry& g, const Conv2dParams& p, int64
   detail::parallel_for(0, g.k, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const int64_t c = r / (g.kh * g.kw), i = (r / g.kw) % g.kh, j = r % g.kw;
+      const auto [x0, x1] = valid_cols(j, g, p);
+      const int64_t shift = j * p.dilation_w - p.pad_w;
       for (int64_t n = 0; n < g.n; ++n) {
         const T* src = x + ((n * g.c) + c0 + c) * g.h * g.w;
         T* dst = cols + r * g.cols() + n * plane;
@@ -45,10 +56,14 @@ void im2col(const T* x, T* cols, const Geometry& g, const Conv2dParams& p, int64
             std::fill(row, row + g.wo, T(0));
             continue;
           }
-          for (int64_t ox = 0; ox < g.wo; ++ox) {
-            const int64_t ix = ox * p.stride_w - p.pad_w + j * p.dilation_w;
-            row[ox] = (ix >= 0 && ix < g.w) ? src[iy * g.w + ix] : T(0);
+          const T* in = src + iy * g.w + shift;
+          std::fill(row, row + x0, T(0));
+          if (p.stride_w == 1) {
+            std::copy(in + x0, in + x1, row + x0);
+          } else {
+            for (int64_t ox = x0; ox < x1; ++ox) row[ox] = in[ox * p.stride_w];
           }
+          std::fill(row + x1, row + g.wo, T(0));
         }
       }
     }
@@ -67,12 +82,17 @@ void col2im(const T* cols, T* dx, const Geometry& g, const Conv2dParams& p, int6
       for (int64_t i = 0; i < g.kh; ++i)
         for (int64_t j = 0; j < g.kw; ++j) {
           const T* src = cols + ((c * g.kh + i) * g.kw + j) * g.cols() + n * plane;
+          const auto [x0, x1] = valid_cols(j, g, p);
+          const int64_t shift = j * p.dilation_w - p.pad_w;
           for (int64_t oy = 0; oy < g.ho; ++oy) {
             const int64_t iy = oy * p.stride_h - p.pad_h + i * p.dilation_h;
             if (iy < 0 || iy >= g.h) continue;
-            for (int64_t ox = 0; ox < g.wo; ++ox) {
-              const int64_t ix = ox * p.stride_w - p.pad_w + j * p.dilation_w;
-              if (ix >= 0 && ix < g.w) dst[iy * g.w + ix] += src[oy * g.wo + ox];
+            T* out = dst + iy * g.w + shift;
+            const T* in = src + oy * g.wo;
+            if (p.stride_w == 1) {
+              for (int64_t ox = x0; ox < x1; ++ox) out[ox] += in[ox];  // vectorised
+            } else {
+              for (int64_t ox = x0; ox < x1; ++ox) out[ox * p.stride_w] += in[ox];
             }
           }
         }

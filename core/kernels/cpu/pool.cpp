@@ -36,21 +36,20 @@ void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2
       int64_t* idx = indices.data<int64_t>() + q * s.ho * s.wo;
       for (int64_t oy = 0; oy < s.ho; ++oy)
         for (int64_t ox = 0; ox < s.wo; ++ox) {
-          T best = -std::numeric_limits<T>::infinity();
-          int64_t where = -1;
-          for (int64_t i = 0; i < p.kernel_h; ++i) {
-            const int64_t iy = oy * p.stride_h - p.pad_h + i;
-            if (iy < 0 || iy >= s.h) continue;
-            for (int64_t j = 0; j < p.kernel_w; ++j) {
-              const int64_t ix = ox * p.stride_w - p.pad_w + j;
-              if (ix < 0 || ix >= s.w) continue;
+          // The window, clipped to the input (without padding it is always inside).
+          const int64_t y0 = oy * p.stride_h - p.pad_h, x0 = ox * p.stride_w - p.pad_w;
+          const int64_t ya = std::max<int64_t>(y0, 0), yb = std::min(y0 + p.kernel_h, s.h);
+          const int64_t xa = std::max<int64_t>(x0, 0), xb = std::min(x0 + p.kernel_w, s.w);
+          int64_t where = ya * s.w + xa;
+          T best = in[where];
+          for (int64_t iy = ya; iy < yb; ++iy)
+            for (int64_t ix = xa; ix < xb; ++ix) {
               const T v = in[iy * s.w + ix];
-              if (v > best || where < 0 || v != v) {  // first maximum; NaN propagates
+              if (v > best || v != v) {  // first maximum; NaN propagates
                 best = v;
                 where = iy * s.w + ix;
               }
             }
-          }
           out[oy * s.wo + ox] = best;
           idx[oy * s.wo + ox] = where;
         }
