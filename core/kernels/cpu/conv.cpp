@@ -3,6 +3,7 @@
 // threads well) instead of N small ones. Backward: dW = dY'·colsᵀ, dcols = Wᵀ·dY', then col2im
 // adds dcols back into dx. im2col/col2im are split over the pool by rows and by (n, c) planes.
 #include <tandem/core/kernels/cpu/eigen.h>
+#include <tandem/core/kernels/cpu/gemm_util.h>
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
 #include <tandem/core/kernels/cpu/strided.h>
 #include <tandem/core/kernels/dispatch_dtype.h>
@@ -129,7 +130,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
       im2col(x.data<T>(), cols, g, p, grp * g.cg);
       const ConstMatrixMap<T> W(w.data<T>() + grp * g.cog * g.k, g.cog, g.k);
       MatrixMap<T> Y(out + grp * g.cog * g.cols(), g.cog, g.cols());
-      Y.noalias() = W * ConstMatrixMap<T>(cols, g.k, g.cols());
+      parallel_gemm(W, ConstMatrixMap<T>(cols, g.k, g.cols()), Y);
     }
     if (b.defined()) {
       const T* pb = b.data<T>();
@@ -161,12 +162,13 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
       const ConstMatrixMap<T> dY(dyt + grp * g.cog * g.cols(), g.cog, g.cols());
       if (dw.defined()) {  // dW = dY'·colsᵀ
         im2col(x.data<T>(), cols, g, p, grp * g.cg);
-        MatrixMap<T>(dw.data<T>() + grp * g.cog * g.k, g.cog, g.k).noalias() =
-            dY * ConstMatrixMap<T>(cols, g.k, g.cols()).transpose();
+        MatrixMap<T> dW(dw.data<T>() + grp * g.cog * g.k, g.cog, g.k);
+        parallel_gemm(dY, ConstMatrixMap<T>(cols, g.k, g.cols()).transpose(), dW);
       }
       if (dx.defined()) {  // dcols = Wᵀ·dY', then fold back into dx
         const ConstMatrixMap<T> W(w.data<T>() + grp * g.cog * g.k, g.cog, g.k);
-        MatrixMap<T>(cols, g.k, g.cols()).noalias() = W.transpose() * dY;
+        MatrixMap<T> dcols(cols, g.k, g.cols());
+        parallel_gemm(W.transpose(), dY, dcols);
         col2im(cols, dx.data<T>(), g, p, grp * g.cg);
       }
     }

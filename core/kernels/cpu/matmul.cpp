@@ -2,6 +2,7 @@
 // OpenBLAS is found), Eigen hands float/double products to OpenBLAS's sgemm/dgemm, which is about
 // 15 % faster than Eigen's own kernels on these machines (bench/gemm_bench.cpp measures it).
 #include <tandem/core/kernels/cpu/eigen.h>
+#include <tandem/core/kernels/cpu/gemm_util.h>
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
 #include <tandem/core/kernels/dispatch_dtype.h>
 
@@ -22,13 +23,13 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
       if (k == 0) {
         C.setZero();
       } else if (!trans_a && !trans_b) {
-        C.noalias() = A * B;
+        parallel_gemm(A, B, C);
       } else if (trans_a && !trans_b) {
-        C.noalias() = A.transpose() * B;
+        parallel_gemm(A.transpose(), B, C);
       } else if (!trans_a && trans_b) {
-        C.noalias() = A * B.transpose();
+        parallel_gemm(A, B.transpose(), C);
       } else {
-        C.noalias() = A.transpose() * B.transpose();
+        parallel_gemm(A.transpose(), B.transpose(), C);
       }
     }
   });

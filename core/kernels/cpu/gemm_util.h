@@ -1,0 +1,35 @@
+// core/kernels/cpu/gemm_util.h — C = A·B split over the intra-op pool. OpenBLAS runs with one
+// thread (thread_pool.cpp) and Tandem's pool splits large products into blocks of rows or
+// columns of C: the two thread pools would otherwise compete for the same cores, OpenBLAS's
+// threads spinning after each product while the pool's run im2col or elementwise kernels.
+#pragma once
+
+#include <tandem/core/kernels/cpu/eigen.h>
+#include <tandem/core/thread_pool.h>
+#include <algorithm>
+
+namespace tandem::cpu {
+
+/// c = a·b for Eigen matrix expressions (maps, their transposes); c must not alias a or b.
+template <typename A, typename B, typename C>
+void parallel_gemm(const A& a, const B& b, C&& c) {
+  const int64_t m = c.rows(), n = c.cols(), k = a.cols();
+  const int threads = get_num_threads();
+  if (threads == 1 || m * n * k < (int64_t(1) << 20)) {  // under ~2 MFLOP a split costs more
+    c.noalias() = a * b;
+    return;
+  }
+  if (n >= m) {  // split columns of C (and of b)
+    const int64_t grain = std::max<int64_t>(16, (n + threads - 1) / threads);
+    detail::parallel_for(0, n, grain, [&](int64_t lo, int64_t hi) {
+      c.middleCols(lo, hi - lo).noalias() = a * b.middleCols(lo, hi - lo);
+    });
+  } else {  // split rows of C (and of a)
+    const int64_t grain = std::max<int64_t>(16, (m + threads - 1) / threads);
+    detail::parallel_for(0, m, grain, [&](int64_t lo, int64_t hi) {
+      c.middleRows(lo, hi - lo).noalias() = a.middleRows(lo, hi - lo) * b;
+    });
+  }
+}
+
+}  // namespace tandem::cpu
