@@ -130,7 +130,7 @@ Pool& pool() {
   if (!g_pool) {
     g_pool = std::make_unique<Pool>(default_threads());
 #if TANDEM_WITH_BLAS
-    openblas_set_num_threads(1);  // the pool splits products itself (kernels/cpu/gemm_util.h)
+    openblas_set_num_threads(g_pool->size());  // sgemm threads itself (kernels/cpu/gemm_util.h)
 #endif
   }
   return *g_pool;
@@ -144,7 +144,7 @@ void set_num_threads(int n) {
   g_pool.reset();
   g_pool = std::make_unique<Pool>(n);
 #if TANDEM_WITH_BLAS
-  openblas_set_num_threads(1);
+  openblas_set_num_threads(n);
 #endif
 }
 
