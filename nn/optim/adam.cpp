@@ -23,11 +23,7 @@ Adam::Adam(std::vector<Group> groups, bool decoupled)
   state_.resize(parameters().size());
 }
 
-std::vector<Tensor> Adam::parameters() const {
-  std::vector<Tensor> out;
-  for (const Group& g : groups_) out.insert(out.end(), g.params.begin(), g.params.end());
-  return out;
-}
+std::vector<Tensor> Adam::parameters() const { return detail::flatten_groups(groups_); }
 
 void Adam::step() {
   NoGradGuard no_grad;

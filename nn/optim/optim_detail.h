@@ -8,6 +8,14 @@
 
 namespace tandem::optim::detail {
 
+/// Every parameter of every group, in group order (the index used in state dict keys).
+template <typename Group>
+std::vector<Tensor> flatten_groups(const std::vector<Group>& groups) {
+  std::vector<Tensor> out;
+  for (const Group& g : groups) out.insert(out.end(), g.params.begin(), g.params.end());
+  return out;
+}
+
 /// ValueError unless every parameter is a defined floating leaf that requires grad.
 void check_params(const char* opt, const std::vector<Tensor>& params);
 /// The gradient, checked against its parameter and made contiguous for the fused kernels.

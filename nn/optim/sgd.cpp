@@ -24,11 +24,7 @@ SGD::SGD(std::vector<Group> groups) : groups_(std::move(groups)) {
   momentum_.resize(parameters().size());
 }
 
-std::vector<Tensor> SGD::parameters() const {
-  std::vector<Tensor> out;
-  for (const Group& g : groups_) out.insert(out.end(), g.params.begin(), g.params.end());
-  return out;
-}
+std::vector<Tensor> SGD::parameters() const { return detail::flatten_groups(groups_); }
 
 void SGD::step() {
   NoGradGuard no_grad;
