@@ -1,6 +1,7 @@
 // core/thread_pool.cpp — a fixed pool of (n − 1) workers plus the calling thread. One parallel_for
 // runs at a time; a second caller (another thread) runs its range serially instead of waiting, and
 // so does a call from inside a task. That keeps total threads at n however the pool is used.
+#include <pthread.h>
 #include <tandem/core/check.h>
 #include <tandem/core/thread_pool.h>
 #include <algorithm>
@@ -124,6 +125,18 @@ int default_threads() {
 
 std::mutex g_pool_mu;
 std::unique_ptr<Pool> g_pool;
+
+// A forked child (parallel::spawn) has only the forking thread: the pool's workers are gone, so
+// the child forgets the pool (leaking it; its mutexes may be held by threads that no longer exist)
+// and builds a new one on first use. Holding g_pool_mu across the fork keeps it consistent.
+void before_fork() { g_pool_mu.lock(); }
+void after_fork_parent() { g_pool_mu.unlock(); }
+void after_fork_child() {
+  (void)g_pool.release();
+  g_pool_mu.unlock();  // locked by this same thread in before_fork
+}
+[[maybe_unused]] const int g_atfork =
+    ::pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 
 Pool& pool() {
   std::lock_guard lk(g_pool_mu);

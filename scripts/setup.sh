@@ -9,6 +9,8 @@ packages=(
   libgtest-dev libgmock-dev                  # tests
   libcli11-dev nlohmann-json3-dev            # the tandem command's arguments; JSON (checkpoints, metrics)
   zlib1g-dev                                 # gzipped data files
+  libgloo-dev                                # CPU collectives (DistributedDataParallel on CPU)
+  iproute2                                   # `ip netns`: the two-node test across namespaces
   python3-torch                              # interop tests: PyTorch loads Tandem's checkpoints
   dataset-fashion-mnist                      # Fashion-MNIST (60k/10k) for training and tests
 )

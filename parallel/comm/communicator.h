@@ -1,0 +1,89 @@
+// parallel/comm/communicator.h — collectives over a group of ranks (PyTorch's ProcessGroup).
+// Every call is asynchronous: it queues the collective and returns a Work handle; wait() blocks
+// until it is done or throws. Every call gets the next sequence number, the same on every rank
+// when all ranks call the same collectives in the same order, which they must; errors and
+// timeouts quote it ("all_reduce #57"), so a hang or a mismatch can be located.
+// Implementations: GlooCommunicator (CPU; CUDA tensors staged through the host) and
+// NcclCommunicator (CUDA tensors on the communicator's device).
+#pragma once
+
+#include <tandem/core/tensor.h>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tandem::parallel {
+
+enum class ReduceOp { Sum, Avg, Max, Min };
+const char* to_string(ReduceOp op);
+
+/// One collective in flight.
+class Work {
+ public:
+  Work(uint64_t sequence_number, std::string description, std::chrono::milliseconds timeout);
+
+  /// Blocks until the collective completes. Rethrows its DistributedError, or throws one naming
+  /// the collective, its sequence number and the seconds waited after `timeout`.
+  void wait(std::chrono::milliseconds timeout);
+  void wait() { wait(timeout_); }
+  bool is_completed();
+  uint64_t sequence_number() const { return seq_; }
+  /// e.g. "all_reduce #12 (sum, 262,144 x float32 = 1.0 MiB)".
+  const std::string& description() const { return description_; }
+
+  /// For implementations: the collective finished (error: it failed).
+  void mark_done(std::exception_ptr error = nullptr);
+
+ private:
+  const uint64_t seq_;
+  const std::string description_;
+  const std::chrono::milliseconds timeout_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+using WorkPtr = std::shared_ptr<Work>;
+
+class Communicator {
+ public:
+  Communicator(int rank, int size, std::chrono::milliseconds timeout);
+  virtual ~Communicator();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  virtual std::string backend() const = 0;
+
+  /// Reduces `tensor` (contiguous, the same shape on every rank) across ranks, in place.
+  virtual WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
+  /// Copies `root`'s `tensor` into every other rank's `tensor`, in place.
+  virtual WorkPtr broadcast(Tensor& tensor, int root = 0) = 0;
+  /// outputs[i] receives rank i's `input` (outputs: size() tensors shaped like input).
+  virtual WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
+  /// `input` is size() equal chunks along dim 0; `output` (shaped like one chunk) receives the
+  /// reduction, over ranks, of chunk rank().
+  virtual WorkPtr reduce_scatter(Tensor& output, const Tensor& input,
+                                 ReduceOp op = ReduceOp::Sum) = 0;
+  /// Completes once every rank has called barrier().
+  virtual WorkPtr barrier() = 0;
+
+ protected:
+  /// Checks a tensor handed to a collective: contiguous, a supported dtype. `what` names the call.
+  void check_tensor(const Tensor& t, const std::string& what) const;
+  /// "all_reduce #12 (sum, 262,144 x float32 = 1.0 MiB)" for Work and error messages.
+  std::string describe(const std::string& op, uint64_t seq, const Tensor* t,
+                       const std::string& extra = "") const;
+
+  const int rank_;
+  const int size_;
+  const std::chrono::milliseconds timeout_;
+};
+
+}  // namespace tandem::parallel

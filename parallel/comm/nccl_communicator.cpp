@@ -1,0 +1,302 @@
+// parallel/comm/nccl_communicator.cpp — collectives between GPUs over NCCL. Rank 0 makes the
+// unique id and publishes it through the store. The communicator is non-blocking
+// (config.blocking = 0), so neither its creation nor a collective can hang the caller: a watcher
+// thread polls each collective's completion event and ncclCommGetAsyncError, and past the
+// deadline calls ncclCommAbort, which turns a hang into a DistributedError.
+// Ordering: a collective runs on the communicator's own stream after an event recorded on the
+// caller's (default) stream, so it sees the gradients the backward kernels wrote; Work::wait()
+// returns once the collective's completion event has fired.
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <tandem/core/check.h>
+#include <tandem/core/tensor_checks.h>
+#include <tandem/parallel/comm/nccl_communicator.h>
+#include <deque>
+#include <thread>
+
+namespace tandem::parallel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void cuda_check(cudaError_t e, const char* what, int rank) {
+  TD_CHECK_AS(CudaError, e == cudaSuccess, "nccl communicator (rank ", rank, "): ", what,
+              " failed: ", cudaGetErrorString(e));
+}
+
+ncclDataType_t nccl_dtype(DType d) {
+  switch (d) {
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::i64:
+      return ncclInt64;
+    default:
+      ::tandem::detail::fail<DTypeError>("nccl: unsupported dtype ", d);
+  }
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return ncclSum;
+    case ReduceOp::Avg:
+      return ncclAvg;
+    case ReduceOp::Max:
+      return ncclMax;
+    case ReduceOp::Min:
+      return ncclMin;
+  }
+  return ncclSum;
+}
+
+struct Pending {
+  WorkPtr work;
+  cudaEvent_t done;
+  Clock::time_point deadline;
+  std::vector<Tensor> keep_alive;  // buffers the collective reads or writes
+};
+
+class NcclCommunicator : public Communicator {
+ public:
+  NcclCommunicator(std::shared_ptr<Store> store, int rank, int size, Device device,
+                   std::chrono::milliseconds timeout)
+      : Communicator(rank, size, timeout), device_(device) {
+    TD_CHECK_DEVICE(device.is_cuda(), "nccl backend: rank ", rank, " was given ", device,
+                    ", but NCCL needs a cuda:N device\n  hint: use backend \"gloo\" for CPU");
+    cuda_check(cudaSetDevice(device.index()), "cudaSetDevice", rank);
+    ncclUniqueId id;
+    if (rank == 0) {
+      nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      store->set("nccl_unique_id", Bytes(reinterpret_cast<uint8_t*>(&id),
+                                         reinterpret_cast<uint8_t*>(&id) + sizeof(id)));
+    }
+    const Bytes got = store->get("nccl_unique_id");
+    TD_CHECK_AS(DistributedError, got.size() == sizeof(id), "nccl: the unique id in the store has ",
+                got.size(), " bytes, expected ", sizeof(id));
+    std::memcpy(&id, got.data(), sizeof(id));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking =
+        0;  // calls return ncclInProgress instead of blocking; we poll with a deadline
+    nccl_check(ncclCommInitRankConfig(&comm_, size, id, rank, &config), "ncclCommInitRankConfig");
+    wait_ready("ncclCommInitRankConfig", Clock::now() + timeout);
+    cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate",
+               rank);
+    watcher_ = std::thread([this] { watch(); });
+  }
+
+  ~NcclCommunicator() override {
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    watcher_.join();
+    if (aborted_) {
+      ncclCommAbort(comm_);
+    } else {
+      ncclCommFinalize(comm_);
+      wait_ready("ncclCommFinalize", Clock::now() + std::chrono::seconds(10), /*nothrow=*/true);
+      ncclCommDestroy(comm_);
+    }
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string backend() const override { return "nccl"; }
+
+  WorkPtr all_reduce(Tensor& t, ReduceOp op) override {
+    check(t, "all_reduce");
+    return launch("all_reduce", &t, to_string(op), {t}, [&] {
+      return ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_dtype(t.dtype()),
+                           nccl_op(op), comm_, stream_);
+    });
+  }
+
+  WorkPtr broadcast(Tensor& t, int root) override {
+    check(t, "broadcast");
+    TD_CHECK_VALUE(root >= 0 && root < size_, "nccl broadcast: root ", root,
+                   " is not a rank of a world of size ", size_);
+    return launch("broadcast", &t, "root " + std::to_string(root), {t}, [&] {
+      return ncclBroadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_dtype(t.dtype()),
+                           root, comm_, stream_);
+    });
+  }
+
+  WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
+    check(input, "all_gather");
+    TD_CHECK_VALUE(int(outputs.size()) == size_, "nccl all_gather: expected ", size_,
+                   " outputs, but got ", outputs.size());
+    for (Tensor& o : outputs) {
+      check(o, "all_gather");
+      TD_CHECK_SHAPE(o.shape() == input.shape() && o.dtype() == input.dtype(),
+                     "nccl all_gather: every output must match the input ",
+                     ::tandem::describe(input), ", but one is ", ::tandem::describe(o));
+    }
+    Shape all_shape{int64_t(size_)};
+    for (int64_t d : input.shape()) all_shape.push_back(d);
+    Tensor all = empty(all_shape, input.options());
+    std::vector<Tensor> keep = outputs;
+    keep.push_back(input);
+    keep.push_back(all);
+    return launch("all_gather", &input, "", keep, [&] {
+      ncclResult_t r = ncclAllGather(input.data_ptr(), all.data_ptr(), size_t(input.numel()),
+                                     nccl_dtype(input.dtype()), comm_, stream_);
+      for (int i = 0; i < size_ && (r == ncclSuccess || r == ncclInProgress); ++i) {
+        auto* src = static_cast<char*>(all.data_ptr()) + size_t(i) * input.nbytes();
+        cuda_check(cudaMemcpyAsync(outputs[size_t(i)].data_ptr(), src, input.nbytes(),
+                                   cudaMemcpyDeviceToDevice, stream_),
+                   "cudaMemcpyAsync", rank_);
+      }
+      return r;
+    });
+  }
+
+  WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) override {
+    check(input, "reduce_scatter");
+    check(output, "reduce_scatter");
+    TD_CHECK_SHAPE(input.numel() == output.numel() * size_ && input.dtype() == output.dtype(),
+                   "nccl reduce_scatter: the input must hold ", size_,
+                   " chunks shaped like the output ", ::tandem::describe(output), ", but it is ",
+                   ::tandem::describe(input));
+    return launch("reduce_scatter", &input, to_string(op), {input, output}, [&] {
+      return ncclReduceScatter(input.data_ptr(), output.data_ptr(), size_t(output.numel()),
+                               nccl_dtype(input.dtype()), nccl_op(op), comm_, stream_);
+    });
+  }
+
+  WorkPtr barrier() override {
+    // NCCL has no barrier: a one-element all-reduce is one.
+    Tensor one = ones({1}, {.device = device_});
+    return launch("barrier", nullptr, "", {one}, [&] {
+      return ncclAllReduce(one.data_ptr(), one.data_ptr(), 1, ncclFloat32, ncclSum, comm_, stream_);
+    });
+  }
+
+ private:
+  void nccl_check(ncclResult_t r, const char* what) {
+    TD_CHECK_AS(DistributedError, r == ncclSuccess || r == ncclInProgress, "nccl ", what,
+                " on rank ", rank_, " of ", size_, " failed: ", ncclGetErrorString(r), " (",
+                ncclGetLastError(comm_), ")");
+  }
+
+  // Polls the non-blocking communicator until it is ready, aborting it past the deadline.
+  void wait_ready(const char* what, Clock::time_point deadline, bool nothrow = false) {
+    ncclResult_t state = ncclInProgress;
+    while (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state == ncclInProgress) {
+      if (Clock::now() > deadline) {
+        ncclCommAbort(comm_);
+        aborted_ = true;
+        if (nothrow) return;
+        ::tandem::detail::fail<DistributedError>(
+            "nccl ", what, " on rank ", rank_, " of ", size_, " did not finish within ",
+            timeout_.count() / 1000.0,
+            " s; the communicator was aborted\n  hint: did every rank "
+            "start, each with its own GPU?");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (!nothrow) nccl_check(state, what);
+  }
+
+  void check(const Tensor& t, const char* what) const {
+    check_tensor(t, what);
+    TD_CHECK_DEVICE(t.device() == device_, "nccl ", what, ": the tensor ", ::tandem::describe(t),
+                    " is not on this communicator's device ", device_,
+                    "\n  hint: move it with .to(", device_, ") or use the gloo backend");
+  }
+
+  template <typename Enqueue>
+  WorkPtr launch(const char* op, const Tensor* t, const std::string& extra,
+                 std::vector<Tensor> keep, Enqueue&& enqueue) {
+    std::lock_guard lk(mu_);
+    TD_CHECK_AS(DistributedError, !aborted_, "nccl ", op, " on rank ", rank_,
+                ": the communicator was aborted after an earlier failure; restart the job");
+    const uint64_t seq = next_seq_++;
+    auto work = std::make_shared<Work>(seq, describe(op, seq, t, extra), timeout_);
+    cuda_check(cudaSetDevice(device_.index()), "cudaSetDevice", rank_);
+    cudaEvent_t ready, done;
+    cuda_check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate", rank_);
+    cuda_check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate", rank_);
+    // The collective starts after the work already queued on the default stream (the kernels
+    // that produced its input).
+    cuda_check(cudaEventRecord(ready, cudaStreamLegacy), "cudaEventRecord", rank_);
+    cuda_check(cudaStreamWaitEvent(stream_, ready, 0), "cudaStreamWaitEvent", rank_);
+    cudaEventDestroy(ready);
+    nccl_check(enqueue(), op);
+    cuda_check(cudaEventRecord(done, stream_), "cudaEventRecord", rank_);
+    pending_.push_back(Pending{work, done, Clock::now() + timeout_, std::move(keep)});
+    cv_.notify_all();
+    return work;
+  }
+
+  // The watcher: completes collectives in order, or aborts the communicator on error/deadline.
+  void watch() {
+    cudaSetDevice(device_.index());
+    std::unique_lock lk(mu_);
+    for (;;) {
+      cv_.wait(lk, [&] { return stop_ || !pending_.empty(); });
+      if (pending_.empty()) return;
+      Pending& p = pending_.front();
+      const cudaError_t q = cudaEventQuery(p.done);
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &async);
+      std::exception_ptr error;
+      if (q == cudaSuccess) {
+        // done
+      } else if (async != ncclSuccess && async != ncclInProgress) {
+        error = std::make_exception_ptr(DistributedError(
+            str("nccl ", p.work->description(), " failed: ", ncclGetErrorString(async), " (",
+                ncclGetLastError(comm_),
+                ")\n  hint: a peer that died or stopped calling "
+                "collectives; the communicator was aborted")));
+      } else if (q != cudaErrorNotReady) {
+        error = std::make_exception_ptr(
+            CudaError(str("nccl ", p.work->description(), ": ", cudaGetErrorString(q))));
+      } else if (Clock::now() > p.deadline) {
+        error = std::make_exception_ptr(DistributedError(
+            str("nccl ", p.work->description(), " did not complete within ",
+                timeout_.count() / 1000.0, " s; the communicator was aborted (ncclCommAbort)")));
+      } else {
+        lk.unlock();
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        lk.lock();
+        continue;
+      }
+      if (error && !aborted_) {
+        ncclCommAbort(comm_);
+        aborted_ = true;
+      }
+      // After an abort every later collective fails with the same error.
+      for (bool first = true; !pending_.empty() && (first || error); first = false) {
+        Pending done = std::move(pending_.front());
+        pending_.pop_front();
+        cudaEventDestroy(done.done);
+        done.work->mark_done(error);
+      }
+    }
+  }
+
+  const Device device_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> pending_;
+  uint64_t next_seq_ = 0;
+  bool stop_ = false;
+  bool aborted_ = false;
+  std::thread watcher_;
+};
+
+}  // namespace
+
+std::shared_ptr<Communicator> make_nccl_communicator(std::shared_ptr<Store> store, int rank,
+                                                     int size, Device device,
+                                                     std::chrono::milliseconds timeout) {
+  return std::make_shared<NcclCommunicator>(std::move(store), rank, size, device, timeout);
+}
+
+bool nccl_available() { return true; }
+
+}  // namespace tandem::parallel

@@ -1,0 +1,180 @@
+// parallel/process_group.cpp — parses the init method, builds the store and the communicator, and
+// keeps them as the process's default group. A new group gets a fresh namespace in the store
+// ("pg0", "pg1", …), so a second init after destroy never reads the first one's keys.
+#include <tandem/core/check.h>
+#include <tandem/core/cuda_device.h>
+#include <tandem/parallel/comm/gloo_communicator.h>
+#include <tandem/parallel/comm/nccl_communicator.h>
+#include <tandem/parallel/process_group.h>
+#include <tandem/parallel/store/file_store.h>
+#include <tandem/parallel/store/prefix_store.h>
+#include <tandem/parallel/store/tcp_store.h>
+#include <charconv>
+#include <cstdlib>
+#include <mutex>
+
+namespace tandem::parallel {
+namespace {
+
+struct Group {
+  std::shared_ptr<Store> store;  // the rendezvous store itself (TCPStore or FileStore)
+  std::shared_ptr<Communicator> comm;
+};
+
+std::mutex g_mu;
+Group g_group;
+int g_generation = 0;
+
+std::string env_str(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+// "host:port" -> (host, port), with a ValueError naming `what` when malformed.
+std::pair<std::string, int> host_port(const std::string& s, const std::string& what) {
+  const size_t colon = s.rfind(':');
+  int port = -1;
+  if (colon != std::string::npos) std::from_chars(s.data() + colon + 1, s.data() + s.size(), port);
+  TD_CHECK_VALUE(colon != std::string::npos && colon > 0 && port > 0 && port < 65536, what, " '", s,
+                 "' is not host:port");
+  std::string host = s.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);  // [::1]:29500
+  return {host, port};
+}
+
+}  // namespace
+
+namespace detail {
+
+int env_int(const char* name, int fallback) {
+  const std::string v = env_str(name);
+  if (v.empty()) return fallback;
+  int out = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  TD_CHECK_VALUE(ec == std::errc() && end == v.data() + v.size(), "environment variable ", name,
+                 "='", v, "' is not an integer");
+  return out;
+}
+
+std::shared_ptr<Store> make_store(const std::string& init_method, int rank, int world_size,
+                                  std::chrono::milliseconds timeout) {
+  (void)world_size;
+  std::shared_ptr<Store> store;
+  if (init_method == "env://" || init_method.rfind("tcp://", 0) == 0) {
+    std::string host;
+    int port = 0;
+    if (init_method == "env://") {
+      host = env_str("MASTER_ADDR");
+      TD_CHECK_VALUE(!host.empty(),
+                     "init_process_group(env://): MASTER_ADDR is not set\n  hint: "
+                     "start the program with `tandem launch`, or set MASTER_ADDR and MASTER_PORT");
+      port = env_int("MASTER_PORT", -1);
+      TD_CHECK_VALUE(
+          port > 0 && port < 65536, "init_process_group(env://): MASTER_PORT is ",
+          env_str("MASTER_PORT").empty() ? "not set" : "'" + env_str("MASTER_PORT") + "'",
+          "\n  hint: start the program with `tandem launch`, or set MASTER_PORT");
+    } else {
+      std::tie(host, port) = host_port(init_method.substr(6), "init_method tcp://");
+    }
+    store = std::make_shared<TCPStore>(TCPStoreOptions{
+        .host = host, .port = port, .is_server = rank == 0, .rank = rank, .timeout = timeout});
+  } else if (init_method.rfind("file://", 0) == 0) {
+    const std::string path = init_method.substr(7);
+    TD_CHECK_VALUE(!path.empty(), "init_method 'file://' names no path (expected file:///dir)");
+    store = std::make_shared<FileStore>(path);
+    store->set_timeout(timeout);
+  } else {
+    ::tandem::detail::fail<ValueError>("init_process_group: unknown init_method '", init_method,
+                                       "' (expected env://, tcp://host:port or file:///path)");
+  }
+  return store;
+}
+
+}  // namespace detail
+
+Device local_device() {
+  const int local_rank = detail::env_int("LOCAL_RANK", 0);
+  if (cuda::is_available() && cuda::device_count() > 0) return Device::cuda(local_rank);
+  return Device::cpu(local_rank);
+}
+
+std::shared_ptr<Communicator> init_process_group(ProcessGroupOptions o) {
+  std::lock_guard lk(g_mu);
+  TD_CHECK_VALUE(
+      g_group.comm == nullptr, "init_process_group: this process already joined a group (rank ",
+      g_group.comm ? g_group.comm->rank() : -1, ")\n  hint: call destroy_process_group() first");
+  if (o.rank < 0) o.rank = detail::env_int("RANK", -1);
+  if (o.world_size < 0) o.world_size = detail::env_int("WORLD_SIZE", -1);
+  TD_CHECK_VALUE(o.rank >= 0,
+                 "init_process_group: no rank (RANK is not set)\n  hint: start the "
+                 "program with `tandem launch`, or pass .rank");
+  TD_CHECK_VALUE(o.world_size >= 1,
+                 "init_process_group: no world size (WORLD_SIZE is not set)"
+                 "\n  hint: start the program with `tandem launch`, or pass .world_size");
+  TD_CHECK_VALUE(o.rank < o.world_size, "init_process_group: rank ", o.rank,
+                 " is not in a world of size ", o.world_size);
+  const Device device = o.device.value_or(local_device());
+  std::string backend = o.backend.empty() ? (device.is_cuda() ? "nccl" : "gloo") : o.backend;
+  TD_CHECK_VALUE(backend == "gloo" || backend == "nccl", "init_process_group: unknown backend '",
+                 backend, "' (expected gloo or nccl)");
+
+  Group group;
+  group.store = detail::make_store(o.init_method, o.rank, o.world_size, o.timeout);
+  auto ns = std::make_shared<PrefixStore>("pg" + std::to_string(g_generation++), group.store);
+  if (backend == "gloo") {
+    GlooOptions go{.timeout = o.timeout};
+    if (o.init_method == "env://") go.peer_hint = env_str("MASTER_ADDR");
+    if (o.init_method.rfind("tcp://", 0) == 0)
+      go.peer_hint = host_port(o.init_method.substr(6), "").first;
+    if (auto tcp = std::dynamic_pointer_cast<TCPStore>(group.store))
+      go.departed_ranks = [tcp] { return tcp->departed_ranks(); };
+    group.comm = std::make_shared<GlooCommunicator>(ns, o.rank, o.world_size, go);
+  } else {
+    group.comm = make_nccl_communicator(ns, o.rank, o.world_size, device, o.timeout);
+  }
+  g_group = group;
+  return group.comm;
+}
+
+bool is_initialized() {
+  std::lock_guard lk(g_mu);
+  return g_group.comm != nullptr;
+}
+
+Communicator& default_group() {
+  std::lock_guard lk(g_mu);
+  TD_CHECK_AS(DistributedError, g_group.comm != nullptr,
+              "no process group: call parallel::init_process_group() first");
+  return *g_group.comm;
+}
+
+std::shared_ptr<Store> default_store() {
+  std::lock_guard lk(g_mu);
+  TD_CHECK_AS(DistributedError, g_group.store != nullptr,
+              "no process group: call parallel::init_process_group() first");
+  return g_group.store;
+}
+
+int get_rank() {
+  std::lock_guard lk(g_mu);
+  return g_group.comm ? g_group.comm->rank() : 0;
+}
+
+int get_world_size() {
+  std::lock_guard lk(g_mu);
+  return g_group.comm ? g_group.comm->size() : 1;
+}
+
+void destroy_process_group() {
+  Group old;
+  {
+    std::lock_guard lk(g_mu);
+    old = std::move(g_group);
+    g_group = {};
+  }
+  old.comm.reset();   // finishes queued collectives
+  old.store.reset();  // rank 0: the server lingers until the others have said goodbye
+}
+
+}  // namespace tandem::parallel

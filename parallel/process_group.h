@@ -1,0 +1,56 @@
+// parallel/process_group.h — joining the group of ranks (torch.distributed.init_process_group).
+//   parallel::init_process_group();            // env:// — RANK, WORLD_SIZE, MASTER_ADDR/PORT
+//   parallel::init_process_group({.init_method = "tcp://10.0.0.1:29500", .rank = 1,
+//                                 .world_size = 2});
+//   parallel::default_group().all_reduce(t)->wait();
+// The rendezvous store is a TCPStore served by rank 0 (env://, tcp://) or a FileStore
+// (file:///dir). The backend follows the device: NCCL for cuda:N, Gloo for the CPU.
+#pragma once
+
+#include <tandem/core/device.h>
+#include <tandem/parallel/comm/communicator.h>
+#include <tandem/parallel/store/store.h>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace tandem::parallel {
+
+struct ProcessGroupOptions {
+  std::string backend;                 // "gloo", "nccl", or empty: from `device`
+  std::string init_method = "env://";  // env:// | tcp://host:port | file:///path/to/dir
+  int rank = -1;                       // -1: RANK from the environment
+  int world_size = -1;                 // -1: WORLD_SIZE from the environment
+  std::optional<Device> device;        // unset: local_device() (cuda:LOCAL_RANK or cpu)
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};  // rendezvous and collectives
+};
+
+/// Joins the group: rendezvous through the store, then connects the backend. Every rank calls
+/// it with the same init_method and world size. DistributedError when a rank does not arrive
+/// within the timeout; ValueError for bad or missing settings (naming the variable).
+std::shared_ptr<Communicator> init_process_group(ProcessGroupOptions options = {});
+bool is_initialized();
+/// The group init_process_group made; DistributedError naming the fix when there is none.
+Communicator& default_group();
+/// The store the default group met at (for user rendezvous: barriers on keys, shared values).
+std::shared_ptr<Store> default_store();
+int get_rank();        // 0 when no group is initialised
+int get_world_size();  // 1 when no group is initialised
+/// Leaves the group (rank 0 keeps the store up until the others have left, or 10 s).
+void destroy_process_group();
+
+/// The device this process should use: cuda:LOCAL_RANK when CUDA devices are visible, else
+/// cpu:LOCAL_RANK (LOCAL_RANK 0 when unset).
+Device local_device();
+
+namespace detail {
+/// An integer environment variable, or `fallback` when unset; ValueError naming it when it is
+/// not an integer.
+int env_int(const char* name, int fallback);
+/// Creates the store named by an init method (env://, tcp://, file://) for `rank`.
+std::shared_ptr<Store> make_store(const std::string& init_method, int rank, int world_size,
+                                  std::chrono::milliseconds timeout);
+}  // namespace detail
+
+}  // namespace tandem::parallel

@@ -1,0 +1,66 @@
+// parallel/spawn.cpp — parallel::spawn on top of the supervisor, and the worker environment that
+// `tandem launch` uses too.
+#include <tandem/core/check.h>
+#include <tandem/parallel/spawn.h>
+#include <tandem/parallel/store/socket.h>
+#include <tandem/parallel/supervisor.h>
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+namespace tandem::parallel {
+
+namespace detail {
+
+std::vector<std::pair<std::string, std::string>> worker_env(int rank, int local_rank, int world,
+                                                            int local_world, int node_rank,
+                                                            const std::string& master_addr,
+                                                            int master_port) {
+  std::vector<std::pair<std::string, std::string>> env{
+      {"RANK", std::to_string(rank)},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"WORLD_SIZE", std::to_string(world)},
+      {"LOCAL_WORLD_SIZE", std::to_string(local_world)},
+      {"GROUP_RANK", std::to_string(node_rank)},
+      {"ROLE_RANK", std::to_string(rank)},
+      {"ROLE_WORLD_SIZE", std::to_string(world)},
+      {"MASTER_ADDR", master_addr},
+      {"MASTER_PORT", std::to_string(master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", "0"},
+  };
+  // N workers on one machine share its cores; without this each would start a pool of all of
+  // them and the machine would be oversubscribed N times (torchrun sets OMP_NUM_THREADS=1).
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string threads = std::to_string(std::max(1, cores / std::max(1, local_world)));
+  for (const char* name : {"TANDEM_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
+    if (std::getenv(name) == nullptr) env.emplace_back(name, threads);
+  return env;
+}
+
+}  // namespace detail
+
+void spawn(const std::function<void(int rank)>& fn, int nprocs, SpawnOptions options) {
+  TD_CHECK_VALUE(nprocs >= 1, "spawn: expected nprocs >= 1, but got ", nprocs);
+  const int port =
+      options.master_port > 0 ? options.master_port : detail::free_port(options.master_addr);
+  std::vector<detail::WorkerSpec> workers;
+  for (int r = 0; r < nprocs; ++r) {
+    workers.push_back(detail::WorkerSpec{
+        .rank = r,
+        .local_rank = r,
+        .env = detail::worker_env(r, r, nprocs, nprocs, 0, options.master_addr, port),
+        .run = [&fn, r] {
+          fn(r);
+          return 0;
+        }});
+  }
+  const auto result =
+      detail::supervise(workers, {.prefix_output = options.prefix_output,
+                                  .kill_grace = options.kill_grace,
+                                  .program = "spawn",
+                                  .stop_others_on_failure = options.stop_others_on_failure});
+  TD_CHECK_AS(DistributedError, result.exit_code == 0, "spawn: rank ", result.first_failure->rank,
+              " failed\n", result.report);
+}
+
+}  // namespace tandem::parallel
