@@ -16,3 +16,4 @@
 #include <tandem/core/thread_pool.h>
 #include <tandem/data/data.h>
 #include <tandem/nn/nn.h>
+#include <tandem/parallel/parallel.h>

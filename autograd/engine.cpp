@@ -7,6 +7,7 @@
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/core/kernels/kernels.h>
 #include <tandem/core/layout.h>
+#include <tandem/core/trace.h>
 #include <queue>
 #include <unordered_map>
 
@@ -60,7 +61,16 @@ void check_saved(const Node& node) {
   }
 }
 
+// Callbacks queued during the backward pass running on this thread (null outside one).
+thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+
 }  // namespace
+
+void queue_callback(std::function<void()> fn) {
+  TD_CHECK_AS(AutogradError, t_callbacks != nullptr,
+              "queue_callback: no backward pass is running on this thread (call it from a hook)");
+  t_callbacks->push_back(std::move(fn));
+}
 
 void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
   TD_CHECK_AS(AutogradError, root.requires_grad(),
@@ -80,6 +90,14 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
                  " does not match the output shape ", root.shape());
   NoGradGuard no_grad;
   std::shared_ptr<Node> start = gradient_node(root);
+  std::vector<std::function<void()>> callbacks;
+  auto* outer = t_callbacks;  // a backward inside a callback or hook keeps its own list
+  t_callbacks = &callbacks;
+  struct Restore {
+    std::vector<std::function<void()>>** slot;
+    std::vector<std::function<void()>>* value;
+    ~Restore() { *slot = value; }
+  } restore{&t_callbacks, outer};
 
   // 1. Count, for every node reachable from the root, how many edges lead into it.
   std::unordered_map<Node*, int> deps;
@@ -116,7 +134,9 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
     check_saved(*node);
     NeedsGrad need(node->next.size());
     for (size_t i = 0; i < need.size(); ++i) need[i] = node->next[i].node != nullptr;
+    const int64_t t0 = trace::enabled() ? trace::now_us() : -1;  // a span per op when tracing
     Grads grads = node->backward(detail::contiguous(dy), need);
+    if (t0 >= 0) trace::record(node->name, "backward", t0, trace::now_us());
     TD_INTERNAL_ASSERT(grads.size() == node->next.size(), "backward of '", node->name,
                        "' returned ", grads.size(), " gradients for ", node->next.size(),
                        " inputs");
@@ -138,6 +158,11 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
       buf = buf.defined() ? sum_grads(buf, g) : std::move(g);
       if (--deps[e.node.get()] == 0) ready.push(e.node.get());
     }
+  }
+  // Callbacks may queue more callbacks (run in order); an exception ends backward with it.
+  for (size_t i = 0; i < callbacks.size(); ++i) {
+    auto fn = std::move(callbacks[i]);  // the vector may grow while fn runs
+    fn();
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <tandem/data/dataloader.h>
 #include <tandem/data/dataset.h>
+#include <tandem/data/distributed_sampler.h>
 #include <tandem/data/idx.h>
 #include <tandem/data/mnist.h>
 #include <tandem/data/mnist_fetch.h>

@@ -1,7 +1,8 @@
 // parallel/supervisor.cpp — fork, pipes and a poll loop. The loop reads every worker's output
 // pipes (writing whole lines with the rank prefix), reaps exited workers with waitpid(WNOHANG),
 // forwards signals that arrived through a self-pipe, and enforces the kill grace period. Workers
-// get PR_SET_PDEATHSIG, so they die with a supervisor that is SIGKILLed.
+// get PR_SET_PDEATHSIG, so they die with a supervisor that is SIGKILLed, and a process group
+// each, so a stop reaches everything they started.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -70,6 +71,9 @@ std::string now_string() {
 }
 
 [[noreturn]] void child_main(const WorkerSpec& spec, int out_w, int err_w, pid_t parent) {
+  // Its own process group, so stopping a worker also stops what it started (a shell script's
+  // children); terminal signals reach the supervisor, which forwards them.
+  ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (::getppid() != parent) ::_exit(1);  // the supervisor died before prctl
   // Default signal handling again (the supervisor's handlers only write to its pipe).
@@ -118,6 +122,7 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& workers,
     TD_CHECK(c.pid >= 0, "supervise: fork failed for rank ", c.spec.rank, ": ",
              std::strerror(errno));
     if (c.pid == 0) child_main(c.spec, out[1], err[1], self);
+    ::setpgid(c.pid, c.pid);  // also here: no race with the first kill(-pid)
     ::close(out[1]);
     ::close(err[1]);
     c.out = {out[0], 1, ""};
@@ -127,8 +132,7 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& workers,
   SupervisorResult result;
   std::optional<Clock::time_point> kill_at;  // set once a failure (or a signal) stops the job
   auto stop_all = [&](int sig) {
-    for (Child& c : children)
-      if (c.running) ::kill(c.pid, sig);
+    for (Child& c : children) ::kill(-c.pid, sig);  // the worker's whole process group
   };
   for (;;) {
     std::vector<pollfd> fds{{g_signal_pipe[0], POLLIN, 0}};

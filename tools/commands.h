@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tandem::tools {
 
@@ -60,5 +61,21 @@ struct DevicesOptions {
 
 /// Lists the CUDA devices (or why there are none) and the CPU, as `nvidia-smi -L` does.
 int run_devices(const DevicesOptions& options);
+
+/// `tandem launch`, with torchrun's flags.
+struct LaunchOptions {
+  int nproc_per_node = 1;  // <= 0: one per core
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  bool standalone = false;  // one node, a free port on loopback
+  bool no_prefix = false;   // workers' output without "[rankN]: "
+  double kill_grace_s = 5;  // SIGTERM -> SIGKILL when stopping the others
+  std::vector<std::string> command;
+};
+
+/// Runs the workers and returns 0, or 1 after naming the first failed rank.
+int run_launch(const LaunchOptions& options);
 
 }  // namespace tandem::tools

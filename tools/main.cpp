@@ -4,6 +4,7 @@
 //   tandem train   [--model mlp|cnn|cnn-bn] [--dataset mnist|fashion-mnist|DIR] [...]
 //   tandem fetch   mnist|fashion-mnist [--dir DIR]
 //   tandem devices [--csv|--json]
+//   tandem launch  [--nproc-per-node N] [--nnodes M --node-rank R --master-addr A] -- prog args
 #include <tandem/core/error.h>
 #include <CLI/CLI.hpp>
 #include <exception>
@@ -122,6 +123,35 @@ CLI::App* add_devices(CLI::App& app, tandem::tools::DevicesOptions& d) {
   return cmd;
 }
 
+CLI::App* add_launch(CLI::App& app, tandem::tools::LaunchOptions& l) {
+  CLI::App* cmd = app.add_subcommand(
+      "launch",
+      "run a program as N ranks per node with torchrun's environment (RANK, LOCAL_RANK, "
+      "WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT); usage: tandem launch [options] "
+      "-- program args...");
+  cmd->add_option("--nproc-per-node,--nproc_per_node", l.nproc_per_node,
+                  "workers on this node (0: one per core)")
+      ->capture_default_str();
+  cmd->add_option("--nnodes", l.nnodes, "nodes in the job")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--node-rank,--node_rank", l.node_rank, "this node's index")
+      ->capture_default_str();
+  cmd->add_option("--master-addr,--master_addr", l.master_addr,
+                  "address of the node running rank 0 (it serves the rendezvous store)")
+      ->capture_default_str();
+  cmd->add_option("--master-port,--master_port", l.master_port, "port of the store")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65535));
+  cmd->add_flag("--standalone", l.standalone, "one node: loopback and a free port");
+  cmd->add_flag("--no-prefix", l.no_prefix, "do not prefix worker output with [rankN]:");
+  cmd->add_option("--kill-grace", l.kill_grace_s,
+                  "seconds between SIGTERM and SIGKILL when stopping workers")
+      ->capture_default_str();
+  cmd->add_option("command", l.command, "the program and its arguments (after --)")->required();
+  return cmd;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,10 +162,12 @@ int main(int argc, char** argv) {
   TrainExtras extras;
   tandem::tools::FetchOptions fetch;
   tandem::tools::DevicesOptions devices;
+  tandem::tools::LaunchOptions launch;
   CLI::App* demo_cmd = add_demo(app, demo);
   CLI::App* train_cmd = add_train(app, train, extras);
   CLI::App* fetch_cmd = add_fetch(app, fetch);
   CLI::App* devices_cmd = add_devices(app, devices);
+  CLI::App* launch_cmd = add_launch(app, launch);
 
   CLI11_PARSE(app, argc, argv);
   if (extras.lr_opt->count() > 0) train.lr = extras.lr;
@@ -145,6 +177,7 @@ int main(int argc, char** argv) {
     if (*train_cmd) return tandem::tools::run_train(train);
     if (*fetch_cmd) return tandem::tools::run_fetch(fetch);
     if (*devices_cmd) return tandem::tools::run_devices(devices);
+    if (*launch_cmd) return tandem::tools::run_launch(launch);
   } catch (const tandem::Error& e) {
     std::cerr << "tandem: error: " << e.what() << "\n";
     return 1;

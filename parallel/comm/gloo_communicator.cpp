@@ -20,6 +20,7 @@
 #include <tandem/core/check.h>
 #include <tandem/core/layout.h>
 #include <tandem/core/tensor_checks.h>
+#include <tandem/core/trace.h>
 #include <tandem/parallel/comm/gloo_communicator.h>
 #include <unistd.h>
 #include <csignal>
@@ -140,7 +141,9 @@ struct GlooCommunicator::Impl {
       const auto start = Clock::now();
       try {
         NoGradGuard no_grad;  // staging copies are not part of any graph
+        const int64_t t0 = trace::enabled() ? trace::now_us() : -1;
         task.run(task.tag);
+        if (t0 >= 0) trace::record(task.work->description(), "comm", t0, trace::now_us());
         task.work->mark_done();
       } catch (const std::exception& e) {
         const double secs = std::chrono::duration<double>(Clock::now() - start).count();
@@ -218,7 +221,10 @@ GlooCommunicator::GlooCommunicator(std::shared_ptr<Store> store, int rank, int s
         "within the timeout (",
         timeout_.count() / 1000.0, " s)");
   }
-  impl_->worker = std::thread([this, rank] { impl_->work_loop(rank); });
+  impl_->worker = std::thread([this, rank] {
+    if (trace::enabled()) trace::set_thread_name("gloo collectives");
+    impl_->work_loop(rank);
+  });
 }
 
 GlooCommunicator::~GlooCommunicator() {

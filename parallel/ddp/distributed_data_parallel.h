@@ -1,0 +1,88 @@
+// parallel/ddp/distributed_data_parallel.h — data parallelism across processes, one per device
+// (torch.nn.parallel.DistributedDataParallel):
+//   parallel::init_process_group();
+//   Net net;  net.to(parallel::local_device());
+//   parallel::DistributedDataParallel ddp(net);       // checks shapes, copies rank 0's weights
+//   optim::SGD opt(net.parameters(), {.lr = 0.1});
+//   auto loss = nn::cross_entropy(ddp(x), y);           // x: this rank's share of the batch
+//   loss.backward();                                    // gradients arrive averaged over ranks
+//   opt.step();
+// Where things happen: bucket_plan.cpp (which gradients travel together), reducer.cpp (hooks,
+// in-order asynchronous all-reduce, write-back), distributed_data_parallel.cpp (construction
+// checks, broadcasts, hooks registration).
+#pragma once
+
+#include <tandem/nn/module.h>
+#include <tandem/parallel/comm/communicator.h>
+#include <tandem/parallel/ddp/reducer.h>
+#include <memory>
+#include <utility>
+
+namespace tandem::parallel {
+
+struct DDPOptions {
+  std::shared_ptr<Communicator> group;  // null: the default process group
+  double bucket_cap_mb = 25;            // bucket size cap (MiB)
+  double first_bucket_mb = 1;           // the first bucket's cap (MiB)
+  bool broadcast_buffers = true;  // copy rank 0's buffers (batch-norm statistics) each forward
+  bool find_unused_parameters = false;  // allow parameters that get no gradient (slower)
+};
+
+/// The part of DDP that does not depend on the module's type.
+class DistributedDataParallelBase {
+ public:
+  DistributedDataParallelBase(nn::Module& module, DDPOptions options);
+  DistributedDataParallelBase(const DistributedDataParallelBase&) = delete;
+  DistributedDataParallelBase& operator=(const DistributedDataParallelBase&) = delete;
+
+  /// Turns gradient synchronisation off for the scope (gradient accumulation): backward passes
+  /// inside only accumulate locally; the first backward after it all-reduces the sum.
+  class NoSync {
+   public:
+    explicit NoSync(Reducer& r) : r_(&r) { r.set_sync(false); }
+    ~NoSync() { r_->set_sync(true); }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    Reducer* r_;
+  };
+  [[nodiscard]] NoSync no_sync() { return NoSync(*reducer_); }
+
+  Communicator& group() { return *group_; }
+  const Reducer& reducer() const { return *reducer_; }
+
+ protected:
+  /// Runs before every forward: rank 0's buffers to everyone (when broadcast_buffers).
+  void before_forward();
+
+ private:
+  nn::Module* module_;
+  DDPOptions options_;
+  std::shared_ptr<Communicator> group_;
+  std::shared_ptr<Reducer> reducer_;  // the hooks hold it weakly: no dangling after destruction
+};
+
+/// Wraps `module` (which must outlive the wrapper); forward()/operator() call module.forward.
+template <typename M>
+class DistributedDataParallel : public DistributedDataParallelBase {
+ public:
+  explicit DistributedDataParallel(M& module, DDPOptions options = {})
+      : DistributedDataParallelBase(module, std::move(options)), module_(&module) {}
+
+  template <typename... Args>
+  decltype(auto) forward(Args&&... args) {
+    before_forward();
+    return module_->forward(std::forward<Args>(args)...);
+  }
+  template <typename... Args>
+  decltype(auto) operator()(Args&&... args) {
+    return forward(std::forward<Args>(args)...);
+  }
+  M& module() { return *module_; }
+
+ private:
+  M* module_;
+};
+
+}  // namespace tandem::parallel

@@ -1,0 +1,141 @@
+// parallel/ddp/reducer.cpp — bucket bookkeeping for one backward pass: copy in, launch in order,
+// wait, copy out. Everything runs on the thread running backward; only the all-reduces run
+// elsewhere (the communicator's thread or stream).
+#include <tandem/autograd/engine.h>
+#include <tandem/core/check.h>
+#include <tandem/core/trace.h>
+#include <tandem/parallel/ddp/reducer.h>
+
+namespace tandem::parallel {
+
+Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
+                 std::vector<std::vector<size_t>> buckets, std::shared_ptr<Communicator> comm,
+                 bool find_unused_parameters)
+    : params_(std::move(params)),
+      names_(std::move(names)),
+      bucket_of_(params_.size()),
+      ready_(params_.size()),
+      had_grad_(params_.size()),
+      comm_(std::move(comm)),
+      find_unused_(find_unused_parameters) {
+  for (auto& indices : buckets) {
+    Bucket b;
+    int64_t total = 0;
+    for (size_t i : indices) {
+      bucket_of_[i] = buckets_.size();
+      b.offsets.push_back(total);
+      total += params_[i].numel();
+    }
+    b.params = std::move(indices);
+    const Tensor& first = params_[b.params.front()];
+    b.flat = zeros({total}, {.dtype = first.dtype(), .device = first.device()});
+    buckets_.push_back(std::move(b));
+  }
+  reset_iteration();
+}
+
+void Reducer::reset_iteration() {
+  for (Bucket& b : buckets_) {
+    b.pending = b.params.size();
+    b.work = nullptr;
+  }
+  std::fill(ready_.begin(), ready_.end(), false);
+  std::fill(had_grad_.begin(), had_grad_.end(), false);
+  next_launch_ = 0;
+  in_backward_ = false;
+}
+
+void Reducer::copy_in(size_t i, bool zero) {
+  Bucket& b = buckets_[bucket_of_[i]];
+  size_t slot = 0;
+  while (b.params[slot] != i) ++slot;
+  Tensor dst = b.flat.narrow(0, b.offsets[slot], params_[i].numel());
+  if (zero)
+    dst.fill_(0);
+  else
+    dst.copy_(params_[i].grad().reshape({params_[i].numel()}));
+  ready_[i] = true;
+  if (--b.pending == 0) launch_ready_buckets();
+}
+
+void Reducer::launch_ready_buckets() {
+  // In index order only: bucket 3 waits for bucket 2 even if its gradients were ready first,
+  // so every rank issues the same collectives in the same order.
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    Bucket& b = buckets_[next_launch_];
+    b.work = comm_->all_reduce(b.flat, ReduceOp::Avg);
+    trace::instant("bucket " + std::to_string(next_launch_) + " launched", "ddp");
+    ++next_launch_;
+  }
+}
+
+void Reducer::mark_ready(size_t i) {
+  if (!sync_) return;  // no_sync(): gradients just accumulate in .grad
+  if (!in_backward_) {
+    // The first gradient of this backward: have the engine call finalize() when it is done.
+    in_backward_ = true;
+    queue_callback([this] { finalize(); });
+  }
+  TD_CHECK_AS(AutogradError, !ready_[i], "DistributedDataParallel: parameter '", names_[i],
+              "' received a second gradient in one backward pass\n  hint: call backward() once "
+              "per forward, or use no_sync() for the extra passes");
+  had_grad_[i] = true;
+  copy_in(i, false);
+}
+
+void Reducer::finalize() {
+  const trace::Scope span("ddp", "finalize: wait for buckets");
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!ready_[i]) missing.push_back(i);
+  if (!missing.empty() && !find_unused_) {
+    std::string names;
+    for (size_t i : missing) names += (names.empty() ? "" : ", ") + names_[i];
+    for (Bucket& b : buckets_)
+      if (b.work) b.work->wait();  // keep the group consistent before failing
+    reset_iteration();
+    ::tandem::detail::fail<DistributedError>(
+        "DistributedDataParallel (rank ", comm_->rank(), "): backward produced no gradient for ",
+        missing.size(), " parameter(s): ", names,
+        "\n  hint: make every parameter take part in the loss, or construct DDP with "
+        ".find_unused_parameters = true (their gradients are then reduced as zeros)");
+  }
+  // Unused here (maybe used on another rank): contribute zeros so the buckets can go.
+  for (size_t i : missing) copy_in(i, true);
+  Tensor used;
+  WorkPtr used_work;
+  if (find_unused_) {
+    // One more small all-reduce: which parameters got a gradient on any rank. Those that got
+    // none anywhere keep an undefined .grad, exactly as on one device (the optimizer skips them).
+    used = zeros({int64_t(params_.size())});
+    float* u = used.data<float>();
+    for (size_t i = 0; i < params_.size(); ++i) u[i] = had_grad_[i] ? 1.f : 0.f;
+    used_work = comm_->all_reduce(used, ReduceOp::Max);
+  }
+  try {
+    for (Bucket& b : buckets_) b.work->wait();
+    if (used_work) used_work->wait();
+  } catch (...) {
+    reset_iteration();
+    throw;
+  }
+  for (Bucket& b : buckets_) {
+    for (size_t slot = 0; slot < b.params.size(); ++slot) {
+      const size_t i = b.params[slot];
+      if (used.defined() && used.data<float>()[i] == 0.f) continue;
+      const Tensor avg =
+          b.flat.narrow(0, b.offsets[slot], params_[i].numel()).reshape(params_[i].shape());
+      Tensor g = params_[i].grad();
+      if (g.defined()) {
+        g.copy_(avg);
+      } else {
+        g = empty(params_[i].shape(), params_[i].options());
+        g.copy_(avg);
+        params_[i].set_grad(g);
+      }
+    }
+  }
+  reset_iteration();
+}
+
+}  // namespace tandem::parallel

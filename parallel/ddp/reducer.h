@@ -1,0 +1,62 @@
+// parallel/ddp/reducer.h — the gradient all-reduce of DistributedDataParallel. Each bucket (see
+// bucket_plan.h) owns a flat buffer. When a parameter's gradient is complete, its
+// post-accumulate hook calls mark_ready(), which copies the gradient into its bucket's slice;
+// the last gradient of a bucket starts that bucket's asynchronous all-reduce (average) while
+// backward goes on. Buckets start strictly in index order, the same on every rank, since
+// collectives must be issued in the same order everywhere. finalize() runs when backward ends:
+// it waits for every bucket and writes the averaged gradients back into .grad.
+#pragma once
+
+#include <tandem/parallel/comm/communicator.h>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tandem::parallel {
+
+class Reducer {
+ public:
+  Reducer(std::vector<Tensor> params, std::vector<std::string> names,
+          std::vector<std::vector<size_t>> buckets, std::shared_ptr<Communicator> comm,
+          bool find_unused_parameters);
+
+  /// Called by each parameter's post-accumulate hook during backward.
+  void mark_ready(size_t param);
+  /// Waits for every bucket and writes the averages into .grad. Parameters that got no gradient
+  /// are an error naming them, unless find_unused_parameters (then their gradient counts as
+  /// zero on this rank, and stays undefined if no rank produced one, as on one device).
+  void finalize();
+  /// Off: hooks do nothing and gradients accumulate locally (no_sync()).
+  void set_sync(bool on) { sync_ = on; }
+  bool sync() const { return sync_; }
+
+  size_t bucket_count() const { return buckets_.size(); }
+  /// The parameter indices of bucket `b`, in the order they sit in its buffer.
+  const std::vector<size_t>& bucket(size_t b) const { return buckets_[b].params; }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;
+    std::vector<int64_t> offsets;  // element offset of each parameter in `flat`
+    Tensor flat;                   // [total elements], the parameters' dtype and device
+    size_t pending = 0;            // gradients not yet copied in this iteration
+    WorkPtr work;                  // the all-reduce in flight (null: not launched)
+  };
+  void reset_iteration();
+  void launch_ready_buckets();
+  void copy_in(size_t param, bool zero);
+
+  std::vector<Tensor> params_;
+  std::vector<std::string> names_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;  // param -> bucket
+  std::vector<bool> ready_;        // param -> gradient copied in this iteration
+  std::vector<bool> had_grad_;     // param -> produced a gradient on this rank this iteration
+  std::shared_ptr<Communicator> comm_;
+  bool find_unused_;
+  bool sync_ = true;
+  bool in_backward_ = false;  // a finalize() callback is queued
+  size_t next_launch_ = 0;    // the next bucket to start
+};
+
+}  // namespace tandem::parallel

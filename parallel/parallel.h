@@ -1,0 +1,18 @@
+// parallel/parallel.h — the public parallel API in one include: process groups and stores,
+// communicators, the launcher's spawn, DistributedDataParallel, tracing.
+#pragma once
+
+#include <tandem/core/trace.h>
+#include <tandem/parallel/comm/communicator.h>
+#include <tandem/parallel/comm/gloo_communicator.h>
+#include <tandem/parallel/comm/nccl_communicator.h>
+#include <tandem/parallel/ddp/bucket_plan.h>
+#include <tandem/parallel/ddp/distributed_data_parallel.h>
+#include <tandem/parallel/ddp/reducer.h>
+#include <tandem/parallel/process_group.h>
+#include <tandem/parallel/spawn.h>
+#include <tandem/parallel/store/file_store.h>
+#include <tandem/parallel/store/hash_store.h>
+#include <tandem/parallel/store/prefix_store.h>
+#include <tandem/parallel/store/store.h>
+#include <tandem/parallel/store/tcp_store.h>

@@ -1,0 +1,81 @@
+// tests/parallel/ddp_models.h — the models and the training loop the DDP equivalence tests run:
+// the same code trains on one process (the reference, full batch) and on N ranks (each its
+// share), so any difference is DDP's.
+#pragma once
+
+#include <tandem/tandem.h>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tandem::testing {
+
+struct Mlp : nn::Module {  // 784-64-32-10, small enough for quick tests, the reference shape
+  nn::Linear fc1{784, 64}, fc2{64, 32}, fc3{32, 10};
+  void visit(nn::Visitor& v) override {
+    v("fc1", fc1);
+    v("fc2", fc2);
+    v("fc3", fc3);
+  }
+  Tensor forward(const Tensor& x) { return fc3(relu(fc2(relu(fc1(x.flatten(1)))))); }
+};
+
+struct Cnn : nn::Module {  // the reference CNN, narrower: conv 1→8, conv 8→16, fc 400→32→10
+  nn::Conv2d conv1{1, 8, 3}, conv2{8, 16, 3};
+  nn::Linear fc1{400, 32}, fc2{32, 10};
+  void visit(nn::Visitor& v) override {
+    v("conv1", conv1);
+    v("conv2", conv2);
+    v("fc1", fc1);
+    v("fc2", fc2);
+  }
+  Tensor forward(const Tensor& x) {
+    Tensor h = max_pool2d(relu(conv1(x)), {});
+    h = max_pool2d(relu(conv2(h)), {});
+    return fc2(relu(fc1(h.flatten(1))));
+  }
+};
+
+struct WithUnused : nn::Module {  // `spare` never takes part in the loss
+  nn::Linear fc{784, 10}, spare{10, 10};
+  void visit(nn::Visitor& v) override {
+    v("fc", fc);
+    v("spare", spare);
+  }
+  Tensor forward(const Tensor& x) { return fc(x.flatten(1)); }
+};
+
+/// A fixed synthetic dataset: images [n, 1, 28, 28] and labels [n], the same in every process.
+inline std::pair<Tensor, Tensor> synthetic_data(int64_t n) {
+  manual_seed(1234);
+  Tensor x = randn({n, 1, 28, 28});
+  std::vector<int64_t> labels(size_t(n), 0);
+  for (int64_t i = 0; i < n; ++i) labels[size_t(i)] = (i * 7 + i / 3) % 10;
+  return {x, from_vector(labels, {n})};
+}
+
+/// All parameters, flattened and concatenated, as doubles (what the tests compare).
+inline std::vector<double> flat_params(nn::Module& m) {
+  std::vector<double> out;
+  for (Tensor& p : m.parameters()) {
+    const auto v = p.to_vector<double>();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+inline void write_doubles(const std::string& path, const std::vector<double>& v) {
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * sizeof(double)));
+}
+
+inline std::vector<double> read_doubles(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<double> v;
+  double d;
+  while (in.read(reinterpret_cast<char*>(&d), sizeof(d))) v.push_back(d);
+  return v;
+}
+
+}  // namespace tandem::testing

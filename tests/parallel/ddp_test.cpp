@@ -1,0 +1,197 @@
+// tests/parallel/ddp_test.cpp — DistributedDataParallel is single-device training, split: N ranks
+// with batch b each end with the same parameters as one process with batch N·b after k steps.
+// Models and data are float64, so the tolerance can be tight: 1e-10 absolute + 1e-8 relative
+// (what remains is the rounding of sums taken in another order; in float32, Adam's division by
+// sqrt(v) magnifies it to ~1e-4 on parameters whose gradients are near zero).
+// Ranks start from different random weights, so the broadcast of rank 0's is tested too.
+#include <tandem/parallel/ddp/bucket_plan.h>
+#include <tandem/parallel/ddp/distributed_data_parallel.h>
+#include <tandem/parallel/process_group.h>
+#include <tandem/parallel/spawn.h>
+
+#include "data/temp_dir.h"
+#include "parallel/ddp_models.h"
+#include "support/expect.h"
+
+namespace tandem::parallel {
+namespace {
+
+using namespace std::chrono_literals;
+using tandem::testing::read_doubles;
+using tandem::testing::write_doubles;
+
+constexpr int64_t kBatch = 8;  // per rank
+constexpr int kSteps = 3;
+
+struct Recipe {
+  bool adam = false;
+  int accumulate = 1;  // micro-batches per step (no_sync on all but the last)
+  bool find_unused = false;
+};
+
+// Trains `model` for kSteps on its share (rows rank·per_rank onwards) of each global batch of
+// world × kBatch examples: `step_fn(x, y, last)` runs forward + backward for one micro-batch.
+template <typename M, typename Step>
+void train(M& model, int world, int rank, int64_t per_rank, const Recipe& r, Step&& step_fn) {
+  auto [x32, y] = tandem::testing::synthetic_data(kSteps * r.accumulate * world * kBatch);
+  const Tensor x = x32.to(kFloat64);
+  std::unique_ptr<optim::Optimizer> opt;
+  if (r.adam)
+    opt = std::make_unique<optim::Adam>(model.parameters(), optim::AdamOptions{.lr = 1e-2});
+  else
+    opt = std::make_unique<optim::SGD>(model.parameters(),
+                                       optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+  int64_t start = 0;
+  for (int s = 0; s < kSteps; ++s) {
+    opt->zero_grad();
+    for (int m = 0; m < r.accumulate; ++m) {
+      const int64_t offset = start + rank * per_rank;
+      step_fn(x.narrow(0, offset, per_rank), y.narrow(0, offset, per_rank), m + 1 == r.accumulate);
+      start += world * kBatch;
+    }
+    opt->step();
+  }
+}
+
+template <typename M>
+std::vector<double> single_device(const Recipe& r, int world) {
+  manual_seed(0);
+  M model;
+  model.to(kFloat64);
+  train(model, world, 0, world * kBatch, r, [&](const Tensor& x, const Tensor& y, bool) {
+    cross_entropy(model.forward(x), y).backward();
+  });
+  return tandem::testing::flat_params(model);
+}
+
+template <typename M>
+std::vector<double> distributed(const Recipe& r, int world) {
+  tandem::testing::TempDir dir;
+  const std::string out = dir.file("params.bin");
+  spawn(
+      [&](int rank) {
+        init_process_group({.timeout = 60s});
+        manual_seed(100 + rank);  // different weights per rank: DDP must copy rank 0's
+        if (rank == 0) manual_seed(0);
+        M model;
+        model.to(kFloat64);
+        DistributedDataParallel ddp(model, {.bucket_cap_mb = 0.05,
+                                            .first_bucket_mb = 0.01,
+                                            .find_unused_parameters = r.find_unused});
+        train(model, world, rank, kBatch, r, [&](const Tensor& x, const Tensor& y, bool last) {
+          if (last) {
+            cross_entropy(ddp(x), y).backward();
+          } else {
+            auto guard = ddp.no_sync();
+            cross_entropy(ddp(x), y).backward();
+          }
+        });
+        if (rank == 0) write_doubles(out, tandem::testing::flat_params(model));
+        destroy_process_group();
+      },
+      world);
+  return read_doubles(out);
+}
+
+void expect_same(const std::vector<double>& a, const std::vector<double>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  double worst = 0;
+  size_t bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double err = std::abs(a[i] - b[i]);
+    worst = std::max(worst, err);
+    if (err > 1e-10 + 1e-8 * std::abs(b[i])) ++bad;
+  }
+  EXPECT_EQ(bad, 0u) << "of " << a.size() << " parameters; worst |difference| " << worst;
+}
+
+TEST(DDP, TwoRanksTrainTheMlpAsOneDeviceWithTheFullBatch) {
+  expect_same(distributed<tandem::testing::Mlp>({}, 2), single_device<tandem::testing::Mlp>({}, 2));
+}
+
+TEST(DDP, ThreeRanksTrainTheMlpAsOneDeviceWithAdam) {
+  const Recipe r{.adam = true};
+  expect_same(distributed<tandem::testing::Mlp>(r, 3), single_device<tandem::testing::Mlp>(r, 3));
+}
+
+TEST(DDP, TwoRanksTrainTheCnnAsOneDevice) {
+  const Recipe r{.adam = true};
+  expect_same(distributed<tandem::testing::Cnn>(r, 2), single_device<tandem::testing::Cnn>(r, 2));
+}
+
+TEST(DDP, ThreeRanksTrainTheCnnAsOneDevice) {
+  expect_same(distributed<tandem::testing::Cnn>({}, 3), single_device<tandem::testing::Cnn>({}, 3));
+}
+
+TEST(DDP, NoSyncAccumulatesLikeOneDevice) {
+  const Recipe r{.accumulate = 2};
+  expect_same(distributed<tandem::testing::Mlp>(r, 2), single_device<tandem::testing::Mlp>(r, 2));
+}
+
+TEST(DDP, UnusedParametersWithFindUnusedMatchOneDevice) {
+  const Recipe r{.adam = true, .find_unused = true};
+  expect_same(distributed<tandem::testing::WithUnused>(r, 2),
+              single_device<tandem::testing::WithUnused>(r, 2));
+}
+
+TEST(DDP, UnusedParametersWithoutFindUnusedAreAnErrorNamingThem) {
+  tandem::testing::TempDir dir;
+  const std::string out = dir.file("msg.txt");
+  spawn(
+      [&](int rank) {
+        init_process_group({.timeout = 60s});
+        tandem::testing::WithUnused model;
+        DistributedDataParallel ddp(model);
+        std::string msg = "no error";
+        try {
+          cross_entropy(ddp(zeros({4, 1, 28, 28})), zeros({4}, {.dtype = kInt64})).backward();
+        } catch (const DistributedError& e) {
+          msg = e.what();
+        }
+        if (rank == 0) tandem::testing::write_bytes(out, msg);
+        destroy_process_group();
+      },
+      2);
+  const std::string msg = tandem::testing::read_bytes(out);
+  EXPECT_THAT(msg, ::testing::HasSubstr("spare.weight, spare.bias"));
+  EXPECT_THAT(msg, ::testing::HasSubstr("find_unused_parameters"));
+}
+
+TEST(DDP, DifferentModelsOnTheRanksAreAnErrorSayingWhatDiffers) {
+  tandem::testing::TempDir dir;
+  const std::string out = dir.file("msg.txt");
+  spawn(
+      [&](int rank) {
+        init_process_group({.timeout = 60s});
+        std::string msg = "no error";
+        try {
+          if (rank == 0) {
+            tandem::testing::Mlp m;
+            DistributedDataParallel ddp(m);
+          } else {
+            tandem::testing::Cnn m;
+            DistributedDataParallel ddp(m);
+          }
+        } catch (const DistributedError& e) {
+          msg = e.what();
+        }
+        if (rank == 1) tandem::testing::write_bytes(out, msg);
+        destroy_process_group();
+      },
+      2);
+  const std::string msg = tandem::testing::read_bytes(out);
+  EXPECT_THAT(msg, ::testing::HasSubstr("rank 1's model differs from rank 0's"));
+  EXPECT_THAT(msg, ::testing::HasSubstr("fc1.weight [64, 784]"));
+}
+
+TEST(BucketPlan, ReverseOrderFirstBucketSmallThenCapped) {
+  // Four parameters of 1 KiB, 2 KiB, 3 KiB, 4 KiB (floats), caps: first 4 KiB, then 5 KiB.
+  std::vector<Tensor> ps{zeros({256}), zeros({512}), zeros({768}), zeros({1024})};
+  const auto plan = plan_buckets(ps, {.bucket_cap_bytes = 5 << 10, .first_bucket_bytes = 4 << 10});
+  EXPECT_EQ(plan, (std::vector<std::vector<size_t>>{{3}, {2, 1}, {0}}));
+  const auto big = plan_buckets(ps, {.bucket_cap_bytes = 1 << 10, .first_bucket_bytes = 1 << 10});
+  EXPECT_EQ(big.size(), 4u) << "a parameter over the cap gets a bucket of its own";
+}
+
+}  // namespace
+}  // namespace tandem::parallel

@@ -1,0 +1,68 @@
+// tools/launch.cpp — `tandem launch`: torchrun for Tandem programs. Starts --nproc-per-node
+// workers of `program args…` on this node with torchrun's environment (RANK, LOCAL_RANK,
+// WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT), so a program that calls
+// parallel::init_process_group() needs no flags; the supervisor (parallel/supervisor.h) prefixes
+// their output, forwards signals and stops the group when one fails.
+//   tandem launch --nproc-per-node 2 -- build/examples/mnist_ddp datasets/mnist
+//   tandem launch --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 --nproc-per-node 1 -- prog
+#include <tandem/core/check.h>
+#include <tandem/parallel/spawn.h>
+#include <tandem/parallel/store/socket.h>
+#include <tandem/parallel/supervisor.h>
+#include <unistd.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <thread>
+
+#include "commands.h"
+
+namespace tandem::tools {
+
+int run_launch(const LaunchOptions& o) {
+  TD_CHECK_VALUE(!o.command.empty(),
+                 "launch: no program given (usage: tandem launch [options] "
+                 "-- program args...)");
+  int nproc = o.nproc_per_node;
+  if (nproc <= 0) nproc = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int nnodes = o.standalone ? 1 : o.nnodes;
+  const int node_rank = o.standalone ? 0 : o.node_rank;
+  TD_CHECK_VALUE(node_rank >= 0 && node_rank < nnodes, "launch: --node-rank ", node_rank,
+                 " is not in [0, ", nnodes, ")");
+  const std::string addr = o.standalone ? "127.0.0.1" : o.master_addr;
+  const int port = o.standalone ? parallel::detail::free_port(addr) : o.master_port;
+  const int world = nnodes * nproc;
+  if (nproc > 1 && std::getenv("TANDEM_NUM_THREADS") == nullptr)
+    std::cerr << "tandem launch: " << nproc << " workers share this machine's "
+              << std::thread::hardware_concurrency()
+              << " cores: each gets TANDEM_NUM_THREADS (and OMP/OPENBLAS_NUM_THREADS) = "
+              << std::max(1u, std::thread::hardware_concurrency() / unsigned(nproc))
+              << " unless you set it\n";
+
+  std::vector<parallel::detail::WorkerSpec> workers;
+  for (int local = 0; local < nproc; ++local) {
+    const int rank = node_rank * nproc + local;
+    workers.push_back(parallel::detail::WorkerSpec{
+        .rank = rank,
+        .local_rank = local,
+        .env = parallel::detail::worker_env(rank, local, world, nproc, node_rank, addr, port),
+        .run = [&o] {
+          std::vector<char*> argv;
+          for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+          argv.push_back(nullptr);
+          ::execvp(argv[0], argv.data());
+          std::fprintf(stderr, "tandem launch: cannot run '%s': %s\n", argv[0],
+                       std::strerror(errno));
+          return 127;
+        }});
+  }
+  const auto result = parallel::detail::supervise(
+      workers, {.prefix_output = !o.no_prefix,
+                .kill_grace = std::chrono::milliseconds(int64_t(o.kill_grace_s * 1000)),
+                .program = o.command.front()});
+  if (result.exit_code != 0) std::cerr << "tandem launch: " << result.report;
+  return result.exit_code;
+}
+
+}  // namespace tandem::tools
