@@ -101,6 +101,9 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
   cmd->add_flag("--no-progress", t.no_progress, "plain log lines even on a terminal");
   cmd->add_option("--max-steps", t.max_steps, "stop each epoch after N steps (smoke tests)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--ddp", t.ddp,
+                "train as one rank of DistributedDataParallel (run under `tandem launch`); "
+                "--batch-size is the global batch, split over the ranks");
   return cmd;
 }
 

@@ -57,7 +57,7 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
     const Tensor x = random_translate(batch.x, s.augment, s.fill, aug_seed).to(s.device);
     const Tensor y = batch.y.to(s.device);
 
-    const Tensor logits = s.model.forward(x);
+    const Tensor logits = s.forward ? s.forward(x) : s.model.forward(x);
     const Tensor loss = cross_entropy(logits, y);
     s.optimizer.zero_grad();
     loss.backward();
@@ -69,10 +69,10 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
     const int64_t right = count_correct(logits, y), n = y.size(0);
     all.add(l, right, n);
     interval.add(l, right, n);
-    progress.update(all.steps, all.mean_loss(), all.acc());
+    if (!s.quiet) progress.update(all.steps, all.mean_loss(), all.acc());
     if (all.steps % log_every == 0 || all.steps == s.steps) {
       const double secs = seconds_since(interval_start);
-      const double rate = secs > 0 ? double(interval.images) / secs : 0;
+      const double rate = secs > 0 ? double(interval.images * s.world) / secs : 0;
       s.metrics.write({.time = unix_time(),
                        .epoch = epoch,
                        .step = global_step,
@@ -81,18 +81,18 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
                        .acc = interval.acc(),
                        .lr = s.optimizer.lr(0),
                        .samples_per_s = rate});
-      progress.log(all.steps, interval.mean_loss(), interval.acc(), rate);
+      if (!s.quiet) progress.log(all.steps, interval.mean_loss(), interval.acc(), rate);
       interval = Totals();
       interval_start = Clock::now();
     }
     if (all.steps == s.steps) break;  // --max-steps: leaving the loop stops the loader's pass
   }
-  progress.finish();
+  if (!s.quiet) progress.finish();
   const double secs = seconds_since(start);
   return {.loss = all.mean_loss(),
           .acc = all.acc(),
           .images = all.images,
-          .samples_per_s = secs > 0 ? double(all.images) / secs : 0};
+          .samples_per_s = secs > 0 ? double(all.images * s.world) / secs : 0};
 }
 
 PassResult evaluate(Classifier& model, data::DataLoader& loader, Device device) {

@@ -7,6 +7,7 @@
 #include <tandem/nn/optim/lr_scheduler.h>
 #include <tandem/nn/optim/optimizer.h>
 #include <cstdint>
+#include <functional>
 
 #include "metrics.h"
 #include "models.h"
@@ -25,6 +26,9 @@ struct EpochSetup {
   uint64_t seed;     // the run's seed: augmentation = f(seed, epoch, batch)
   bool interactive;  // draw the updating progress line
   MetricsLog& metrics;
+  std::function<Tensor(const Tensor&)> forward = nullptr;  // --ddp: through the DDP wrapper
+  bool quiet = false;  // --ddp ranks other than 0: no progress output
+  int world = 1;       // ranks training together: images/s counts all of them
 };
 
 struct PassResult {

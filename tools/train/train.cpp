@@ -6,7 +6,10 @@
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/generator.h>
 #include <tandem/core/thread_pool.h>
+#include <tandem/data/distributed_sampler.h>
 #include <tandem/data/mnist.h>
+#include <tandem/parallel/ddp/distributed_data_parallel.h>
+#include <tandem/parallel/process_group.h>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -67,7 +70,17 @@ int run_train(const TrainOptions& flags) {
   const auto start = std::chrono::steady_clock::now();
   const std::string started = local_time("%Y-%m-%d %H:%M:%S");
   TrainOptions o = resolve_config(flags);
-  const Device device(o.device);
+  Device device(o.device);
+  // --ddp: this process is one rank; the group comes from tandem launch's environment.
+  std::shared_ptr<parallel::Communicator> group;
+  if (o.ddp) {
+    if (device.is_cuda()) device = parallel::local_device();  // cuda:LOCAL_RANK
+    group = parallel::init_process_group({.device = device});
+    TD_CHECK_VALUE(o.batch_size % group->size() == 0, "train --ddp: --batch-size ", o.batch_size,
+                   " (the global batch) does not split evenly over ", group->size(), " ranks");
+  }
+  const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
+  const bool lead = rank == 0;  // rank 0 logs, evaluates, checkpoints and reports
   check_device(device);
 
   // ---- data: each split is loaded and normalised once; batches are then row gathers.
@@ -77,11 +90,17 @@ int run_train(const TrainOptions& flags) {
   const data::MNIST eval_set(source.dir, data::Split::Test, norm);
   const int64_t rows = train_set.images().size(2), cols = train_set.images().size(3);
   // drop_last: a last batch of one image would break batch norm's training statistics.
-  data::DataLoader loader(train_set, {.batch_size = o.batch_size,
-                                      .shuffle = true,
-                                      .seed = o.seed,
-                                      .drop_last = true,
-                                      .num_workers = o.workers});
+  // With --ddp every rank takes its share of each epoch's permutation (DistributedSampler).
+  auto sampler = o.ddp ? std::make_shared<data::DistributedSampler>(
+                             train_set.size(), data::DistributedSamplerOptions{.seed = o.seed})
+                       : nullptr;
+  data::DataLoader loader(train_set,
+                          {.batch_size = o.batch_size / world,
+                           .shuffle = !o.ddp,
+                           .seed = o.seed,
+                           .drop_last = true,
+                           .num_workers = o.workers},
+                          sampler);
   data::DataLoader eval_loader(eval_set, {.batch_size = 500});
   const int64_t steps = o.max_steps > 0 ? std::min(o.max_steps, loader.size()) : loader.size();
   TD_CHECK_VALUE(steps > 0, "train: ", source.dir, " has ", train_set.size(),
@@ -91,6 +110,8 @@ int run_train(const TrainOptions& flags) {
   manual_seed(o.seed);
   std::unique_ptr<Classifier> model = make_model(o.model, rows, cols);
   model->to(device);  // before the optimizer, which holds the moved parameters
+  std::unique_ptr<parallel::DistributedDataParallel<Classifier>> ddp;
+  if (o.ddp) ddp = std::make_unique<parallel::DistributedDataParallel<Classifier>>(*model);
   std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(o, model->parameters());
   std::unique_ptr<optim::LRScheduler> scheduler = make_scheduler(o, *optimizer, steps);
 
@@ -104,10 +125,11 @@ int run_train(const TrainOptions& flags) {
     global_step = state.global_step;
     if (o.log_dir.empty()) o.log_dir = saved_field<std::string>(state.config_json, "log_dir", "");
     resumed = str(o.checkpoint, " after epoch ", state.epoch, " (step ", global_step, ")");
-    std::printf("resuming from %s: continuing at epoch %lld of %d\n", resumed.c_str(),
-                (long long)first_epoch, o.epochs);
+    if (lead)
+      std::printf("resuming from %s: continuing at epoch %lld of %d\n", resumed.c_str(),
+                  (long long)first_epoch, o.epochs);
     for (const std::string& d : config_differences(state.config_json, o))
-      std::printf("  note: changed since the checkpoint: %s\n", d.c_str());
+      if (lead) std::printf("  note: changed since the checkpoint: %s\n", d.c_str());
     const int saved_epochs = saved_field<int>(state.config_json, "epochs", o.epochs);
     if (saved_epochs != o.epochs && o.schedule != "none" && o.schedule != "step")
       std::printf(
@@ -125,8 +147,13 @@ int run_train(const TrainOptions& flags) {
   // ---- logging: metrics.jsonl (a resumed run drops what ran after its checkpoint), report.
   if (o.log_dir.empty())
     o.log_dir = str("runs/", o.model, "-", source.name, "-", local_time("%Y%m%d-%H%M%S"));
+  if (o.ddp) {  // one run, one directory: rank 0's name for it
+    if (lead) parallel::default_store()->set("log_dir", o.log_dir);
+    if (!lead) o.log_dir = parallel::default_store()->get_string("log_dir");
+  }
   fs::create_directories(o.log_dir);
-  MetricsLog metrics((fs::path(o.log_dir) / "metrics.jsonl").string(),
+  const std::string metrics_file = lead ? "metrics.jsonl" : str("metrics-rank", rank, ".jsonl");
+  MetricsLog metrics((fs::path(o.log_dir) / metrics_file).string(),
                      o.resume ? first_epoch - 1 : -1);
   const std::string report_path = (fs::path(o.log_dir) / "report.html").string();
   const std::string config = config_json(o), eval = source.eval_name;
@@ -135,14 +162,17 @@ int run_train(const TrainOptions& flags) {
   const std::string data_line = str(source.dir, ": ", with_commas(train_set.size()), " train / ",
                                     with_commas(eval_set.size()), " ", eval, " ", noun);
 
-  std::printf("tandem train: %s (%s parameters) on %s, device %s\n", o.model.c_str(),
-              params.c_str(), data_line.c_str(), device.str().c_str());
-  std::printf(
-      "%d epoch%s x %lld steps (batch %lld), %s lr %g, schedule %s, augment %d px, seed "
-      "%llu; logs in %s\n",
-      o.epochs, o.epochs == 1 ? "" : "s", (long long)steps, (long long)o.batch_size,
-      o.optimizer.c_str(), *o.lr, o.schedule.c_str(), *o.augment, (unsigned long long)o.seed,
-      o.log_dir.c_str());
+  if (lead)
+    std::printf("tandem train: %s (%s parameters) on %s, device %s%s\n", o.model.c_str(),
+                params.c_str(), data_line.c_str(), device.str().c_str(),
+                o.ddp ? str(", DDP over ", world, " ranks (", group->backend(), ")").c_str() : "");
+  if (lead)
+    std::printf(
+        "%d epoch%s x %lld steps (batch %lld), %s lr %g, schedule %s, augment %d px, seed "
+        "%llu; logs in %s\n",
+        o.epochs, o.epochs == 1 ? "" : "s", (long long)steps, (long long)o.batch_size,
+        o.optimizer.c_str(), *o.lr, o.schedule.c_str(), *o.augment, (unsigned long long)o.seed,
+        o.log_dir.c_str());
   std::fflush(stdout);
 
   EpochSetup setup{.model = *model,
@@ -155,7 +185,11 @@ int run_train(const TrainOptions& flags) {
                    .fill = float((0 - source.mean) / source.std),  // a black pixel, normalised
                    .seed = o.seed,
                    .interactive = progress_is_interactive(o.no_progress),
-                   .metrics = metrics};
+                   .metrics = metrics,
+                   .forward = nullptr,
+                   .quiet = !lead,
+                   .world = world};
+  if (ddp) setup.forward = [&](const Tensor& x) { return (*ddp)(x); };
   ReportInfo report{.title = str(o.model, " on ", source.name),
                     .run = {},
                     .config = config_rows(o),
@@ -164,6 +198,7 @@ int run_train(const TrainOptions& flags) {
   std::string final_line;
   for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
     const PassResult t = train_epoch(setup, epoch, global_step);
+    if (!lead) continue;  // the others go straight on to the next epoch's first all-reduce
     const PassResult e = evaluate(*model, eval_loader, device);
     metrics.write({.time = unix_time(),
                    .epoch = epoch,
@@ -203,8 +238,10 @@ int run_train(const TrainOptions& flags) {
   }
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%s\ntotal time %s; report: %s\n", final_line.c_str(), format_duration(wall).c_str(),
-              report_path.c_str());
+  if (lead)
+    std::printf("%s\ntotal time %s; report: %s\n", final_line.c_str(),
+                format_duration(wall).c_str(), report_path.c_str());
+  if (group) parallel::destroy_process_group();
   return 0;
 }
 
