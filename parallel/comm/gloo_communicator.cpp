@@ -26,6 +26,7 @@
 #include <csignal>
 #include <deque>
 #include <thread>
+#include <type_traits>
 
 namespace tandem::parallel {
 namespace {
@@ -95,7 +96,12 @@ const gloo::ReductionFunction<T>* classic_fn(ReduceOp op) {
 
 template <typename T>
 void divide(T* p, int64_t n, int by) {
-  for (int64_t i = 0; i < n; ++i) p[i] /= T(by);
+  if constexpr (std::is_floating_point_v<T>) {
+    const T inv = T(1) / T(by);  // a multiply vectorises; within an ulp of dividing
+    for (int64_t i = 0; i < n; ++i) p[i] *= inv;
+  } else {
+    for (int64_t i = 0; i < n; ++i) p[i] /= T(by);
+  }
 }
 
 // A host tensor holding `t`'s values (t itself when it is on the CPU): Gloo reads and writes host
@@ -257,6 +263,7 @@ WorkPtr GlooCommunicator::all_reduce(Tensor& tensor, ReduceOp op) {
     Tensor host = staged(t);
     by_dtype(t.dtype(), [&]<typename T>(T*) {
       gloo::AllreduceOptions o(ctx);
+      o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
       o.setOutput(host.data<T>(), size_t(host.numel()));
       o.setReduceFunction(reduce_fn<T>(op));
       o.setTag(tag);
