@@ -5,6 +5,7 @@
 #include <tandem/parallel/process_group.h>
 #include <tandem/parallel/spawn.h>
 #include <tandem/parallel/store/hash_store.h>
+#include <tandem/parallel/store/socket.h>
 #include <csignal>
 #include <fstream>
 #include <thread>
@@ -94,6 +95,64 @@ TEST_P(Collectives, MatchValuesComputedByHand) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(2, 3, 4));
+
+TEST(ProcessGroup, InitMethodsTcpAndFileWithExplicitRanks) {
+  tandem::testing::TempDir dir;
+  const int port = detail::free_port("127.0.0.1");
+  for (const std::string& method :
+       {"tcp://127.0.0.1:" + std::to_string(port), "file://" + dir.file("rendezvous")}) {
+    spawn(
+        [&](int rank) {
+          // No environment needed: rank and world size are given.
+          ::unsetenv("RANK");
+          ::unsetenv("WORLD_SIZE");
+          auto comm = init_process_group(
+              {.init_method = method, .rank = rank, .world_size = 2, .timeout = 30s});
+          Tensor t = full({3}, double(rank + 1));
+          comm->all_reduce(t)->wait();
+          require(same(t, {3, 3, 3}), method);
+          require(get_rank() == rank && get_world_size() == 2, "get_rank");
+          destroy_process_group();
+          require(!is_initialized(), "destroyed");
+        },
+        2);
+  }
+  EXPECT_THAT(tandem::testing::error_message<ValueError>([] {
+                init_process_group({.init_method = "smoke://x", .rank = 0, .world_size = 1});
+              }),
+              ::testing::HasSubstr("unknown init_method 'smoke://x'"));
+  ::unsetenv("MASTER_ADDR");
+  EXPECT_THAT(tandem::testing::error_message<ValueError>(
+                  [] { init_process_group({.rank = 0, .world_size = 1}); }),
+              ::testing::HasSubstr("MASTER_ADDR is not set"));
+}
+
+TEST(Collectives, AWaitThatTimesOutNamesTheCollectiveAndItsNumber) {
+  tandem::testing::TempDir dir;
+  const std::string report = dir.file("msg.txt");
+  spawn(
+      [&](int rank) {
+        auto comm = init_process_group({.timeout = 30s});
+        Tensor t = ones({4});
+        comm->all_reduce(t)->wait();  // #0 on both ranks
+        if (rank == 0) {
+          std::string msg = "no timeout";
+          try {
+            comm->all_reduce(t)->wait(300ms);  // #1: rank 1 never joins it
+          } catch (const DistributedError& e) {
+            msg = e.what();
+          }
+          tandem::testing::write_bytes(report, msg);
+        } else {
+          std::this_thread::sleep_for(1s);  // alive, but not calling all_reduce #1
+        }
+        std::_Exit(0);  // rank 0's all_reduce #1 is still pending: leave without a goodbye
+      },
+      2);
+  const std::string msg = tandem::testing::read_bytes(report);
+  EXPECT_THAT(msg, ::testing::HasSubstr("all_reduce #1"));
+  EXPECT_THAT(msg, ::testing::HasSubstr("did not complete within 0.3 s"));
+}
 
 TEST(Collectives, RejectNonContiguousAndMismatchedTensors) {
   auto store = std::make_shared<HashStore>();
