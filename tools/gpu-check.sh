@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# tools/gpu-check.sh — the CUDA test suite (and, as they land, the GPU benchmarks) on a machine
+# with a GPU but no package registry (this project's H100/H200 machines: CUDA 13, CMake, ninja,
+# PyTorch, no apt). Dependencies come from here, so it has two halves:
+#
+#   bash tools/gpu-check.sh pack [BUNDLE]   # on a dev machine (Debian): build with CUDA for sm_90,
+#                                           # gather the test programs and the shared libraries
+#                                           # they need that the GPU image lacks (Gloo, OpenBLAS…)
+#   bash tools/gpu-check.sh run  [BUNDLE]   # on the GPU machine: run them, write BUNDLE/results.md
+#
+# CUDA's own libraries (cudart, cuBLAS, cuDNN, NCCL) are not carried: `run` finds them in the CUDA
+# toolkit and in PyTorch's nvidia-* wheels there. The build targets x86-64-v3 (AVX2), not this
+# machine's -march=native, so it runs on the GPU machine's processor. BUNDLE defaults to
+# gpu-bundle (git-ignored; carry it with the device tool).
+set -euo pipefail
+mode=${1:-}
+bundle=${2:-gpu-bundle}
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+pack() {
+  bash "$root/scripts/setup.sh"
+  cmake -S "$root" -B "$root/build-gpu" -G Ninja -DTANDEM_WITH_CUDA=ON -DTANDEM_NATIVE=OFF \
+    -DCMAKE_CXX_FLAGS="-march=x86-64-v3" -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+  cmake --build "$root/build-gpu"
+  rm -rf "$bundle"
+  mkdir -p "$bundle/bin" "$bundle/lib"
+  local progs=("$root"/build-gpu/tests/tandem_*_tests "$root/build-gpu/tools/tandem"
+               "$root/build-gpu/tools/tandem_launch_test" "$root/build-gpu/tools/tandem_launch_test_worker")
+  for p in "${progs[@]}"; do
+    cp "$p" "$bundle/bin/" && strip "$bundle/bin/$(basename "$p")"
+  done
+  # Shared libraries the GPU image lacks: everything but the C runtime and CUDA's own.
+  for p in "${progs[@]}"; do ldd "$p"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
+    grep -Ev '/(libc|libm|libpthread|librt|libdl|ld-linux[^/]*|libcuda|libcudart|libnccl|libcublas[^/]*|libcudnn[^/]*)\.so' |
+    while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
+  git -C "$root" rev-parse --short HEAD >"$bundle/commit"
+  du -sh "$bundle"
+}
+
+run() {
+  # CUDA libraries: the toolkit's, then PyTorch's wheels (nvidia/*/lib), as the image has them.
+  local cuda_libs
+  cuda_libs=$(python3 - <<'PY' 2>/dev/null || true
+import glob, os
+try:
+    import nvidia
+    base = os.path.dirname(nvidia.__path__[0] + "/")
+    print(":".join(sorted(glob.glob(os.path.join(base, "*", "lib")))))
+except Exception:
+    pass
+PY
+)
+  export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64:${cuda_libs}:${LD_LIBRARY_PATH:-}"
+  local out="$bundle/results.md"
+  {
+    echo "# GPU check — $(date -u +%Y-%m-%d), commit $(cat "$bundle/commit" 2>/dev/null || echo '?')"
+    echo
+    echo '```'
+    nvidia-smi -L || echo "nvidia-smi failed"
+    "$bundle/bin/tandem" devices || true
+    echo '```'
+    echo
+    echo "| test program | filter | run | passed | failed | skipped |"
+    echo "|---|---|---|---|---|---|"
+  } >"$out"
+  local status=0
+  for t in "$bundle"/bin/tandem_*_tests; do
+    local name xml filter='*Cuda*:*cuda*:*CUDA*:*Nccl*:*NCCL*'
+    name=$(basename "$t")
+    xml="$bundle/$name.xml"
+    # Parallel tests run whole (they fork ranks); the others their CUDA cases.
+    [ "$name" = tandem_parallel_tests ] && filter='*'
+    "$t" --gtest_filter="$filter" --gtest_output="xml:$xml" >"$bundle/$name.log" 2>&1 || status=1
+    python3 - "$xml" "$name" "$filter" >>"$out" <<'PY'
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+cases = root.iter("testcase")
+run = passed = failed = skipped = 0
+for c in cases:
+    run += 1
+    if c.find("failure") is not None: failed += 1
+    elif c.get("result") == "skipped" or c.find("skipped") is not None: skipped += 1
+    else: passed += 1
+print(f"| {sys.argv[2]} | `{sys.argv[3]}` | {run} | {passed} | {failed} | {skipped} |")
+PY
+  done
+  echo >>"$out"
+  echo "Logs: $bundle/*.log. Exit status $status." >>"$out"
+  cat "$out"
+  return $status
+}
+
+case "$mode" in
+  pack) pack ;;
+  run) run ;;
+  *) echo "usage: $0 pack|run [BUNDLE]" >&2; exit 2 ;;
+esac
