@@ -6,6 +6,7 @@
 // caching allocator does for cudaMalloc, applied to the host.
 #include <tandem/core/allocator.h>
 #include <tandem/core/check.h>
+#include <tandem/core/cuda_device.h>
 #include <tandem/core/memory_stats.h>
 #include <cstdlib>
 #include <mutex>
@@ -50,6 +51,7 @@ Cache& cache(Device d) {
 void* allocate(Device device, size_t nbytes) {
   if (nbytes == 0) return nullptr;
   if (device.is_cuda()) {
+    cuda::check_device(device);  // "cuda:3 requested but only 1 CUDA device is visible (...)"
 #if TANDEM_WITH_CUDA
     return cuda::allocate(device, nbytes);
 #else

@@ -1,12 +1,56 @@
-// core/cuda_device.h — the smallest CUDA queries core needs: is a GPU usable, and how many.
-// No GPU, no driver, or a driver too old for the runtime all mean zero devices, never a crash.
-// (The full device API — names, memory, DeviceGuard — arrives with the CUDA backend, issue #4.)
+// core/cuda_device.h — CUDA device queries. No GPU, no driver, or a driver too old for the runtime
+// (cudaErrorInsufficientDriver) all mean zero devices, never a crash; in a build without CUDA
+// every query answers as if no GPU were present.
 #pragma once
+
+#include <tandem/core/device.h>
+#include <cstddef>
+#include <string>
+
+namespace tandem {
+class Tensor;
+}
 
 namespace tandem::cuda {
 
-/// Number of visible CUDA devices (0 in a build without CUDA, or without a usable driver).
+/// Number of visible CUDA devices (after CUDA_VISIBLE_DEVICES; 0 without CUDA).
 int device_count();
 inline bool is_available() { return device_count() > 0; }
+/// "NVIDIA H100 80GB HBM3" for cuda:index; DeviceError if there is no such device.
+std::string device_name(int index);
+
+struct MemoryInfo {
+  size_t free_bytes = 0, total_bytes = 0;
+};
+/// Free and total memory of cuda:index as the driver sees it (all processes).
+MemoryInfo memory_info(int index);
+
+/// The calling thread's current device index (0 when CUDA is absent).
+int current_device();
+void set_device(int index);
+/// Blocks until every kernel and copy queued on cuda:index has finished.
+void synchronize(int index);
+
+/// DeviceError unless `device` (a cuda:N) exists: "cuda:3 requested but only 1 CUDA device is
+/// visible (CUDA_VISIBLE_DEVICES=1)".
+void check_device(Device device);
+
+/// A copy of CPU tensor `t` in page-locked (pinned) host memory, from which copies to a GPU are
+/// direct DMA; `t` itself when it is pinned already or no GPU is visible.
+Tensor pin_memory(const Tensor& t);
+bool is_pinned(const Tensor& t);
+
+/// Makes cuda:index current for the scope and restores the previous device after it.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index);
+  explicit DeviceGuard(Device device) : DeviceGuard(device.is_cuda() ? device.index() : -1) {}
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;  // -1: nothing to restore
+};
 
 }  // namespace tandem::cuda

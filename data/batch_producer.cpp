@@ -5,6 +5,7 @@
 // tensor math in get()) go through core's intra-op pool, which runs concurrent callers serially,
 // so workers add at most num_workers threads of CPU load on top of the pool.
 #include <tandem/core/check.h>
+#include <tandem/core/cuda_device.h>
 #include <tandem/data/batch_producer.h>
 #include <string>
 #if defined(__linux__)
@@ -14,8 +15,11 @@
 namespace tandem::data::detail {
 
 BatchProducer::BatchProducer(const Dataset& dataset, std::vector<std::vector<int64_t>> batches,
-                             int workers, int capacity)
-    : dataset_(dataset), batches_(std::move(batches)), capacity_(capacity) {
+                             int workers, int capacity, bool pin_memory)
+    : dataset_(dataset),
+      pin_memory_(pin_memory),
+      batches_(std::move(batches)),
+      capacity_(capacity) {
   if (workers <= 0) return;
   TD_INTERNAL_ASSERT(capacity >= 1, "prefetch capacity ", capacity);
   slots_.resize(size_t(capacity));
@@ -60,7 +64,7 @@ void BatchProducer::work() {
     }
     Slot built;
     try {
-      built.batch = dataset_.get_batch(batches_[size_t(k)]);
+      built.batch = build(k);
     } catch (...) {
       built.error = std::current_exception();  // handed over with the batch, in its place
     }
@@ -73,11 +77,20 @@ void BatchProducer::work() {
   }
 }
 
+Batch BatchProducer::build(int64_t k) const {
+  Batch b = dataset_.get_batch(batches_[size_t(k)]);
+  if (pin_memory_) {  // on the worker, so the copy overlaps the training step
+    if (b.x.defined() && b.x.device().is_cpu()) b.x = cuda::pin_memory(b.x);
+    if (b.y.defined() && b.y.device().is_cpu()) b.y = cuda::pin_memory(b.y);
+  }
+  return b;
+}
+
 Batch BatchProducer::next() {
   TD_CHECK_INDEX(has_next(), "DataLoader: no batch left in this epoch (", batches_.size(),
                  " batches)");
   const int64_t k = taken_++;
-  if (workers_.empty() && slots_.empty()) return dataset_.get_batch(batches_[size_t(k)]);
+  if (workers_.empty() && slots_.empty()) return build(k);
   TD_CHECK(!workers_.empty(), "DataLoader: batch ", k, " was asked for after the workers stopped");
   Slot slot;
   {

@@ -18,8 +18,9 @@ class BatchProducer {
  public:
   /// Will build dataset.get_batch(batches[k]) for k = 0, 1, …. With workers > 0, that many
   /// threads start now and build at most `capacity` batches beyond the last one taken.
+  /// With `pin_memory`, each batch is copied into page-locked memory by whoever builds it.
   BatchProducer(const Dataset& dataset, std::vector<std::vector<int64_t>> batches, int workers,
-                int capacity);
+                int capacity, bool pin_memory = false);
   ~BatchProducer();  // stop()
   BatchProducer(const BatchProducer&) = delete;
   BatchProducer& operator=(const BatchProducer&) = delete;
@@ -33,6 +34,7 @@ class BatchProducer {
   void stop();
 
  private:
+  Batch build(int64_t k) const;  // get_batch, then pin when asked
   struct Slot {
     bool ready = false;
     Batch batch;
@@ -41,6 +43,7 @@ class BatchProducer {
   void work();
 
   const Dataset& dataset_;
+  bool pin_memory_ = false;
   const std::vector<std::vector<int64_t>> batches_;
   const int64_t capacity_;
   int64_t taken_ = 0;  // batches handed to the consumer

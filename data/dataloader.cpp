@@ -13,8 +13,8 @@ namespace detail {
 
 struct EpochRun {
   EpochRun(const Dataset& dataset, std::vector<std::vector<int64_t>> batches, int workers,
-           int capacity, int64_t epoch)
-      : producer(dataset, std::move(batches), workers, capacity), epoch(epoch) {}
+           int capacity, int64_t epoch, bool pin_memory)
+      : producer(dataset, std::move(batches), workers, capacity, pin_memory), epoch(epoch) {}
 
   // Builds (or waits for) the next batch; past the last one, the pass is finished.
   void advance() {
@@ -115,7 +115,8 @@ DataLoader::Iterator DataLoader::begin() {
   // No more workers than batches: a short epoch should not start idle threads.
   const int workers = int(std::min<int64_t>(options_.num_workers, int64_t(batches.size())));
   auto run = std::make_shared<detail::EpochRun>(*dataset_, std::move(batches), workers,
-                                                options_.prefetch * options_.num_workers, epoch);
+                                                options_.prefetch * options_.num_workers, epoch,
+                                                options_.pin_memory);
   running_ = run;
   run->advance();  // the first batch, so *begin() is valid (and its error surfaces here)
   return Iterator(std::move(run));

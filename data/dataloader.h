@@ -17,11 +17,12 @@ namespace tandem::data {
 
 struct DataLoaderOptions {
   int64_t batch_size = 1;
-  bool shuffle = false;    // a RandomSampler(seed) instead of a SequentialSampler
-  uint64_t seed = 0;       // shuffle order = f(seed, epoch): fixed seed, reproducible runs
-  bool drop_last = false;  // drop the last batch when it would be smaller than batch_size
-  int num_workers = 0;     // 0: build batches on the calling thread; N: on N worker threads
-  int prefetch = 2;        // batches each worker may build ahead (queue of prefetch·num_workers)
+  bool shuffle = false;     // a RandomSampler(seed) instead of a SequentialSampler
+  uint64_t seed = 0;        // shuffle order = f(seed, epoch): fixed seed, reproducible runs
+  bool drop_last = false;   // drop the last batch when it would be smaller than batch_size
+  int num_workers = 0;      // 0: build batches on the calling thread; N: on N worker threads
+  int prefetch = 2;         // batches each worker may build ahead (queue of prefetch·num_workers)
+  bool pin_memory = false;  // page-locked batches: faster copies to a GPU (no-op without one)
 };
 
 namespace detail {

@@ -1,42 +1,127 @@
-// core/cuda/allocator.cu — device memory through cudaMalloc, counted in the per-device memory
-// statistics. Issue #4 replaces it with the caching allocator (size-class pools, stream-aware
-// reuse); until then every tensor is one cudaMalloc.
+// core/cuda/allocator.cu — the caching allocator for CUDA memory. cudaMalloc and cudaFree are
+// slow and synchronise the device, so freed blocks are kept per device and per stream and handed
+// out again: requests under 1 MiB are rounded up to 512 B and served from a small-block pool;
+// larger ones are rounded up to 2 MiB and served from a large-block pool (a cached block is reused
+// when it is at most twice the request, so a 2 MiB block never serves a 512 B tensor). A block is
+// reused only by the stream it was allocated on: a kernel still running on another stream could
+// be using it. When cudaMalloc fails, the cache is emptied and the allocation retried; then the
+// CudaError names the request, the device and its free memory.
 #include <cuda_runtime.h>
 #include <tandem/core/check.h>
+#include <tandem/core/cuda/check.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/memory_stats.h>
+#include <map>
+#include <mutex>
+#include <tandem/core/kernels/cuda/launch.cuh>
+#include <unordered_map>
+#include <vector>
 
 namespace tandem::cuda {
+namespace {
+
+constexpr size_t kSmallRound = 512;
+constexpr size_t kSmallLimit = size_t(1) << 20;
+constexpr size_t kLargeRound = size_t(2) << 20;
+
+size_t round_size(size_t n) {
+  const size_t r = n < kSmallLimit ? kSmallRound : kLargeRound;
+  return (n + r - 1) / r * r;
+}
+
+struct Block {
+  void* ptr = nullptr;
+  size_t size = 0;  // rounded, as allocated from CUDA
+  cudaStream_t stream = nullptr;
+};
+
+struct DevicePool {
+  std::mutex mu;
+  std::multimap<size_t, Block> free_blocks;  // by size: lower_bound finds the best fit
+  std::unordered_map<void*, Block> active;
+};
+
+DevicePool& pool(int device) {
+  static std::mutex mu;
+  static std::map<int, DevicePool> pools;  // std::map: references stay valid as it grows
+  std::lock_guard lk(mu);
+  return pools[device];
+}
+
+std::string mib(size_t bytes) { return str(double(bytes) / double(1 << 20), " MiB"); }
+
+// Frees every cached block of the pool (caller holds its mutex and is on its device).
+void release_cached(Device device, DevicePool& p) {
+  for (auto& [size, b] : p.free_blocks) {
+    cudaFree(b.ptr);
+    ::tandem::detail::record_reserved(device, -int64_t(b.size));
+  }
+  p.free_blocks.clear();
+}
+
+}  // namespace
 
 void* allocate(Device device, size_t nbytes) {
-  const int count = device_count();
-  TD_CHECK_DEVICE(device.index() < count, "cannot allocate on ", device, ": ", count,
-                  " CUDA device(s) visible");
-  int previous = 0;
-  cudaGetDevice(&previous);
-  cudaSetDevice(device.index());
-  void* p = nullptr;
-  const cudaError_t err = cudaMalloc(&p, nbytes);
-  cudaSetDevice(previous);
+  check_device(device);
+  DeviceGuard guard(device);
+  DevicePool& p = pool(device.index());
+  const size_t size = round_size(nbytes);
+  const cudaStream_t s = stream();
+  std::lock_guard lk(p.mu);
+  // Best fit among cached blocks of this stream, no more than twice the size we need.
+  for (auto it = p.free_blocks.lower_bound(size);
+       it != p.free_blocks.end() && it->first <= 2 * size; ++it) {
+    if (it->second.stream != s) continue;
+    Block b = it->second;
+    p.free_blocks.erase(it);
+    p.active.emplace(b.ptr, b);
+    ::tandem::detail::record_allocation(device, int64_t(nbytes));
+    return b.ptr;
+  }
+  void* ptr = nullptr;
+  cudaError_t err = cudaMalloc(&ptr, size);
+  if (err != cudaSuccess) {  // out of memory (or close to it): give the cache back, try again
+    (void)cudaGetLastError();
+    release_cached(device, p);
+    err = cudaMalloc(&ptr, size);
+  }
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     size_t free_bytes = 0, total = 0;
     cudaMemGetInfo(&free_bytes, &total);
-    detail::fail<CudaError>("CUDA error: ", cudaGetErrorString(err), " (cudaMalloc of ", nbytes,
-                            " bytes on ", device, "; ", free_bytes, " bytes free)");
+    const MemoryStats st = memory_stats(device);
+    ::tandem::detail::fail<CudaError>(
+        "CUDA out of memory: cannot allocate ", mib(nbytes), " on ", device, " (", mib(free_bytes),
+        " free of ", mib(total), "; Tandem holds ", mib(size_t(st.allocated_bytes)),
+        " in tensors, ", mib(size_t(st.reserved_bytes)), " reserved): ", cudaGetErrorString(err),
+        "\n  hint: a smaller batch, or free tensors you no longer need");
   }
-  detail::record_allocation(device, int64_t(nbytes));
-  detail::record_reserved(device, int64_t(nbytes));
-  return p;
+  p.active.emplace(ptr, Block{ptr, size, s});
+  ::tandem::detail::record_reserved(device, int64_t(size));
+  ::tandem::detail::record_allocation(device, int64_t(nbytes));
+  return ptr;
 }
 
-// Nothing is cached yet: every free went straight back to cudaFree.
-void empty_cache(Device) noexcept {}
-
 void deallocate(Device device, void* ptr, size_t nbytes) noexcept {
-  cudaFree(ptr);
-  detail::record_free(device, int64_t(nbytes));
-  detail::record_reserved(device, -int64_t(nbytes));
+  DevicePool& p = pool(device.index());
+  std::lock_guard lk(p.mu);
+  auto it = p.active.find(ptr);
+  if (it == p.active.end()) return;  // not ours: nothing sensible to do in a noexcept path
+  const Block b = it->second;
+  p.active.erase(it);
+  p.free_blocks.emplace(b.size, b);  // cached, not freed: the next allocation of this size is free
+  ::tandem::detail::record_free(device, int64_t(nbytes));
+}
+
+void empty_cache(Device device) noexcept {
+  if (device.index() >= device_count()) return;
+  DevicePool& p = pool(device.index());
+  std::lock_guard lk(p.mu);
+  int previous = 0;
+  cudaGetDevice(&previous);
+  cudaSetDevice(device.index());
+  release_cached(device, p);
+  cudaSetDevice(previous);
 }
 
 }  // namespace tandem::cuda

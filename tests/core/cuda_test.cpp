@@ -1,4 +1,8 @@
 // CUDA basics: the same tensors on cuda:0 as on the CPU. Skipped, visibly, without a GPU.
+#if TANDEM_HAS_CUDA
+#include <tandem/core/cuda/stream.h>
+#endif
+
 #include "support/expect.h"
 
 using namespace tandem;
@@ -26,7 +30,76 @@ TEST_F(Cuda, FillsAndCountsMemory) {
   EXPECT_EQ(values(z), std::vector<double>(1000, 3.0));
 }
 
-TEST_F(Cuda, KernelsNotYetOnCudaFailWithTheirName) {
-  Tensor a = ones({2}, {.device = Device("cuda:0")});
-  EXPECT_THROW((void)(a + a), DeviceError);
+TEST_F(Cuda, TheCachingAllocatorReusesFreedBlocksAndEmptiesItsCache) {
+  const Device d("cuda:0");
+  empty_cache(d);
+  const MemoryStats start = memory_stats(d);
+  void* first = nullptr;
+  {
+    Tensor a = empty({1 << 20}, {.device = d});  // 4 MiB: a large block (2 MiB rounding)
+    first = a.data_ptr();
+    EXPECT_EQ(memory_stats(d).allocated_bytes - start.allocated_bytes, 4 << 20);
+    EXPECT_EQ(memory_stats(d).reserved_bytes - start.reserved_bytes, 4 << 20);
+  }
+  EXPECT_EQ(memory_stats(d).allocated_bytes, start.allocated_bytes);
+  EXPECT_EQ(memory_stats(d).reserved_bytes - start.reserved_bytes, 4 << 20) << "kept in the cache";
+  Tensor b = empty({1 << 20}, {.device = d});
+  EXPECT_EQ(b.data_ptr(), first) << "the same block, without cudaMalloc";
+  b = Tensor();
+  empty_cache(d);
+  EXPECT_EQ(memory_stats(d).reserved_bytes, start.reserved_bytes);
+}
+
+TEST_F(Cuda, OutOfMemoryNamesTheRequestTheDeviceAndTheFreeMemory) {
+  const std::string msg = tandem::testing::error_message<CudaError>(
+      [] { (void)empty({int64_t(1) << 48}, {.device = Device("cuda:0")}); });  // 1 PiB
+  EXPECT_THAT(msg, ::testing::HasSubstr("CUDA out of memory"));
+  EXPECT_THAT(msg, ::testing::HasSubstr("on cuda:0"));
+  EXPECT_THAT(msg, ::testing::HasSubstr("MiB free"));
+}
+
+TEST_F(Cuda, DeviceQueriesAndGuards) {
+  EXPECT_FALSE(cuda::device_name(0).empty());
+  const cuda::MemoryInfo m = cuda::memory_info(0);
+  EXPECT_GT(m.total_bytes, 0u);
+  EXPECT_LE(m.free_bytes, m.total_bytes);
+  {
+    cuda::DeviceGuard guard(0);
+    EXPECT_EQ(cuda::current_device(), 0);
+  }
+  cuda::synchronize(0);
+}
+
+#if TANDEM_HAS_CUDA  // streams exist only in a CUDA build
+TEST_F(Cuda, StreamsAndEventsOrderWork) {
+  cuda::Stream side(0);
+  Tensor x;
+  {
+    cuda::StreamGuard on_side(side);
+    x = full({1 << 16}, 2.0, {.device = Device("cuda:0")});
+  }
+  cuda::Event done;
+  done.record(side.get());
+  done.wait(cuda::current_stream(0));
+  done.synchronize();
+  EXPECT_TRUE(done.query());
+  EXPECT_EQ(values(x.sum()), std::vector<double>{2.0 * (1 << 16)});
+}
+#endif
+
+TEST_F(Cuda, PinnedMemoryCopiesToTheDeviceAndBack) {
+  Tensor host = arange(0, 1000, 1, {.dtype = kFloat32});
+  Tensor pinned = cuda::pin_memory(host);
+  EXPECT_TRUE(cuda::is_pinned(pinned));
+  EXPECT_FALSE(cuda::is_pinned(host));
+  EXPECT_EQ(values(pinned.to(Device("cuda:0")).to(Device::cpu())), values(host));
+}
+
+// Runs with or without a GPU: asking for a device that is not there is a clear error.
+TEST(CudaDevices, AMissingDeviceNamesTheVisibleCountAndCudaVisibleDevices) {
+  const std::string msg = tandem::testing::error_message<DeviceError>(
+      [] { (void)zeros({2}, {.device = Device("cuda:7")}); });
+  EXPECT_THAT(msg, ::testing::HasSubstr("cuda:7 requested but"));
+  EXPECT_THAT(msg, ::testing::HasSubstr("CUDA_VISIBLE_DEVICES="));
+  EXPECT_THROW(cuda::DeviceGuard(7), DeviceError);
 }

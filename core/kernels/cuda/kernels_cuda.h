@@ -1,5 +1,5 @@
-// core/kernels/cuda/kernels_cuda.h — the CUDA kernels that exist so far, in the order of
-// kernels.h. The rest of the table is registered as not_available until issue #4.
+// core/kernels/cuda/kernels_cuda.h — the CUDA kernels, in the order of kernels.h, one group per
+// .cu file. registry.cpp puts them into the table.
 #pragma once
 
 #include <tandem/core/kernels/kernels.h>
@@ -9,5 +9,57 @@ namespace tandem::cuda {
 // copy.cu
 void copy(const Tensor& src, Tensor& dst);
 void fill(Tensor& out, double value);
+// random.cu
+void arange(Tensor& out, double start, double step);
+void uniform(Tensor& out, double low, double high, GeneratorState state);
+void normal(Tensor& out, double mean, double std, GeneratorState state);
+// elementwise.cu
+void unary(UnaryOp op, const Tensor& x, Tensor& y);
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out);
+void compare(CompareOp op, const Tensor& a, const Tensor& b, Tensor& out);
+void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
+// activation.cu
+void relu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
+void sigmoid_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
+void tanh_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
+void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
+// inplace.cu
+void add_scaled(Tensor& self, const Tensor& x, double alpha);
+void addcmul(Tensor& self, const Tensor& a, const Tensor& b, double value);
+void addcdiv(Tensor& self, const Tensor& a, const Tensor& b, double value);
+// reduce.cu
+void reduce_rows(ReduceOp op, const Tensor& x, Tensor& out);
+void reduce_cols(ReduceOp op, const Tensor& x, Tensor& out);
+// matmul.cu (cuBLAS)
+void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b);
+// softmax.cu
+void softmax_forward(const Tensor& x, Tensor& y);
+void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
+void log_softmax_forward(const Tensor& x, Tensor& y);
+void log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
+// conv.cu (cuDNN)
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                    const Conv2dParams& p);
+void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                     Tensor& db, const Conv2dParams& p);
+// pool.cu
+void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p);
+void max_pool2d_backward(const Tensor& dy, const Tensor& indices, Tensor& dx,
+                         const Pool2dParams& p);
+void avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p);
+void avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& p);
+// loss.cu
+void cross_entropy_forward(const Tensor& logits, const Tensor& target, Tensor& loss, Tensor& lse,
+                           const ClassLossParams& p);
+void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse,
+                            const Tensor& dloss, Tensor& dlogits, const ClassLossParams& p);
+void nll_loss_forward(const Tensor& log_probs, const Tensor& target, Tensor& loss,
+                      const ClassLossParams& p);
+void nll_loss_backward(const Tensor& target, const Tensor& dloss, Tensor& dlog_probs,
+                       const ClassLossParams& p);
+// optim.cu
+void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdParams& p);
+void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+               const AdamParams& p);
 
 }  // namespace tandem::cuda

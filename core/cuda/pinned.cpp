@@ -1,0 +1,52 @@
+// core/cuda/pinned.cpp — page-locked host tensors. A copy from pinned memory to a GPU is a direct
+// DMA at full PCIe/NVLink-C2C speed; from pageable memory the driver first copies into a pinned
+// staging buffer. The DataLoader pins batches when asked (DataLoaderOptions::pin_memory).
+#include <tandem/core/check.h>
+#include <tandem/core/cuda_device.h>
+#include <tandem/core/storage.h>
+#include <tandem/core/tensor.h>
+
+#if TANDEM_WITH_CUDA
+#include <cuda_runtime.h>
+#include <tandem/core/cuda/check.h>
+#endif
+
+namespace tandem::cuda {
+
+bool is_pinned(const Tensor& t) {
+#if TANDEM_WITH_CUDA
+  if (!t.defined() || !t.device().is_cpu() || !is_available()) return false;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, t.data_ptr()) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+#else
+  (void)t;
+  return false;
+#endif
+}
+
+Tensor pin_memory(const Tensor& t) {
+  TD_CHECK_DEVICE(t.device().is_cpu(), "pin_memory: expected a CPU tensor, but got one on ",
+                  t.device());
+#if TANDEM_WITH_CUDA
+  if (!is_available() || is_pinned(t)) return t;  // nothing to pin for, or already pinned
+  const size_t n = size_t(t.numel()) * element_size(t.dtype());
+  void* p = nullptr;
+  TD_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(n, 1), cudaHostAllocPortable));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(t.device(), p, n, [](void* q) { cudaFreeHost(q); });
+  impl->shape = t.shape();
+  impl->strides = contiguous_strides(t.shape());
+  impl->dtype = t.dtype();
+  Tensor out(std::move(impl));
+  out.copy_(t);
+  return out;
+#else
+  return t;  // no CUDA: pinning would buy nothing
+#endif
+}
+
+}  // namespace tandem::cuda

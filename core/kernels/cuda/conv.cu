@@ -1,0 +1,271 @@
+// core/kernels/cuda/conv.cu — 2-D convolution (NCHW, cross-correlation) through cuDNN's legacy
+// API, groups and dilation included. The algorithm for each (pass, device, dtype, shapes, params)
+// is chosen once from cuDNN's heuristics and cached; its workspace is a tensor on the device, so
+// memory statistics count it. float32 runs on FMA kernels only (no TF32), so results match the CPU.
+#include <tandem/core/cuda_device.h>
+#include <tandem/core/kernels/cuda/handles.h>
+#include <tandem/core/kernels/cuda/kernels_cuda.h>
+#include <tandem/core/kernels/dispatch_dtype.h>
+#include <array>
+#include <climits>
+#include <map>
+#include <mutex>
+#include <tandem/core/kernels/cuda/launch.cuh>
+#include <type_traits>
+#include <vector>
+
+namespace tandem::cuda {
+namespace {
+
+// The most workspace an algorithm may ask for: past this a slower, leaner one is taken rather
+// than crowding out activations.
+constexpr size_t kMaxWorkspace = size_t(1) << 30;
+
+int as_int(int64_t v) {
+  TD_CHECK_VALUE(v <= INT_MAX, "conv2d: size ", v, " is larger than cuDNN's limit ", INT_MAX);
+  return int(v);
+}
+
+// ---- descriptors, owned ----
+
+struct TensorDesc {
+  cudnnTensorDescriptor_t d = nullptr;
+  TensorDesc(cudnnDataType_t type, int64_t n, int64_t c, int64_t h, int64_t w) {
+    TD_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
+    TD_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, type, as_int(n), as_int(c),
+                                              as_int(h), as_int(w)));
+  }
+  ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
+  TensorDesc(const TensorDesc&) = delete;
+  TensorDesc& operator=(const TensorDesc&) = delete;
+};
+
+struct FilterDesc {
+  cudnnFilterDescriptor_t d = nullptr;
+  FilterDesc(cudnnDataType_t type, const Tensor& w) {  // [Co, C/g, kH, kW]
+    TD_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d));
+    TD_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d, type, CUDNN_TENSOR_NCHW, as_int(w.size(0)),
+                                              as_int(w.size(1)), as_int(w.size(2)),
+                                              as_int(w.size(3))));
+  }
+  ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
+  FilterDesc(const FilterDesc&) = delete;
+  FilterDesc& operator=(const FilterDesc&) = delete;
+};
+
+// float: FMA kernels only, as CUDNN_DEFAULT_MATH allows TF32 on Ampere and later. double has no
+// reduced-precision tensor-core path, so the default is exact.
+cudnnMathType_t base_math(cudnnDataType_t type) {
+  return type == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+}
+
+struct ConvDesc {
+  cudnnConvolutionDescriptor_t d = nullptr;
+  ConvDesc(cudnnDataType_t type, const Conv2dParams& p) {
+    TD_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d));
+    // Compute type = data type: float accumulates in float, double in double, as on the CPU.
+    TD_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+        d, as_int(p.pad_h), as_int(p.pad_w), as_int(p.stride_h), as_int(p.stride_w),
+        as_int(p.dilation_h), as_int(p.dilation_w), CUDNN_CROSS_CORRELATION, type));
+    TD_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d, as_int(p.groups)));
+    TD_CUDNN_CHECK(cudnnSetConvolutionMathType(d, base_math(type)));
+  }
+  ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d); }
+  ConvDesc(const ConvDesc&) = delete;
+  ConvDesc& operator=(const ConvDesc&) = delete;
+};
+
+// Everything one convolution needs to describe itself to cuDNN.
+struct Conv {
+  cudnnDataType_t type;
+  TensorDesc x, y;
+  FilterDesc w;
+  ConvDesc conv;
+  Conv(cudnnDataType_t t, const Tensor& xt, const Tensor& wt, const Tensor& yt,
+       const Conv2dParams& p)
+      : type(t),
+        x(t, xt.size(0), xt.size(1), xt.size(2), xt.size(3)),
+        y(t, yt.size(0), yt.size(1), yt.size(2), yt.size(3)),
+        w(t, wt),
+        conv(t, p) {}
+};
+
+// ---- algorithm choice, cached ----
+
+enum class Pass : int64_t { Forward, BackwardData, BackwardFilter };
+
+struct Algo {
+  int algo = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  size_t workspace = 0;  // bytes
+};
+
+using Key = std::array<int64_t, 18>;
+
+Key key(Pass pass, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  Key k = {int64_t(pass), x.device().index(), int64_t(x.dtype()), p.stride_h, p.stride_w, p.pad_h,
+           p.pad_w,       p.dilation_h,       p.dilation_w,       p.groups};
+  for (int64_t d = 0; d < 4; ++d) k[size_t(10 + d)] = x.size(d), k[size_t(14 + d)] = w.size(d);
+  return k;
+}
+
+// The first heuristic pick (they come best first) that runs, fits kMaxWorkspace and keeps full
+// precision. For float the FMA math type requested on the descriptor is kept even where cuDNN
+// reports the default (which would allow TF32); tensor-op results are skipped.
+template <typename Perf>
+Algo first_fit(const std::vector<Perf>& perf, int returned, cudnnDataType_t type,
+               const char* pass) {
+  for (int i = 0; i < returned; ++i) {
+    const Perf& r = perf[size_t(i)];
+    const bool exact = type == CUDNN_DATA_FLOAT
+                           ? r.mathType == CUDNN_FMA_MATH || r.mathType == CUDNN_DEFAULT_MATH
+                           : r.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    if (r.status == CUDNN_STATUS_SUCCESS && r.memory <= kMaxWorkspace && exact)
+      return {int(r.algo), type == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : r.mathType, 0};
+  }
+  ::tandem::detail::fail<CudaError>("conv2d: cuDNN offers no full-precision ", pass,
+                                    " algorithm within ", kMaxWorkspace >> 20,
+                                    " MiB of workspace (", returned, " candidates)");
+}
+
+Algo find(Pass pass, cudnnHandle_t h, const Conv& c) {
+  int count = 0, returned = 0;
+  Algo a;
+  TD_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, base_math(c.type)));
+  if (pass == Pass::Forward) {
+    TD_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(size_t(std::max(count, 1)));
+    TD_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
+        h, c.x.d, c.w.d, c.conv.d, c.y.d, int(perf.size()), &returned, perf.data()));
+    a = first_fit(perf, returned, c.type, "forward");
+    TD_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, a.math));
+    TD_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+        h, c.x.d, c.w.d, c.conv.d, c.y.d, cudnnConvolutionFwdAlgo_t(a.algo), &a.workspace));
+  } else if (pass == Pass::BackwardData) {
+    TD_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(size_t(std::max(count, 1)));
+    TD_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+        h, c.w.d, c.y.d, c.conv.d, c.x.d, int(perf.size()), &returned, perf.data()));
+    a = first_fit(perf, returned, c.type, "backward-data");
+    TD_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, a.math));
+    TD_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+        h, c.w.d, c.y.d, c.conv.d, c.x.d, cudnnConvolutionBwdDataAlgo_t(a.algo), &a.workspace));
+  } else {
+    TD_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(size_t(std::max(count, 1)));
+    TD_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        h, c.x.d, c.y.d, c.conv.d, c.w.d, int(perf.size()), &returned, perf.data()));
+    a = first_fit(perf, returned, c.type, "backward-filter");
+    TD_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, a.math));
+    TD_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        h, c.x.d, c.y.d, c.conv.d, c.w.d, cudnnConvolutionBwdFilterAlgo_t(a.algo), &a.workspace));
+  }
+  return a;
+}
+
+// The cached algorithm for this pass, with the descriptor's math type set to match it (cuDNN
+// selects kernels by algorithm and math type together).
+Algo algorithm(Pass pass, cudnnHandle_t h, const Conv& c, const Tensor& x, const Tensor& w,
+               const Conv2dParams& p) {
+  static std::mutex mu;
+  static std::map<Key, Algo> cache;
+  const Key k = key(pass, x, w, p);
+  {
+    std::lock_guard lk(mu);
+    const auto it = cache.find(k);
+    if (it != cache.end()) {
+      TD_CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv.d, it->second.math));
+      return it->second;
+    }
+  }
+  const Algo a = find(pass, h, c);  // outside the lock: two threads may both look; same answer
+  std::lock_guard lk(mu);
+  cache.emplace(k, a);
+  return a;
+}
+
+// Scratch memory for cuDNN as an int64 tensor (8-byte units), released when the caller's scope
+// ends; the caching allocator hands a block back only to work on the same stream, after this.
+Tensor workspace(size_t bytes, Device device) {
+  if (bytes == 0) return Tensor();
+  return empty({int64_t((bytes + 7) / 8)}, {.dtype = kInt64, .device = device});
+}
+void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+template <typename T>
+cudnnDataType_t cudnn_type() {
+  return std::is_same_v<T, float> ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+}
+
+void zero(Tensor& t) {
+  if (t.defined()) TD_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), stream()));
+}
+
+}  // namespace
+
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                    const Conv2dParams& p) {
+  if (y.numel() == 0) return;
+  DeviceGuard guard(y.device());
+  dispatch_float(x.dtype(), "conv2d", [&]<typename T>() {
+    const cudnnDataType_t type = cudnn_type<T>();
+    cudnnHandle_t h = cudnn_handle(y.device().index());
+    const T one = 1, none = 0;  // scaling factors have the data's type for float and double
+    if (x.numel() == 0 || w.numel() == 0) {
+      zero(y);  // all taps in padding, or no input channels: cuDNN takes no zero-size dims
+    } else {
+      const Conv c(type, x, w, y, p);
+      const Algo a = algorithm(Pass::Forward, h, c, x, w, p);
+      const Tensor ws = workspace(a.workspace, y.device());
+      TD_CUDNN_CHECK(cudnnConvolutionForward(h, &one, c.x.d, x.data<T>(), c.w.d, w.data<T>(),
+                                             c.conv.d, cudnnConvolutionFwdAlgo_t(a.algo), ptr(ws),
+                                             a.workspace, &none, c.y.d, y.data<T>()));
+    }
+    if (b.defined()) {  // y += b broadcast over N, H, W
+      const TensorDesc bd(type, 1, b.numel(), 1, 1);
+      const TensorDesc yd(type, y.size(0), y.size(1), y.size(2), y.size(3));
+      TD_CUDNN_CHECK(cudnnAddTensor(h, &one, bd.d, b.data<T>(), &one, yd.d, y.data<T>()));
+    }
+  });
+}
+
+void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                     Tensor& db, const Conv2dParams& p) {
+  if (dy.numel() == 0) return;
+  DeviceGuard guard(dy.device());
+  dispatch_float(x.dtype(), "conv2d_backward", [&]<typename T>() {
+    const cudnnDataType_t type = cudnn_type<T>();
+    cudnnHandle_t h = cudnn_handle(dy.device().index());
+    const T one = 1, none = 0;
+    if (db.defined()) {  // db = Σ over (n, oy, ox) of dy
+      const TensorDesc dyd(type, dy.size(0), dy.size(1), dy.size(2), dy.size(3));
+      const TensorDesc bd(type, 1, db.numel(), 1, 1);
+      TD_CUDNN_CHECK(
+          cudnnConvolutionBackwardBias(h, &one, dyd.d, dy.data<T>(), &none, bd.d, db.data<T>()));
+    }
+    if (!dx.defined() && !dw.defined()) return;
+    if (x.numel() == 0 || w.numel() == 0) {  // no products: what gradients exist are zero
+      zero(dx);
+      zero(dw);
+      return;
+    }
+    const Conv c(type, x, w, dy, p);  // dy has y's shape
+    if (dx.defined()) {               // dx = the adjoint of the convolution in x, applied to dy
+      const Algo a = algorithm(Pass::BackwardData, h, c, x, w, p);
+      const Tensor ws = workspace(a.workspace, dy.device());
+      TD_CUDNN_CHECK(cudnnConvolutionBackwardData(
+          h, &one, c.w.d, w.data<T>(), c.y.d, dy.data<T>(), c.conv.d,
+          cudnnConvolutionBwdDataAlgo_t(a.algo), ptr(ws), a.workspace, &none, c.x.d, dx.data<T>()));
+    }
+    if (dw.defined()) {  // dw = Σ over the batch of dy correlated with x
+      const Algo a = algorithm(Pass::BackwardFilter, h, c, x, w, p);
+      const Tensor ws = workspace(a.workspace, dy.device());
+      TD_CUDNN_CHECK(
+          cudnnConvolutionBackwardFilter(h, &one, c.x.d, x.data<T>(), c.y.d, dy.data<T>(), c.conv.d,
+                                         cudnnConvolutionBwdFilterAlgo_t(a.algo), ptr(ws),
+                                         a.workspace, &none, c.w.d, dw.data<T>()));
+    }
+  });
+}
+
+}  // namespace tandem::cuda

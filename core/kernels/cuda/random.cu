@@ -1,0 +1,97 @@
+// core/kernels/cuda/random.cu — uniform and normal numbers from Philox (core/generator.h) on CUDA,
+// and arange. Element i uses counter (state.offset + i) and the same bit-to-float conversions and
+// Box–Muller as cpu/random.cpp, so cuda:N gives the CPU's numbers (up to libm's log and cos).
+#include <tandem/core/cuda_device.h>
+#include <tandem/core/generator.h>
+#include <tandem/core/kernels/cuda/kernels_cuda.h>
+#include <tandem/core/kernels/dispatch_dtype.h>
+#include <cmath>
+#include <tandem/core/kernels/cuda/launch.cuh>
+#include <type_traits>
+
+namespace tandem::cuda {
+namespace {
+
+// 24 random bits -> [0, 1) for float; 53 bits -> [0, 1) for double (as the CPU's unit()).
+template <typename T>
+__device__ T unit(const Philox4& r, int word) {
+  if constexpr (std::is_same_v<T, float>) {
+    return float(r.v[word] >> 8) * 0x1.0p-24f;
+  } else {
+    const uint64_t bits = (uint64_t(r.v[word]) << 32) | r.v[word + 1];
+    return double(bits >> 11) * 0x1.0p-53;
+  }
+}
+
+__device__ inline float d_log(float v) { return logf(v); }
+__device__ inline double d_log(double v) { return log(v); }
+__device__ inline float d_sqrt(float v) { return sqrtf(v); }
+__device__ inline double d_sqrt(double v) { return sqrt(v); }
+__device__ inline float d_cos(float v) { return cosf(v); }
+__device__ inline double d_cos(double v) { return cos(v); }
+
+// The expressions below are written exactly as on the CPU: both compilers contract a·b + c the
+// same way (into one FMA), so the results agree bit for bit where libm is not involved.
+template <typename T>
+__global__ void uniform_kernel(T* p, int64_t n, T lo, T span, uint64_t offset, uint64_t seed) {
+  TD_GRID_STRIDE_LOOP(i, n) p[i] = lo + span * unit<T>(philox(offset + uint64_t(i), seed), 0);
+}
+
+template <typename T>
+__global__ void normal_kernel(T* p, int64_t n, T m, T s, uint64_t offset, uint64_t seed) {
+  TD_GRID_STRIDE_LOOP(i, n) {
+    // Box–Muller: u1 in (0, 1] keeps the log finite.
+    const Philox4 r = philox(offset + uint64_t(i), seed);
+    const T u1 = T(1) - unit<T>(r, 0), u2 = unit<T>(r, 2);
+    p[i] = m + s * d_sqrt(T(-2) * d_log(u1)) * d_cos(T(2 * M_PI) * u2);
+  }
+}
+
+template <typename T>
+__global__ void arange_kernel(T* p, int64_t n, double start, double step) {
+  TD_GRID_STRIDE_LOOP(i, n) p[i] = static_cast<T>(start + double(i) * step);
+}
+
+// The CPU kernels write p[i]: the output is a fresh contiguous tensor.
+void check_output(const Tensor& out, const char* op) {
+  TD_INTERNAL_ASSERT(out.is_contiguous(), op, ": the CUDA kernel needs a contiguous output");
+}
+
+}  // namespace
+
+void uniform(Tensor& out, double low, double high, GeneratorState state) {
+  check_output(out, "uniform");
+  DeviceGuard guard(out.device());
+  dispatch_float(out.dtype(), "uniform", [&]<typename T>() {
+    const int64_t n = out.numel();
+    if (n == 0) return;
+    uniform_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(
+        out.data<T>(), n, T(low), T(high - low), state.offset, state.seed);
+    TD_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void normal(Tensor& out, double mean, double std, GeneratorState state) {
+  check_output(out, "normal");
+  DeviceGuard guard(out.device());
+  dispatch_float(out.dtype(), "normal", [&]<typename T>() {
+    const int64_t n = out.numel();
+    if (n == 0) return;
+    normal_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(out.data<T>(), n, T(mean), T(std),
+                                                            state.offset, state.seed);
+    TD_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void arange(Tensor& out, double start, double step) {
+  check_output(out, "arange");
+  DeviceGuard guard(out.device());
+  dispatch_numeric(out.dtype(), "arange", [&]<typename T>() {
+    const int64_t n = out.numel();
+    if (n == 0) return;
+    arange_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(out.data<T>(), n, start, step);
+    TD_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace tandem::cuda
