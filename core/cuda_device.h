@@ -40,6 +40,22 @@ void check_device(Device device);
 Tensor pin_memory(const Tensor& t);
 bool is_pinned(const Tensor& t);
 
+/// Within its scope, host-to-GPU copies from pinned memory return before the bytes have moved
+/// (Tensor::to(device, non_blocking = true) uses it): the copy is queued on the stream, so later
+/// kernels see the data, and the source stays alive until the copy is done. Writing to the source
+/// tensor before then races, as with PyTorch's non_blocking=True.
+class NonBlockingCopies {
+ public:
+  NonBlockingCopies();
+  ~NonBlockingCopies();
+  NonBlockingCopies(const NonBlockingCopies&) = delete;
+  NonBlockingCopies& operator=(const NonBlockingCopies&) = delete;
+
+ private:
+  bool previous_;
+};
+bool non_blocking_copies();
+
 /// Makes cuda:index current for the scope and restores the previous device after it.
 class DeviceGuard {
  public:

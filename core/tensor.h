@@ -108,6 +108,9 @@ class Tensor {
   Tensor contiguous() const;  // itself when already contiguous
   Tensor clone() const;
   Tensor to(Device device) const;  // differentiable: gradients flow back to the source device
+  /// With non_blocking, a copy from pinned host memory to a GPU returns before the bytes have
+  /// moved (see cuda::NonBlockingCopies); otherwise the same as to(device).
+  Tensor to(Device device, bool non_blocking) const;
   Tensor to(DType dtype) const;
   /// A tensor sharing this one's storage (and version counter) with no autograd history.
   Tensor detach() const;

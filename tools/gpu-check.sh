@@ -20,12 +20,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 pack() {
   bash "$root/scripts/setup.sh"
   cmake -S "$root" -B "$root/build-gpu" -G Ninja -DTANDEM_WITH_CUDA=ON -DTANDEM_NATIVE=OFF \
-    -DCMAKE_CXX_FLAGS="-march=x86-64-v3" -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+    -DCMAKE_CXX_FLAGS="-march=x86-64-v3" -DCMAKE_CUDA_ARCHITECTURES=90 -DTANDEM_BUILD_BENCH=ON >/dev/null
   cmake --build "$root/build-gpu"
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib"
   local progs=("$root"/build-gpu/tests/tandem_*_tests "$root/build-gpu/tools/tandem"
-               "$root/build-gpu/tools/tandem_launch_test" "$root/build-gpu/tools/tandem_launch_test_worker")
+               "$root/build-gpu/tools/tandem_launch_test" "$root/build-gpu/tools/tandem_launch_test_worker"
+               "$root/build-gpu/bench/gpu_bench")
   for p in "${progs[@]}"; do
     cp "$p" "$bundle/bin/" && strip "$bundle/bin/$(basename "$p")"
   done
@@ -33,6 +34,7 @@ pack() {
   for p in "${progs[@]}"; do ldd "$p"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libpthread|librt|libdl|ld-linux[^/]*|libcuda|libcudart|libnccl|libcublas[^/]*|libcudnn[^/]*)\.so' |
     while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
+  cp "$root/bench/gpu_bench.sh" "$root/bench/gpu_bench_torch.py" "$bundle/bin/"
   git -C "$root" rev-parse --short HEAD >"$bundle/commit"
   du -sh "$bundle"
 }
@@ -84,8 +86,17 @@ for c in cases:
 print(f"| {sys.argv[2]} | `{sys.argv[3]}` | {run} | {passed} | {failed} | {skipped} |")
 PY
   done
-  echo >>"$out"
-  echo "Logs: $bundle/*.log. Exit status $status." >>"$out"
+  {
+    echo
+    echo "GPU benchmarks (Tandem vs PyTorch eager, same GPU, same run; times: lower ratio is"
+    echo "better, TFLOP/s: higher is better):"
+    echo
+    echo '```'
+    bash "$bundle/bin/gpu_bench.sh" "$bundle/bin/gpu_bench" 2>&1 || status=1
+    echo '```'
+    echo
+    echo "Logs: $bundle/*.log. Exit status $status."
+  } >>"$out"
   cat "$out"
   return $status
 }

@@ -4,6 +4,7 @@
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ops/raw.h>
 #include <tandem/autograd/record.h>
+#include <tandem/core/cuda_device.h>
 #include <tandem/core/tensor_checks.h>
 
 namespace tandem {
@@ -30,6 +31,12 @@ Tensor Tensor::clone() const { return copied("clone", *this, device(), dtype());
 
 Tensor Tensor::to(Device d) const {
   return d == device() ? *this : copied("to", *this, d, dtype());
+}
+
+Tensor Tensor::to(Device d, bool non_blocking) const {
+  if (!non_blocking) return to(d);
+  cuda::NonBlockingCopies scope;
+  return to(d);
 }
 
 Tensor Tensor::to(DType t) const {

@@ -3,6 +3,7 @@
 // staging buffer. The DataLoader pins batches when asked (DataLoaderOptions::pin_memory).
 #include <tandem/core/check.h>
 #include <tandem/core/cuda_device.h>
+#include <tandem/core/kernels/kernels.h>
 #include <tandem/core/storage.h>
 #include <tandem/core/tensor.h>
 
@@ -12,6 +13,13 @@
 #endif
 
 namespace tandem::cuda {
+namespace {
+thread_local bool t_non_blocking = false;
+}
+
+NonBlockingCopies::NonBlockingCopies() : previous_(t_non_blocking) { t_non_blocking = true; }
+NonBlockingCopies::~NonBlockingCopies() { t_non_blocking = previous_; }
+bool non_blocking_copies() { return t_non_blocking; }
 
 bool is_pinned(const Tensor& t) {
 #if TANDEM_WITH_CUDA
@@ -42,7 +50,7 @@ Tensor pin_memory(const Tensor& t) {
   impl->strides = contiguous_strides(t.shape());
   impl->dtype = t.dtype();
   Tensor out(std::move(impl));
-  out.copy_(t);
+  kernels(Device::cpu()).copy(t, out);  // the CPU copy kernel takes any layout of t
   return out;
 #else
   return t;  // no CUDA: pinning would buy nothing

@@ -93,6 +93,18 @@ TEST_F(Cuda, PinnedMemoryCopiesToTheDeviceAndBack) {
   EXPECT_TRUE(cuda::is_pinned(pinned));
   EXPECT_FALSE(cuda::is_pinned(host));
   EXPECT_EQ(values(pinned.to(Device("cuda:0")).to(Device::cpu())), values(host));
+  // A non-blocking copy: later kernels on the stream see the data; the source is kept alive.
+  Tensor dev = cuda::pin_memory(host * 2.0).to(Device("cuda:0"), /*non_blocking=*/true);
+  EXPECT_EQ(values(dev.to(Device::cpu())), values(host * 2.0));
+}
+
+TEST_F(Cuda, TheDataLoaderPinsBatchesWhenAsked) {
+  data::TensorDataset ds(arange(0, 64, 1, {.dtype = kFloat32}).reshape({16, 4}), arange(0, 16, 1));
+  data::DataLoader loader(ds, {.batch_size = 8, .num_workers = 1, .pin_memory = true});
+  for (auto& [x, y] : loader) {
+    EXPECT_TRUE(cuda::is_pinned(x));
+    EXPECT_TRUE(cuda::is_pinned(y));
+  }
 }
 
 // Runs with or without a GPU: asking for a device that is not there is a clear error.

@@ -99,7 +99,8 @@ int run_train(const TrainOptions& flags) {
                            .shuffle = !o.ddp,
                            .seed = o.seed,
                            .drop_last = true,
-                           .num_workers = o.workers},
+                           .num_workers = o.workers,
+                           .pin_memory = device.is_cuda()},  // page-locked: faster uploads
                           sampler);
   data::DataLoader eval_loader(eval_set, {.batch_size = 500});
   const int64_t steps = o.max_steps > 0 ? std::min(o.max_steps, loader.size()) : loader.size();

@@ -9,7 +9,9 @@
 #include <tandem/core/kernels/dispatch_dtype.h>
 #include <tandem/core/layout.h>
 #include <cmath>
+#include <mutex>
 #include <tandem/core/kernels/cuda/launch.cuh>
+#include <vector>
 
 namespace tandem::cuda {
 namespace {
@@ -102,6 +104,27 @@ void copy_between_devices(const Tensor& src, Tensor& dst) {
             src.nbytes());
 }
 
+/// Pinned sources of non-blocking copies in flight, each with the event after its copy: a source
+/// freed earlier could be reused by the host while the DMA still reads it. Finished ones are
+/// dropped on every new copy.
+void keep_alive_until_done(const Tensor& host) {
+  static std::mutex mu;
+  static std::vector<std::pair<cudaEvent_t, Tensor>> in_flight;
+  std::lock_guard lk(mu);
+  std::erase_if(in_flight, [](auto& e) {
+    if (cudaEventQuery(e.first) != cudaSuccess) {
+      (void)cudaGetLastError();  // cudaErrorNotReady is not an error here
+      return false;
+    }
+    cudaEventDestroy(e.first);
+    return true;
+  });
+  cudaEvent_t done;
+  TD_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  TD_CUDA_CHECK(cudaEventRecord(done, stream()));
+  in_flight.emplace_back(done, host);
+}
+
 /// Host to GPU: convert and compact on the host (the CPU copy kernel), move the bytes, and
 /// scatter on the device if dst is strided.
 void copy_host_to_device(const Tensor& src, Tensor& dst) {
@@ -113,6 +136,10 @@ void copy_host_to_device(const Tensor& src, Tensor& dst) {
   TD_CUDA_CHECK(cudaMemcpyAsync(landed.data_ptr(), host.data_ptr(), host.nbytes(),
                                 cudaMemcpyHostToDevice, stream()));
   if (!landed.is_same(dst)) copy_on_device(landed, dst);
+  if (non_blocking_copies() && host.is_same(src) && is_pinned(src)) {
+    keep_alive_until_done(host);  // returns now; the bytes move while the caller goes on
+    return;
+  }
   // The caller may free or overwrite the host memory as soon as we return.
   TD_CUDA_CHECK(cudaStreamSynchronize(stream()));
 }

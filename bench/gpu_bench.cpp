@@ -1,0 +1,106 @@
+// bench/gpu_bench.cpp — Tandem's side of the GPU benchmarks (bench/gpu_bench.sh runs it together
+// with bench/gpu_bench_torch.py on the same GPU and prints the ratios): one training step
+// (forward, cross-entropy, backward, optimizer) of the MNIST reference CNN at batch 64 and 256
+// with Adam, and of the MLP 784-512-256-10 at batch 256 with SGD-momentum; and a 4096³ float32
+// GEMM in TFLOP/s. Prints "name value unit" lines. Times are medians over rounds, each round
+// synchronised with the device at its ends.
+#include <tandem/tandem.h>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+using namespace tandem;
+
+namespace {
+
+struct Cnn : nn::Module {
+  nn::Conv2d conv1{1, 32, 3}, conv2{32, 64, 3};
+  nn::Linear fc1{1600, 128}, fc2{128, 10};
+  void visit(nn::Visitor& v) override {
+    v("conv1", conv1);
+    v("conv2", conv2);
+    v("fc1", fc1);
+    v("fc2", fc2);
+  }
+  Tensor forward(const Tensor& x) {
+    Tensor h = max_pool2d(relu(conv1(x)), {});
+    h = max_pool2d(relu(conv2(h)), {});
+    return fc2(relu(fc1(h.flatten(1))));
+  }
+};
+
+struct Mlp : nn::Module {
+  nn::Linear fc1{784, 512}, fc2{512, 256}, fc3{256, 10};
+  void visit(nn::Visitor& v) override {
+    v("fc1", fc1);
+    v("fc2", fc2);
+    v("fc3", fc3);
+  }
+  Tensor forward(const Tensor& x) { return fc3(relu(fc2(relu(fc1(x.flatten(1)))))); }
+};
+
+// Median milliseconds per call of f: `rounds` rounds of `reps` calls, device-synchronised.
+template <typename F>
+double median_ms(F&& f, int reps, int rounds = 7) {
+  for (int i = 0; i < 5; ++i) f();  // warm-up: cuDNN algorithm choice, allocator cache
+  cuda::synchronize(0);
+  std::vector<double> ms;
+  for (int r = 0; r < rounds; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) f();
+    cuda::synchronize(0);
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+        reps);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+template <typename M, typename Opt>
+double step_ms(M& model, Opt& opt, int64_t batch, Device d) {
+  manual_seed(0);
+  const Tensor x = randn({batch, 1, 28, 28}).to(d);
+  const Tensor y = zeros({batch}, {.dtype = kInt64}).to(d);
+  return median_ms(
+      [&] {
+        opt.zero_grad();
+        cross_entropy(model.forward(x), y).backward();
+        opt.step();
+      },
+      50);
+}
+
+}  // namespace
+
+int main() {
+  if (!cuda::is_available()) {
+    std::fprintf(stderr, "gpu_bench: no CUDA device visible\n");
+    return 1;
+  }
+  const Device d = Device::cuda(0);
+  std::printf("device %s\n", cuda::device_name(0).c_str());
+  for (int64_t batch : {64, 256}) {
+    manual_seed(0);
+    Cnn cnn;
+    cnn.to(d);
+    optim::Adam adam(cnn.parameters(), {.lr = 1e-3});
+    std::printf("cnn_b%lld_ms %.4f ms\n", (long long)batch, step_ms(cnn, adam, batch, d));
+  }
+  {
+    manual_seed(0);
+    Mlp mlp;
+    mlp.to(d);
+    optim::SGD sgd(mlp.parameters(), {.lr = 0.05, .momentum = 0.9});
+    std::printf("mlp_b256_ms %.4f ms\n", step_ms(mlp, sgd, 256, d));
+  }
+  {
+    const int64_t n = 4096;
+    manual_seed(0);
+    const Tensor a = randn({n, n}).to(d), b = randn({n, n}).to(d);
+    const double ms = median_ms([&] { (void)matmul(a, b); }, 20);
+    std::printf("gemm4096_tflops %.3f TFLOP/s\n", 2.0 * n * n * n / (ms * 1e-3) / 1e12);
+  }
+  return 0;
+}

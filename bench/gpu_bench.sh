@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# bench/gpu_bench.sh — Tandem vs PyTorch eager on the same GPU, in one run, as ratios (issue
+# bars: training steps Tandem/PyTorch <= 1.0; GEMM 4096³ >= 90 % of torch.mm's rate).
+#   bench/gpu_bench.sh [path/to/gpu_bench]   (default build-gpu/bench/gpu_bench)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+tandem_bin=${1:-build-gpu/bench/gpu_bench}
+t=$("$tandem_bin")
+p=$(python3 "$here/gpu_bench_torch.py")
+echo "$t" | head -1
+printf "%-16s %12s %12s %10s\n" benchmark Tandem PyTorch ratio
+for key in cnn_b64_ms cnn_b256_ms mlp_b256_ms gemm4096_tflops; do
+  a=$(echo "$t" | awk -v k=$key '$1 == k {print $2}')
+  b=$(echo "$p" | awk -v k=$key '$1 == k {print $2}')
+  unit=$(echo "$t" | awk -v k=$key '$1 == k {print $3}')
+  # Times: Tandem / PyTorch (lower is better); rates: Tandem / PyTorch (higher is better).
+  printf "%-16s %9s %s %9s %s %9.3f\n" "$key" "$a" "$unit" "$b" "$unit" "$(awk -v a="$a" -v b="$b" 'BEGIN {print a / b}')"
+done

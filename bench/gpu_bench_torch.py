@@ -1,0 +1,73 @@
+# bench/gpu_bench_torch.py — PyTorch eager's side of bench/gpu_bench.sh: the same models, batches,
+# optimizers and timing as bench/gpu_bench.cpp, on the same GPU, TF32 off on both sides (Tandem
+# computes float32 in full precision). Prints "name value unit" lines.
+import time
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+dev = torch.device("cuda:0")
+
+
+class Cnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(1, 32, 3), nn.Conv2d(32, 64, 3)
+        self.fc1, self.fc2 = nn.Linear(1600, 128), nn.Linear(128, 10)
+
+    def forward(self, x):
+        h = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        h = F.max_pool2d(F.relu(self.conv2(h)), 2)
+        return self.fc2(F.relu(self.fc1(h.flatten(1))))
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(784, 512), nn.Linear(512, 256), nn.Linear(256, 10)
+
+    def forward(self, x):
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x.flatten(1))))))
+
+
+def median_ms(f, reps, rounds=7):
+    for _ in range(5):
+        f()
+    torch.cuda.synchronize()
+    ms = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            f()
+        torch.cuda.synchronize()
+        ms.append((time.perf_counter() - t0) * 1e3 / reps)
+    return sorted(ms)[len(ms) // 2]
+
+
+def step_ms(model, opt, batch):
+    torch.manual_seed(0)
+    x = torch.randn(batch, 1, 28, 28, device=dev)
+    y = torch.zeros(batch, dtype=torch.long, device=dev)
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    return median_ms(step, 50)
+
+
+print(f"device {torch.cuda.get_device_name(0)}")
+for batch in (64, 256):
+    torch.manual_seed(0)
+    cnn = Cnn().to(dev)
+    print(f"cnn_b{batch}_ms {step_ms(cnn, torch.optim.Adam(cnn.parameters(), lr=1e-3), batch):.4f} ms")
+torch.manual_seed(0)
+mlp = Mlp().to(dev)
+print(f"mlp_b256_ms {step_ms(mlp, torch.optim.SGD(mlp.parameters(), lr=0.05, momentum=0.9), 256):.4f} ms")
+n = 4096
+a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
+ms = median_ms(lambda: torch.mm(a, b), 20)
+print(f"gemm4096_tflops {2 * n ** 3 / (ms * 1e-3) / 1e12:.3f} TFLOP/s")
