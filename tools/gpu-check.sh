@@ -7,6 +7,7 @@
 #                                           # gather the test programs and the shared libraries
 #                                           # they need that the GPU image lacks (Gloo, OpenBLAS…)
 #   bash tools/gpu-check.sh run  [BUNDLE]   # on the GPU machine: run them, write BUNDLE/results.md
+#                                           # (BUNDLE may be the BUNDLE.tar.xz that pack writes)
 #
 # CUDA's own libraries (cudart, cuBLAS, cuDNN, NCCL) are not carried: `run` finds them in the CUDA
 # toolkit and in PyTorch's nvidia-* wheels there. The build targets x86-64-v3 (AVX2), not this
@@ -20,7 +21,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 pack() {
   bash "$root/scripts/setup.sh"
   cmake -S "$root" -B "$root/build-gpu" -G Ninja -DTANDEM_WITH_CUDA=ON -DTANDEM_NATIVE=OFF \
-    -DCMAKE_CXX_FLAGS="-march=x86-64-v3" -DCMAKE_CUDA_ARCHITECTURES=90 -DTANDEM_BUILD_BENCH=ON >/dev/null
+    -DCMAKE_CXX_FLAGS="-march=x86-64-v3" -DCMAKE_CUDA_ARCHITECTURES=90 -DTANDEM_BUILD_BENCH=ON \
+    -DTANDEM_USE_BLAS=OFF >/dev/null  # OpenBLAS alone is 36 MB of the device tool's 64 MiB carry
   cmake --build "$root/build-gpu"
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib"
@@ -36,10 +38,17 @@ pack() {
     while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
   cp "$root/bench/gpu_bench.sh" "$root/bench/gpu_bench_torch.py" "$bundle/bin/"
   git -C "$root" rev-parse --short HEAD >"$bundle/commit"
-  du -sh "$bundle"
+  # Every program embeds the sm_90 kernels (~7 MB each, 68 MB in all): over the device tool's
+  # 64 MiB carry limit, but xz brings it to ~9 MB. Carry the tarball.
+  tar -cJf "$bundle.tar.xz" "$bundle"
+  du -sh "$bundle" "$bundle.tar.xz"
 }
 
 run() {
+  if [[ "$bundle" == *.tar.xz ]]; then  # the carried tarball: unpack it beside /tmp
+    tar -xJf "$bundle" -C /tmp
+    bundle=/tmp/$(basename "$bundle" .tar.xz)
+  fi
   # CUDA libraries: the toolkit's, then PyTorch's wheels (nvidia/*/lib), as the image has them.
   local cuda_libs
   cuda_libs=$(python3 - <<'PY' 2>/dev/null || true

@@ -41,8 +41,12 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b, const Con
                   if (need[0]) g[0] = empty_like(x);                     // dx = col2im(Wᵀ·dY)
                   if (need[1]) g[1] = empty_like(w);                     // dW = dY·colsᵀ
                   if (need[2]) g[2] = empty({w.size(0)}, dy.options());  // db = Σ_{n,y,x} dy
-                  if (dy.numel() > 0)
+                  if (dy.numel() > 0) {
                     kernels(dy.device()).conv2d_backward(x, w, dy, g[0], g[1], g[2], p);
+                  } else {  // an empty batch: every gradient is an empty sum
+                    for (Tensor& t : g)
+                      if (t.defined() && t.numel() > 0) kernels(t.device()).fill(t, 0.0);
+                  }
                   return g;
                 });
 }

@@ -42,10 +42,12 @@ struct DevicePool {
 };
 
 DevicePool& pool(int device) {
-  static std::mutex mu;
-  static std::map<int, DevicePool> pools;  // std::map: references stay valid as it grows
-  std::lock_guard lk(mu);
-  return pools[device];
+  // Never destroyed: a CUDA tensor with static storage, or on a thread outliving main(), is freed
+  // after function-local statics would be. std::map: references stay valid as it grows.
+  static auto* mu = new std::mutex;
+  static auto* pools = new std::map<int, DevicePool>;
+  std::lock_guard lk(*mu);
+  return (*pools)[device];
 }
 
 std::string mib(size_t bytes) { return str(double(bytes) / double(1 << 20), " MiB"); }
@@ -80,11 +82,13 @@ void* allocate(Device device, size_t nbytes) {
   }
   void* ptr = nullptr;
   cudaError_t err = cudaMalloc(&ptr, size);
-  if (err != cudaSuccess) {  // out of memory (or close to it): give the cache back, try again
+  if (err == cudaErrorMemoryAllocation) {  // out of memory: give the cache back, try again
     (void)cudaGetLastError();
     release_cached(device, p);
     err = cudaMalloc(&ptr, size);
   }
+  if (err != cudaSuccess && err != cudaErrorMemoryAllocation)
+    TD_CUDA_CHECK(err);  // not memory: e.g. a sticky fault from an earlier kernel, said as such
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     size_t free_bytes = 0, total = 0;
@@ -111,6 +115,18 @@ void deallocate(Device device, void* ptr, size_t nbytes) noexcept {
   p.active.erase(it);
   p.free_blocks.emplace(b.size, b);  // cached, not freed: the next allocation of this size is free
   ::tandem::detail::record_free(device, int64_t(nbytes));
+}
+
+// A stream being destroyed (after a synchronize): its cached blocks become the default stream's,
+// so they are reused instead of stranded, and a new stream that happens to get the same handle
+// cannot pick them up unordered.
+void forget_stream(int device, cudaStream_t s) noexcept {
+  DevicePool& p = pool(device);
+  std::lock_guard lk(p.mu);
+  for (auto& [size, b] : p.free_blocks)
+    if (b.stream == s) b.stream = cudaStreamLegacy;
+  for (auto& [ptr, b] : p.active)
+    if (b.stream == s) b.stream = cudaStreamLegacy;
 }
 
 void empty_cache(Device device) noexcept {

@@ -21,8 +21,14 @@ Stream::Stream(int device) : device_(device) {
   DeviceGuard guard(device);
   TD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 }
+void forget_stream(int device, cudaStream_t s) noexcept;  // core/cuda/allocator.cu
+
 Stream::~Stream() {
-  if (stream_) cudaStreamDestroy(stream_);
+  if (!stream_) return;
+  // Pending work must finish before the stream's cached memory can serve another stream.
+  cudaStreamSynchronize(stream_);
+  forget_stream(device_, stream_);
+  cudaStreamDestroy(stream_);
 }
 void Stream::synchronize() const { TD_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 

@@ -6,6 +6,8 @@
 #include <tandem/core/kernels/dispatch_dtype.h>
 #include <cstring>
 
+#include <cmath>
+
 namespace tandem::cpu {
 
 void copy(const Tensor& src, Tensor& dst) {
@@ -52,7 +54,8 @@ void fill(Tensor& out, double value) {
 void arange(Tensor& out, double start, double step) {
   dispatch_numeric(out.dtype(), "arange", [&]<typename T>() {
     T* p = out.data<T>();
-    for (int64_t i = 0; i < out.numel(); ++i) p[i] = static_cast<T>(start + double(i) * step);
+    for (int64_t i = 0; i < out.numel(); ++i)
+      p[i] = static_cast<T>(std::fma(double(i), step, start));  // as cuda/random.cu
   });
 }
 

@@ -109,19 +109,39 @@ Key key(Pass pass, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   return k;
 }
 
+// FFT and Winograd algorithms trade accuracy for speed; results should match the CPU's.
+bool lossy(cudnnConvolutionFwdAlgo_t a) {
+  return a >= CUDNN_CONVOLUTION_FWD_ALGO_FFT && a <= CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool lossy(cudnnConvolutionBwdDataAlgo_t a) {
+  return a >= CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT &&
+         a <= CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool lossy(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
 // The first heuristic pick (they come best first) that runs, fits kMaxWorkspace and keeps full
-// precision. For float the FMA math type requested on the descriptor is kept even where cuDNN
-// reports the default (which would allow TF32); tensor-op results are skipped.
+// precision, preferring deterministic, non-FFT/Winograd algorithms (so runs repeat exactly and
+// match the CPU closely) and falling back to any full-precision one. For float the FMA math type
+// requested on the descriptor is kept even where cuDNN reports the default (which would allow
+// TF32); tensor-op results are skipped.
 template <typename Perf>
 Algo first_fit(const std::vector<Perf>& perf, int returned, cudnnDataType_t type,
                const char* pass) {
-  for (int i = 0; i < returned; ++i) {
-    const Perf& r = perf[size_t(i)];
-    const bool exact = type == CUDNN_DATA_FLOAT
-                           ? r.mathType == CUDNN_FMA_MATH || r.mathType == CUDNN_DEFAULT_MATH
-                           : r.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-    if (r.status == CUDNN_STATUS_SUCCESS && r.memory <= kMaxWorkspace && exact)
-      return {int(r.algo), type == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : r.mathType, 0};
+  for (const bool strict : {true, false}) {
+    for (int i = 0; i < returned; ++i) {
+      const Perf& r = perf[size_t(i)];
+      const bool exact = type == CUDNN_DATA_FLOAT
+                             ? r.mathType == CUDNN_FMA_MATH || r.mathType == CUDNN_DEFAULT_MATH
+                             : r.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+      const bool preferred = r.determinism == CUDNN_DETERMINISTIC && !lossy(r.algo);
+      if (r.status == CUDNN_STATUS_SUCCESS && r.memory <= kMaxWorkspace && exact &&
+          (preferred || !strict))
+        return {int(r.algo), type == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : r.mathType, 0};
+    }
   }
   ::tandem::detail::fail<CudaError>("conv2d: cuDNN offers no full-precision ", pass,
                                     " algorithm within ", kMaxWorkspace >> 20,
@@ -231,8 +251,13 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
 
 void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
                      Tensor& db, const Conv2dParams& p) {
-  if (dy.numel() == 0) return;
   DeviceGuard guard(dy.device());
+  if (dy.numel() == 0) {  // N == 0 or Co == 0: every gradient is an empty sum
+    zero(dx);
+    zero(dw);
+    zero(db);
+    return;
+  }
   dispatch_float(x.dtype(), "conv2d_backward", [&]<typename T>() {
     const cudnnDataType_t type = cudnn_type<T>();
     cudnnHandle_t h = cudnn_handle(dy.device().index());

@@ -112,11 +112,8 @@ void keep_alive_until_done(const Tensor& host) {
   static std::vector<std::pair<cudaEvent_t, Tensor>> in_flight;
   std::lock_guard lk(mu);
   std::erase_if(in_flight, [](auto& e) {
-    if (cudaEventQuery(e.first) != cudaSuccess) {
-      (void)cudaGetLastError();  // cudaErrorNotReady is not an error here
-      return false;
-    }
-    cudaEventDestroy(e.first);
+    if (cudaEventQuery(e.first) == cudaErrorNotReady) return false;  // still copying
+    cudaEventDestroy(e.first);  // done (or failed: the copy itself reports that)
     return true;
   });
   cudaEvent_t done;

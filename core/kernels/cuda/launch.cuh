@@ -38,16 +38,27 @@ struct StridedIndex {
 
   StridedIndex() = default;
   /// The offsets of `t`'s elements when walked in the order of `shape` (t's shape, or a shape t
-  /// is broadcast to with stride 0).
+  /// is broadcast to with stride 0). Size-1 dims are dropped and neighbours that are contiguous
+  /// for this operand merged, so any rank works as long as at most kMaxDims runs remain (each
+  /// operand splits the same linear index on its own, so operands may merge differently).
   StridedIndex(const Tensor& t, const Shape& shape) {
-    TD_CHECK_INDEX(shape.size() <= size_t(kMaxDims), "CUDA kernels take up to ", kMaxDims,
-                   " dims, but got ", shape.size());
-    ndim = int(shape.size());
     const size_t off = shape.size() - t.shape().size();
-    for (int d = 0; d < ndim; ++d) {
-      sizes[d] = shape[size_t(d)];
-      const bool present = size_t(d) >= off && t.shape()[size_t(d) - off] != 1;
-      strides[d] = present ? t.strides()[size_t(d) - off] : 0;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const int64_t size = shape[d];
+      if (size == 1) continue;
+      const bool present = d >= off && t.shape()[d - off] != 1;
+      const int64_t stride = present ? t.strides()[d - off] : 0;
+      if (ndim > 0 && strides[ndim - 1] == stride * size) {  // merges with the previous dim
+        sizes[ndim - 1] *= size;
+        strides[ndim - 1] = stride;
+        continue;
+      }
+      TD_CHECK_INDEX(ndim < kMaxDims, "CUDA kernels take up to ", kMaxDims,
+                     " non-mergeable dims, but shape ", shape, " with strides ", t.strides(),
+                     " has more");
+      sizes[ndim] = size;
+      strides[ndim] = stride;
+      ++ndim;
     }
   }
   __host__ __device__ int64_t offset(int64_t linear) const {

@@ -68,11 +68,30 @@ __global__ void max_pool_forward_kernel(const T* x, T* y, int64_t* indices, Geom
   }
 }
 
+// Outputs o whose window [o·s − p, o·s − p + k) covers input position i: [lo, hi).
+__device__ inline void covering(int64_t i, int64_t k, int64_t s, int64_t p, int64_t n_out,
+                                int64_t& lo, int64_t& hi) {
+  const int64_t first = i + p - k + 1;  // o·s >= first
+  lo = first <= 0 ? 0 : (first + s - 1) / s;
+  hi = min64((i + p) / s + 1, n_out);  // o·s <= i + p
+}
+
+// dx gathers, for each input position, the dy of the windows whose argmax it was, in the CPU's
+// order (output order): deterministic, unlike a scatter with atomicAdd.
 template <typename T>
 __global__ void max_pool_backward_kernel(const T* dy, const int64_t* indices, T* dx, Geometry g) {
-  TD_GRID_STRIDE_LOOP(i, g.planes * g.ho * g.wo) {
-    const int64_t q = i / (g.ho * g.wo);
-    atomicAdd(dx + q * g.h * g.w + indices[i], dy[i]);
+  TD_GRID_STRIDE_LOOP(i, g.planes * g.h * g.w) {
+    const int64_t ix = i % g.w, iy = (i / g.w) % g.h, q = i / (g.w * g.h), here = iy * g.w + ix;
+    const T* grad = dy + q * g.ho * g.wo;
+    const int64_t* idx = indices + q * g.ho * g.wo;
+    int64_t oy0, oy1, ox0, ox1;
+    covering(iy, g.kh, g.sh, g.ph, g.ho, oy0, oy1);
+    covering(ix, g.kw, g.sw, g.pw, g.wo, ox0, ox1);
+    T sum = 0;
+    for (int64_t oy = oy0; oy < oy1; ++oy)
+      for (int64_t ox = ox0; ox < ox1; ++ox)
+        if (idx[oy * g.wo + ox] == here) sum += grad[oy * g.wo + ox];
+    dx[i] = sum;
   }
 }
 
@@ -88,14 +107,6 @@ __global__ void avg_pool_forward_kernel(const T* x, T* y, Geometry g) {
       for (int64_t ix = max64(x0, 0); ix < xb; ++ix) sum += in[iy * g.w + ix];
     y[i] = sum / T(window_size(g, oy, ox));
   }
-}
-
-// Outputs o whose window [o·s − p, o·s − p + k) covers input position i: [lo, hi).
-__device__ inline void covering(int64_t i, int64_t k, int64_t s, int64_t p, int64_t n_out,
-                                int64_t& lo, int64_t& hi) {
-  const int64_t first = i + p - k + 1;  // o·s >= first
-  lo = first <= 0 ? 0 : (first + s - 1) / s;
-  hi = min64((i + p) / s + 1, n_out);  // o·s <= i + p
 }
 
 template <typename T>
@@ -128,16 +139,14 @@ void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2
   });
 }
 
-// dx[argmax] += dy
+// dx[argmax] += dy, as a gather
 void max_pool2d_backward(const Tensor& dy, const Tensor& indices, Tensor& dx,
                          const Pool2dParams& p) {
   const Geometry g = geometry(dx, dy, p);
   if (dx.numel() == 0) return;
   DeviceGuard guard(dx.device());
   dispatch_float(dy.dtype(), "max_pool2d_backward", [&]<typename T>() {
-    TD_CUDA_CHECK(cudaMemsetAsync(dx.data_ptr(), 0, dx.nbytes(), stream()));  // all-bits 0 is 0.0
-    const int64_t n = dy.numel();
-    if (n == 0) return;
+    const int64_t n = dx.numel();  // one thread per input element (a gather)
     max_pool_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(
         dy.data<T>(), indices.data<int64_t>(), dx.data<T>(), g);
     TD_CUDA_CHECK_LAUNCH();

@@ -30,11 +30,12 @@ __device__ inline double d_sqrt(double v) { return sqrt(v); }
 __device__ inline float d_cos(float v) { return cosf(v); }
 __device__ inline double d_cos(double v) { return cos(v); }
 
-// The expressions below are written exactly as on the CPU: both compilers contract a·b + c the
-// same way (into one FMA), so the results agree bit for bit where libm is not involved.
+// The expressions below are the CPU's, with the multiply-adds written as explicit fma on both
+// sides, so the results agree bit for bit (where libm is not involved) whatever either compiler
+// would contract on its own.
 template <typename T>
 __global__ void uniform_kernel(T* p, int64_t n, T lo, T span, uint64_t offset, uint64_t seed) {
-  TD_GRID_STRIDE_LOOP(i, n) p[i] = lo + span * unit<T>(philox(offset + uint64_t(i), seed), 0);
+  TD_GRID_STRIDE_LOOP(i, n) p[i] = fma(span, unit<T>(philox(offset + uint64_t(i), seed), 0), lo);
 }
 
 template <typename T>
@@ -43,13 +44,13 @@ __global__ void normal_kernel(T* p, int64_t n, T m, T s, uint64_t offset, uint64
     // Box–Muller: u1 in (0, 1] keeps the log finite.
     const Philox4 r = philox(offset + uint64_t(i), seed);
     const T u1 = T(1) - unit<T>(r, 0), u2 = unit<T>(r, 2);
-    p[i] = m + s * d_sqrt(T(-2) * d_log(u1)) * d_cos(T(2 * M_PI) * u2);
+    p[i] = fma(s * d_sqrt(T(-2) * d_log(u1)), d_cos(T(2 * M_PI) * u2), m);
   }
 }
 
 template <typename T>
 __global__ void arange_kernel(T* p, int64_t n, double start, double step) {
-  TD_GRID_STRIDE_LOOP(i, n) p[i] = static_cast<T>(start + double(i) * step);
+  TD_GRID_STRIDE_LOOP(i, n) p[i] = static_cast<T>(fma(double(i), step, start));
 }
 
 // The CPU kernels write p[i]: the output is a fresh contiguous tensor.
