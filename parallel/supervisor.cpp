@@ -202,7 +202,9 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& workers,
 
   if (result.first_failure) {
     const WorkerFailure& f = *result.first_failure;
-    result.exit_code = 1;
+    // The first failure's own status (128 + signal when killed), so scripts can tell a crash from
+    // an error exit; torchrun always says 1.
+    result.exit_code = f.signal ? 128 + f.signal : (f.exit_code != 0 ? f.exit_code : 1);
     const std::string how =
         f.signal ? "signal " + std::to_string(f.signal) + " (" + ::strsignal(f.signal) + ")"
                  : "exitcode " + std::to_string(f.exit_code);

@@ -39,7 +39,7 @@ struct WorkerFailure {
 };
 
 struct SupervisorResult {
-  int exit_code = 0;  // 0 if every worker succeeded, else 1 (torchrun's convention)
+  int exit_code = 0;  // 0 if every worker succeeded, else the first failure's (128 + signal)
   std::optional<WorkerFailure> first_failure;
   std::string report;  // empty on success; torchrun-like summary otherwise
 };

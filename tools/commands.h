@@ -76,7 +76,8 @@ struct LaunchOptions {
   std::vector<std::string> command;
 };
 
-/// Runs the workers and returns 0, or 1 after naming the first failed rank.
+/// Runs the workers and returns 0, or the first failure's exit code (128 + signal) after a
+/// report naming its rank.
 int run_launch(const LaunchOptions& options);
 
 }  // namespace tandem::tools

@@ -51,12 +51,12 @@ TEST(Launch, RunsEveryRankWithTorchrunsEnvironmentAndPrefixesOutput) {
 
 TEST(Launch, AFailingRankStopsTheOthersAndIsNamed) {
   const Result r = run(kLaunch + " --standalone --nproc-per-node 2 -- " + kWorker + " fail 1 3");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.exit_code, 3) << "the first failure's exit code; " << r.output;
   EXPECT_THAT(r.output, ::testing::HasSubstr("Root Cause (first observed failure)"));
   EXPECT_THAT(r.output, ::testing::HasSubstr("rank: 1 (local_rank: 1)"));
   EXPECT_THAT(r.output, ::testing::HasSubstr("exitcode 3"));
   const Result missing = run(kLaunch + " --standalone --nproc-per-node 1 -- /nonexistent/prog");
-  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.exit_code, 127);
   EXPECT_THAT(missing.output, ::testing::HasSubstr("cannot run '/nonexistent/prog'"));
 }
 
