@@ -57,9 +57,8 @@ int env_int(const char* name, int fallback) {
   return out;
 }
 
-std::shared_ptr<Store> make_store(const std::string& init_method, int rank, int world_size,
+std::shared_ptr<Store> make_store(const std::string& init_method, int rank,
                                   std::chrono::milliseconds timeout) {
-  (void)world_size;
   std::shared_ptr<Store> store;
   if (init_method == "env://" || init_method.rfind("tcp://", 0) == 0) {
     std::string host;
@@ -120,7 +119,7 @@ std::shared_ptr<Communicator> init_process_group(ProcessGroupOptions o) {
                  backend, "' (expected gloo or nccl)");
 
   Group group;
-  group.store = detail::make_store(o.init_method, o.rank, o.world_size, o.timeout);
+  group.store = detail::make_store(o.init_method, o.rank, o.timeout);
   auto ns = std::make_shared<PrefixStore>("pg" + std::to_string(g_generation++), group.store);
   if (backend == "gloo") {
     GlooOptions go{.timeout = o.timeout};

@@ -49,7 +49,7 @@ namespace detail {
 /// not an integer.
 int env_int(const char* name, int fallback);
 /// Creates the store named by an init method (env://, tcp://, file://) for `rank`.
-std::shared_ptr<Store> make_store(const std::string& init_method, int rank, int world_size,
+std::shared_ptr<Store> make_store(const std::string& init_method, int rank,
                                   std::chrono::milliseconds timeout);
 }  // namespace detail
 

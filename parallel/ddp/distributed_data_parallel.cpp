@@ -50,7 +50,7 @@ std::vector<std::string> gather_strings(Communicator& comm, const std::string& m
 }  // namespace
 
 DistributedDataParallelBase::DistributedDataParallelBase(nn::Module& module, DDPOptions options)
-    : module_(&module), options_(std::move(options)) {
+    : options_(std::move(options)) {
   group_ = options_.group;
   if (!group_) {
     TD_CHECK_AS(DistributedError, is_initialized(),
@@ -86,8 +86,9 @@ DistributedDataParallelBase::DistributedDataParallelBase(nn::Module& module, DDP
   {
     NoGradGuard no_grad;
     for (auto& [name, p] : named) group_->broadcast(p, 0)->wait();
-    for (auto& [name, b] : module.named_buffers()) group_->broadcast(b, 0)->wait();
   }
+  for (auto& [name, b] : module.named_buffers()) buffers_.push_back(b);
+  broadcast_buffers();
 
   // 3. Buckets and hooks.
   std::vector<Tensor> params;
@@ -110,9 +111,15 @@ DistributedDataParallelBase::DistributedDataParallelBase(nn::Module& module, DDP
 }
 
 void DistributedDataParallelBase::before_forward() {
-  if (!options_.broadcast_buffers) return;
+  if (options_.broadcast_buffers) broadcast_buffers();
+}
+
+void DistributedDataParallelBase::broadcast_buffers() {
+  // All queued at once, then waited for: one round trip of latency, not one per buffer.
   NoGradGuard no_grad;
-  for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, 0)->wait();
+  std::vector<WorkPtr> works;
+  for (Tensor& b : buffers_) works.push_back(group_->broadcast(b, 0));
+  for (auto& w : works) w->wait();
 }
 
 }  // namespace tandem::parallel

@@ -57,8 +57,12 @@ class DistributedDataParallelBase {
   void before_forward();
 
  private:
-  nn::Module* module_;
+  void broadcast_buffers();
+
   DDPOptions options_;
+  // The module's buffers (batch-norm statistics), gathered once: named_buffers() builds every
+  // dotted name, too much for each forward. Tensors are handles, so updates in place are seen.
+  std::vector<Tensor> buffers_;
   std::shared_ptr<Communicator> group_;
   std::shared_ptr<Reducer> reducer_;  // the hooks hold it weakly: no dangling after destruction
 };

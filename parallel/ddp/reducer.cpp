@@ -14,6 +14,7 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
     : params_(std::move(params)),
       names_(std::move(names)),
       bucket_of_(params_.size()),
+      slot_of_(params_.size()),
       ready_(params_.size()),
       had_grad_(params_.size()),
       comm_(std::move(comm)),
@@ -23,6 +24,7 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
     int64_t total = 0;
     for (size_t i : indices) {
       bucket_of_[i] = buckets_.size();
+      slot_of_[i] = b.offsets.size();
       b.offsets.push_back(total);
       total += params_[i].numel();
     }
@@ -47,9 +49,7 @@ void Reducer::reset_iteration() {
 
 void Reducer::copy_in(size_t i, bool zero) {
   Bucket& b = buckets_[bucket_of_[i]];
-  size_t slot = 0;
-  while (b.params[slot] != i) ++slot;
-  Tensor dst = b.flat.narrow(0, b.offsets[slot], params_[i].numel());
+  Tensor dst = b.flat.narrow(0, b.offsets[slot_of_[i]], params_[i].numel());
   if (zero)
     dst.fill_(0);
   else

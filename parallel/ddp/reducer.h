@@ -50,6 +50,7 @@ class Reducer {
   std::vector<std::string> names_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;  // param -> bucket
+  std::vector<size_t> slot_of_;    // param -> its position in the bucket (offsets[slot])
   std::vector<bool> ready_;        // param -> gradient copied in this iteration
   std::vector<bool> had_grad_;     // param -> produced a gradient on this rank this iteration
   std::shared_ptr<Communicator> comm_;
