@@ -77,6 +77,16 @@ inline double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/// Median milliseconds of `calls` single calls of f, after `warmup` calls (whole training steps
+/// and layers: long enough to time one by one, and the median drops the descheduled ones).
+template <typename F>
+double median_call_ms(int warmup, int calls, F&& f) {
+  for (int i = 0; i < warmup; ++i) f();
+  std::vector<double> t;
+  for (int i = 0; i < calls; ++i) t.push_back(time_per_call(f, 1) * 1e3);
+  return median(t);
+}
+
 /// Every other runnable process takes a core from us on this 2-core machine, so say so up front.
 inline void report_load() {
   double load1 = 0;

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
+
 namespace {
 
 struct Args {
@@ -38,21 +40,6 @@ Args parse(int argc, char** argv) {
       a.warmup = std::stoi(v);
   }
   return a;
-}
-
-// Median milliseconds of `steps` calls of f after `warmup` calls.
-template <typename F>
-double median_ms(int warmup, int steps, F f) {
-  for (int i = 0; i < warmup; ++i) f();
-  std::vector<double> t;
-  for (int i = 0; i < steps; ++i) {
-    const auto s = std::chrono::steady_clock::now();
-    f();
-    t.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
 }
 
 // ---- Tandem
@@ -82,7 +69,7 @@ double run_tandem(const Args& a) {
   if (cnn) {
     TCnn net;
     optim::Adam opt(net.parameters(), {.lr = 1e-3});
-    return median_ms(a.warmup, a.steps, [&] {
+    return bench::median_call_ms(a.warmup, a.steps, [&] {
       Tensor loss = cross_entropy(net.forward(x), y);
       opt.zero_grad();
       loss.backward();
@@ -92,7 +79,7 @@ double run_tandem(const Args& a) {
   nn::Sequential mlp(nn::Linear(784, 512), nn::ReLU(), nn::Linear(512, 256), nn::ReLU(),
                      nn::Linear(256, 10));
   optim::SGD opt(mlp.parameters(), {.lr = 0.05, .momentum = 0.9});
-  return median_ms(a.warmup, a.steps, [&] {
+  return bench::median_call_ms(a.warmup, a.steps, [&] {
     Tensor loss = cross_entropy(mlp(x), y);
     opt.zero_grad();
     loss.backward();
@@ -127,7 +114,7 @@ double run_libtorch(const Args& a) {
   if (cnn) {
     LCnn net;
     torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(1e-3));
-    return median_ms(a.warmup, a.steps, [&] {
+    return bench::median_call_ms(a.warmup, a.steps, [&] {
       auto loss = torch::nn::functional::cross_entropy(net->forward(x), y);
       opt.zero_grad();
       loss.backward();
@@ -138,7 +125,7 @@ double run_libtorch(const Args& a) {
                             torch::nn::Linear(512, 256), torch::nn::ReLU(),
                             torch::nn::Linear(256, 10));
   torch::optim::SGD opt(mlp->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
-  return median_ms(a.warmup, a.steps, [&] {
+  return bench::median_call_ms(a.warmup, a.steps, [&] {
     auto loss = torch::nn::functional::cross_entropy(mlp->forward(x), y);
     opt.zero_grad();
     loss.backward();

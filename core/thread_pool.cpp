@@ -6,6 +6,7 @@
 #include <tandem/core/thread_pool.h>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -22,6 +23,23 @@ namespace tandem {
 namespace {
 
 thread_local bool t_in_region = false;
+
+// Waits until ready() holds, spinning for up to kSpin first. Ops follow one another within
+// microseconds in a training step; a worker that went to sleep on a futex between them costs
+// tens of microseconds to wake on a VM, dozens of times per step. Past kSpin, callers block.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+template <typename F>
+bool spin_until(F ready) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 1;; ++i) {
+    if (ready()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (i % 64 == 0 && std::chrono::steady_clock::now() > until) return false;
+  }
+}
 
 class Pool {
  public:
@@ -52,14 +70,18 @@ class Pool {
       next_ = 0;
       pending_ = chunks;
       error_ = nullptr;
-      ++generation_;
+      generation_.fetch_add(1);
     }
     cv_.notify_all();
     t_in_region = true;
     drain();
     t_in_region = false;
+    // The job is over when every chunk is done and every worker has left drain(): only then may
+    // the next job reset the chunk counter.
+    auto done = [&] { return pending_.load() == 0 && active_.load() == 0; };
+    spin_until(done);
     std::unique_lock lk(mu_);
-    done_cv_.wait(lk, [&] { return pending_ == 0; });
+    done_cv_.wait(lk, done);
     fn_ = nullptr;
     if (error_) std::rethrow_exception(error_);
     return true;
@@ -90,14 +112,20 @@ class Pool {
     t_in_region = true;
     uint64_t seen = 0;
     for (;;) {
+      spin_until([&] { return generation_.load() != seen; });
       {
         std::unique_lock lk(mu_);
-        cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
+        cv_.wait(lk, [&] { return stop_ || generation_.load() != seen; });
         if (stop_) return;
-        seen = generation_;
-        if (fn_ == nullptr) continue;
+        seen = generation_.load();
+        if (fn_ == nullptr) continue;  // a job that ended before this worker woke
+        ++active_;
       }
       drain();
+      if (active_.fetch_sub(1) == 1) {
+        std::lock_guard lk(mu_);
+        done_cv_.notify_all();
+      }
     }
   }
 
@@ -106,11 +134,12 @@ class Pool {
   std::mutex busy_, mu_;
   std::condition_variable cv_, done_cv_;
   bool stop_ = false;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t begin_ = 0, end_ = 0, chunks_ = 0;
   std::atomic<int64_t> next_{0};
   std::atomic<int64_t> pending_{0};
+  std::atomic<int> active_{0};  // workers inside drain()
   std::exception_ptr error_;
 };
 
@@ -143,7 +172,7 @@ Pool& pool() {
   if (!g_pool) {
     g_pool = std::make_unique<Pool>(default_threads());
 #if TANDEM_WITH_BLAS
-    openblas_set_num_threads(g_pool->size());  // sgemm threads itself (kernels/cpu/gemm_util.h)
+    openblas_set_num_threads(1);  // the pool splits products (kernels/cpu/gemm_util.h)
 #endif
   }
   return *g_pool;
@@ -157,7 +186,7 @@ void set_num_threads(int n) {
   g_pool.reset();
   g_pool = std::make_unique<Pool>(n);
 #if TANDEM_WITH_BLAS
-  openblas_set_num_threads(n);
+  openblas_set_num_threads(1);
 #endif
 }
 

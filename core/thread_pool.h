@@ -8,8 +8,8 @@
 
 namespace tandem {
 
-/// Intra-op threads (>= 1). Default: TANDEM_NUM_THREADS, else the number of cores. Also sets
-/// OpenBLAS's thread count, since matrix products run there.
+/// Intra-op threads (>= 1). Default: TANDEM_NUM_THREADS, else the number of cores. OpenBLAS is
+/// kept at one thread: large matrix products are split over this pool instead.
 void set_num_threads(int n);
 int get_num_threads();
 

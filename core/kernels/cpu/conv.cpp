@@ -1,7 +1,11 @@
-// core/kernels/cpu/conv.cpp — 2-D convolution on the CPU by im2col + GEMM. The whole batch is
-// unfolded at once into cols [C·kH·kW, N·Ho·Wo], so each group is ONE large GEMM (which OpenBLAS
-// threads well) instead of N small ones. Backward: dW = dY'·colsᵀ, dcols = Wᵀ·dY', then col2im
-// adds dcols back into dx. im2col/col2im are split over the pool by rows and by (n, c) planes.
+// core/kernels/cpu/conv.cpp — 2-D convolution on the CPU: im2col + GEMM one sample at a time, the
+// batch split over the pool. For one sample, W·cols is [Co, Ho·Wo]: already y[n] in NCHW, so
+// nothing is transposed, and the sample's workspace (cols, K × Ho·Wo) stays in cache from im2col
+// through the GEMM (and, backward, through col2im). Backward per sample: dW += dY_n·cols_nᵀ,
+// dcols = Wᵀ·dY_n folded back into dx[n] by col2im; db += Σ dY_n.
+// Each task sums dW and db over its own samples and the partial sums are added in task order, so
+// results do not depend on thread timing. A batch smaller than the pool (one large image) runs its
+// samples on the caller, where the GEMMs themselves split over the pool instead.
 #include <tandem/core/kernels/cpu/eigen.h>
 #include <tandem/core/kernels/cpu/gemm_util.h>
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
@@ -16,7 +20,7 @@ struct Geometry {
   int64_t co, kh, kw;  // weight
   int64_t ho, wo;      // output
   int64_t cg, cog, k;  // channels per group (in, out); k = cg·kH·kW (GEMM depth)
-  int64_t cols() const { return n * ho * wo; }
+  int64_t plane() const { return ho * wo; }
 };
 
 Geometry geometry(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
@@ -38,81 +42,69 @@ inline std::pair<int64_t, int64_t> valid_cols(int64_t j, const Geometry& g, cons
   return {std::min(lo, g.wo), std::max(std::min(hi, g.wo), std::min(lo, g.wo))};
 }
 
-// cols[(c, i, j), (n, oy, ox)] = x[n, c0 + c, oy·s − p + i·d, ox·s − p + j·d] (0 outside).
+// One sample, one group: cols[(c, i, j), (oy, ox)] = x[c, oy·s − p + i·d, ox·s − p + j·d], 0
+// outside. `x` points at the group's first channel of the sample.
 template <typename T>
-void im2col(const T* x, T* cols, const Geometry& g, const Conv2dParams& p, int64_t c0) {
-  const int64_t plane = g.ho * g.wo;
-  detail::parallel_for(0, g.k, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      const int64_t c = r / (g.kh * g.kw), i = (r / g.kw) % g.kh, j = r % g.kw;
-      const auto [x0, x1] = valid_cols(j, g, p);
-      const int64_t shift = j * p.dilation_w - p.pad_w;
-      for (int64_t n = 0; n < g.n; ++n) {
-        const T* src = x + ((n * g.c) + c0 + c) * g.h * g.w;
-        T* dst = cols + r * g.cols() + n * plane;
-        for (int64_t oy = 0; oy < g.ho; ++oy) {
-          const int64_t iy = oy * p.stride_h - p.pad_h + i * p.dilation_h;
-          T* row = dst + oy * g.wo;
-          if (iy < 0 || iy >= g.h) {
-            std::fill(row, row + g.wo, T(0));
-            continue;
-          }
-          const T* in = src + iy * g.w + shift;
-          std::fill(row, row + x0, T(0));
-          if (p.stride_w == 1) {
-            std::copy(in + x0, in + x1, row + x0);
-          } else {
-            for (int64_t ox = x0; ox < x1; ++ox) row[ox] = in[ox * p.stride_w];
-          }
-          std::fill(row + x1, row + g.wo, T(0));
-        }
+void im2col(const T* x, T* cols, const Geometry& g, const Conv2dParams& p) {
+  for (int64_t r = 0; r < g.k; ++r) {
+    const int64_t c = r / (g.kh * g.kw), i = (r / g.kw) % g.kh, j = r % g.kw;
+    const auto [x0, x1] = valid_cols(j, g, p);
+    const int64_t shift = j * p.dilation_w - p.pad_w;
+    const T* src = x + c * g.h * g.w;
+    T* dst = cols + r * g.plane();
+    for (int64_t oy = 0; oy < g.ho; ++oy) {
+      const int64_t iy = oy * p.stride_h - p.pad_h + i * p.dilation_h;
+      T* row = dst + oy * g.wo;
+      if (iy < 0 || iy >= g.h) {
+        std::fill(row, row + g.wo, T(0));
+        continue;
+      }
+      const T* in = src + iy * g.w + shift;
+      std::fill(row, row + x0, T(0));
+      if (p.stride_w == 1) {
+        std::copy(in + x0, in + x1, row + x0);
+      } else {
+        for (int64_t ox = x0; ox < x1; ++ox) row[ox] = in[ox * p.stride_w];
+      }
+      std::fill(row + x1, row + g.wo, T(0));
+    }
+  }
+}
+
+// The adjoint of im2col for one sample and group: dx[c, ...] = Σ of the cols entries that read it.
+template <typename T>
+void col2im(const T* cols, T* dx, const Geometry& g, const Conv2dParams& p) {
+  std::fill(dx, dx + g.cg * g.h * g.w, T(0));
+  for (int64_t r = 0; r < g.k; ++r) {
+    const int64_t c = r / (g.kh * g.kw), i = (r / g.kw) % g.kh, j = r % g.kw;
+    const auto [x0, x1] = valid_cols(j, g, p);
+    const int64_t shift = j * p.dilation_w - p.pad_w, width = x1 - x0;
+    const T* src = cols + r * g.plane();
+    T* dst = dx + c * g.h * g.w;
+    for (int64_t oy = 0; oy < g.ho; ++oy) {
+      const int64_t iy = oy * p.stride_h - p.pad_h + i * p.dilation_h;
+      if (iy < 0 || iy >= g.h) continue;
+      T* __restrict out = dst + iy * g.w + shift;
+      const T* __restrict in = src + oy * g.wo;
+      if (p.stride_w == 1) {
+        for (int64_t t = x0; t < x0 + width; ++t) out[t] += in[t];  // vectorised
+      } else {
+        for (int64_t t = x0; t < x0 + width; ++t) out[t * p.stride_w] += in[t];
       }
     }
+  }
+}
+
+// Runs body(task, lo, hi) over `tasks` fixed slices of the batch, in parallel. The slices do not
+// depend on timing, so per-task partial sums (dW, db) are reproducible.
+template <typename F>
+void over_batch(int64_t n, int64_t tasks, F body) {
+  detail::parallel_for(0, tasks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) body(t, n * t / tasks, n * (t + 1) / tasks);
   });
 }
 
-// dx[n, c0 + c, ...] += cols[(c, i, j), (n, oy, ox)]: the adjoint of im2col. Each (n, c) plane is
-// written by one task, so there are no races.
-template <typename T>
-void col2im(const T* cols, T* dx, const Geometry& g, const Conv2dParams& p, int64_t c0) {
-  const int64_t plane = g.ho * g.wo;
-  detail::parallel_for(0, g.n * g.cg, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t t = lo; t < hi; ++t) {
-      const int64_t n = t / g.cg, c = t % g.cg;
-      T* dst = dx + ((n * g.c) + c0 + c) * g.h * g.w;
-      for (int64_t i = 0; i < g.kh; ++i)
-        for (int64_t j = 0; j < g.kw; ++j) {
-          const T* src = cols + ((c * g.kh + i) * g.kw + j) * g.cols() + n * plane;
-          const auto [x0, x1] = valid_cols(j, g, p);
-          const int64_t shift = j * p.dilation_w - p.pad_w;
-          for (int64_t oy = 0; oy < g.ho; ++oy) {
-            const int64_t iy = oy * p.stride_h - p.pad_h + i * p.dilation_h;
-            if (iy < 0 || iy >= g.h) continue;
-            T* out = dst + iy * g.w + shift;
-            const T* in = src + oy * g.wo;
-            if (p.stride_w == 1) {
-              for (int64_t ox = x0; ox < x1; ++ox) out[ox] += in[ox];  // vectorised
-            } else {
-              for (int64_t ox = x0; ox < x1; ++ox) out[ox * p.stride_w] += in[ox];
-            }
-          }
-        }
-    }
-  });
-}
-
-// [N, Co, P] <-> [Co, N, P]: the GEMM works channel-major, tensors are batch-major.
-template <typename T>
-void swap_batch_channel(const T* src, T* dst, int64_t a, int64_t b, int64_t plane) {
-  detail::parallel_for(0, a * b, std::max<int64_t>(1, kGrain / std::max<int64_t>(plane, 1)),
-                       [&](int64_t lo, int64_t hi) {
-                         for (int64_t t = lo; t < hi; ++t) {
-                           const int64_t i = t / b, j = t % b;
-                           std::copy(src + t * plane, src + (t + 1) * plane,
-                                     dst + (j * a + i) * plane);
-                         }
-                       });
-}
+int64_t batch_tasks(const Geometry& g) { return std::min<int64_t>(g.n, get_num_threads()); }
 
 }  // namespace
 
@@ -120,25 +112,26 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
                     const Conv2dParams& p) {
   const Geometry g = geometry(x, w, p);
   dispatch_float(x.dtype(), "conv2d", [&]<typename T>() {
-    // Workspaces are tensors: 64-byte aligned (Eigen's reductions peel unaligned heads, so an
-    // address-dependent alignment would make results vary run to run) and counted in memory stats.
-    Tensor cols_t = empty({g.k, g.cols()}, x.options()),
-           out_t = empty({g.co, g.cols()}, x.options());
-    T* cols = cols_t.data<T>();
-    T* out = out_t.data<T>();  // [Co, N·Ho·Wo]
-    for (int64_t grp = 0; grp < p.groups; ++grp) {
-      im2col(x.data<T>(), cols, g, p, grp * g.cg);
-      const ConstMatrixMap<T> W(w.data<T>() + grp * g.cog * g.k, g.cog, g.k);
-      MatrixMap<T> Y(out + grp * g.cog * g.cols(), g.cog, g.cols());
-      parallel_gemm(W, ConstMatrixMap<T>(cols, g.k, g.cols()), Y);
-    }
-    if (b.defined()) {
-      const T* pb = b.data<T>();
-      detail::parallel_for(0, g.co, 1, [&](int64_t lo, int64_t hi) {
-        for (int64_t o = lo; o < hi; ++o) ArrayMap<T>(out + o * g.cols(), g.cols()) += pb[o];
-      });
-    }
-    swap_batch_channel(out, y.data<T>(), g.co, g.n, g.ho * g.wo);  // [Co,N,P] -> [N,Co,P]
+    const int64_t P = g.plane();
+    over_batch(g.n, batch_tasks(g), [&](int64_t, int64_t lo, int64_t hi) {
+      // Workspaces are tensors: 64-byte aligned (Eigen's reductions peel unaligned heads, so an
+      // address-dependent alignment would make results vary run to run) and counted in memory
+      // stats.
+      Tensor cols_t = empty({g.k, P}, x.options());
+      T* cols = cols_t.data<T>();
+      for (int64_t n = lo; n < hi; ++n)
+        for (int64_t grp = 0; grp < p.groups; ++grp) {
+          im2col(x.data<T>() + (n * g.c + grp * g.cg) * g.h * g.w, cols, g, p);
+          MatrixMap<T> Y(y.data<T>() + (n * g.co + grp * g.cog) * P, g.cog, P);
+          if (b.defined()) {  // start from the bias, then accumulate: no zeroing pass
+            Y.colwise() = ConstMatrixMap<T>(b.data<T>() + grp * g.cog, g.cog, 1).col(0);
+          } else {
+            Y.setZero();
+          }
+          const ConstMatrixMap<T> W(w.data<T>() + grp * g.cog * g.k, g.cog, g.k);
+          parallel_gemm(W, ConstMatrixMap<T>(cols, g.k, P), Y, /*accumulate=*/true);
+        }
+    });
   });
 }
 
@@ -146,31 +139,46 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
                      Tensor& db, const Conv2dParams& p) {
   const Geometry g = geometry(x, w, p);
   dispatch_float(x.dtype(), "conv2d_backward", [&]<typename T>() {
-    Tensor dyt_t = empty({g.co, g.cols()}, x.options());  // dY' = dy as [Co, N·Ho·Wo]
-    T* dyt = dyt_t.data<T>();
-    swap_batch_channel(dy.data<T>(), dyt, g.n, g.co, g.ho * g.wo);
-    if (db.defined()) {  // db = Σ over (n, oy, ox) of dy
-      T* pdb = db.data<T>();
-      for (int64_t o = 0; o < g.co; ++o)
-        pdb[o] = ConstArrayMap<T>(dyt + o * g.cols(), g.cols()).sum();
-    }
-    if (!dw.defined() && !dx.defined()) return;
-    Tensor cols_t = empty({g.k, g.cols()}, x.options());
-    T* cols = cols_t.data<T>();
-    if (dx.defined()) std::fill(dx.data<T>(), dx.data<T>() + dx.numel(), T(0));
-    for (int64_t grp = 0; grp < p.groups; ++grp) {
-      const ConstMatrixMap<T> dY(dyt + grp * g.cog * g.cols(), g.cog, g.cols());
-      if (dw.defined()) {  // dW = dY'·colsᵀ
-        im2col(x.data<T>(), cols, g, p, grp * g.cg);
-        MatrixMap<T> dW(dw.data<T>() + grp * g.cog * g.k, g.cog, g.k);
-        parallel_gemm(dY, ConstMatrixMap<T>(cols, g.k, g.cols()).transpose(), dW);
+    const int64_t P = g.plane(), tasks = batch_tasks(g);
+    // Task 0 sums straight into dw/db; the others into partials added below, in task order.
+    Tensor dw_part, db_part;
+    if (dw.defined()) dw_part = empty({std::max<int64_t>(tasks - 1, 0), dw.numel()}, x.options());
+    if (db.defined()) db_part = empty({std::max<int64_t>(tasks - 1, 0), g.co}, x.options());
+    over_batch(g.n, tasks, [&](int64_t t, int64_t lo, int64_t hi) {
+      T* pdw = !dw.defined() ? nullptr
+               : t == 0      ? dw.data<T>()
+                             : dw_part.data<T>() + (t - 1) * dw.numel();
+      T* pdb = !db.defined() ? nullptr : t == 0 ? db.data<T>() : db_part.data<T>() + (t - 1) * g.co;
+      if (pdw) std::fill(pdw, pdw + dw.numel(), T(0));
+      if (pdb) std::fill(pdb, pdb + g.co, T(0));
+      Tensor cols_t;
+      if (dw.defined() || dx.defined()) cols_t = empty({g.k, P}, x.options());
+      for (int64_t n = lo; n < hi; ++n) {
+        const T* dyn = dy.data<T>() + n * g.co * P;  // dy[n] is [Co, Ho·Wo]
+        if (pdb)
+          for (int64_t o = 0; o < g.co; ++o) pdb[o] += ConstArrayMap<T>(dyn + o * P, P).sum();
+        for (int64_t grp = 0; grp < p.groups; ++grp) {
+          const ConstMatrixMap<T> dY(dyn + grp * g.cog * P, g.cog, P);
+          const int64_t x_off = (n * g.c + grp * g.cg) * g.h * g.w;
+          T* cols = cols_t.defined() ? cols_t.data<T>() : nullptr;
+          if (pdw) {  // dW += dY_n·cols_nᵀ
+            im2col(x.data<T>() + x_off, cols, g, p);
+            MatrixMap<T> dW(pdw + grp * g.cog * g.k, g.cog, g.k);
+            parallel_gemm(dY, ConstMatrixMap<T>(cols, g.k, P).transpose(), dW, true);
+          }
+          if (dx.defined()) {  // dcols = Wᵀ·dY_n, folded back into dx[n]
+            const ConstMatrixMap<T> W(w.data<T>() + grp * g.cog * g.k, g.cog, g.k);
+            MatrixMap<T> dcols(cols, g.k, P);
+            parallel_gemm(W.transpose(), dY, dcols);
+            col2im(cols, dx.data<T>() + x_off, g, p);
+          }
+        }
       }
-      if (dx.defined()) {  // dcols = Wᵀ·dY', then fold back into dx
-        const ConstMatrixMap<T> W(w.data<T>() + grp * g.cog * g.k, g.cog, g.k);
-        MatrixMap<T> dcols(cols, g.k, g.cols());
-        parallel_gemm(W.transpose(), dY, dcols);
-        col2im(cols, dx.data<T>(), g, p, grp * g.cg);
-      }
+    });
+    for (int64_t t = 1; t < tasks; ++t) {
+      if (dw.defined())
+        flat<T>(dw) += ConstArrayMap<T>(dw_part.data<T>() + (t - 1) * dw.numel(), dw.numel());
+      if (db.defined()) flat<T>(db) += ConstArrayMap<T>(db_part.data<T>() + (t - 1) * g.co, g.co);
     }
   });
 }

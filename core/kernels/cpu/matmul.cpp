@@ -1,6 +1,7 @@
 // core/kernels/cpu/matmul.cpp — GEMM through Eigen. Built with EIGEN_USE_BLAS (the default when
 // OpenBLAS is found), Eigen hands float/double products to OpenBLAS's sgemm/dgemm, which is about
-// 15 % faster than Eigen's own kernels on these machines (bench/gemm_bench.cpp measures it).
+// 15 % faster than Eigen's own kernels on these machines (bench/gemm_bench.cpp measures it). Large
+// products are split over the thread pool (gemm_util.h); OpenBLAS itself runs single-threaded.
 #include <tandem/core/kernels/cpu/eigen.h>
 #include <tandem/core/kernels/cpu/gemm_util.h>
 #include <tandem/core/kernels/cpu/kernels_cpu.h>

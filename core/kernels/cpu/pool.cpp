@@ -25,11 +25,61 @@ void each_plane(const Planes& s, F fn) {
   });
 }
 
+// The 2×2, stride-2, unpadded window (nn.MaxPool2d(2), by far the most common), over planes
+// [q0, q1). A branch on `v > best` is a coin flip on real activations, and its mispredictions made
+// pooling cost as much as a convolution; so the four inputs of a block of windows are first copied
+// into four arrays (a loop with only predictable branches), and the selection then runs over the
+// arrays as a straight, vectorised loop. Planes are flattened, so small planes (5×5 outputs) run
+// the vector loop as well as large ones.
+template <typename T>
+void max_pool_2x2(const T* x, T* y, int64_t* idx, const Planes& s, int64_t q0, int64_t q1) {
+  constexpr int64_t kBlock = 256;
+  alignas(64) T a[kBlock], b[kBlock], c[kBlock], d[kBlock];
+  alignas(64) int64_t at[kBlock];
+  const int64_t w = s.w, total = (q1 - q0) * s.ho * s.wo;
+  int64_t q = q0, oy = 0, ox = 0;
+  for (int64_t j0 = 0; j0 < total; j0 += kBlock) {
+    const int64_t len = std::min(kBlock, total - j0);
+    for (int64_t k = 0; k < len; ++k) {
+      const int64_t pos = 2 * oy * w + 2 * ox;  // the window's top-left, within its plane
+      const T* r0 = x + q * s.h * w + pos;
+      a[k] = r0[0], b[k] = r0[1], c[k] = r0[w], d[k] = r0[w + 1], at[k] = pos;
+      if (++ox == s.wo) {
+        ox = 0;
+        if (++oy == s.ho) oy = 0, ++q;
+      }
+    }
+    T* __restrict out = y + q0 * s.ho * s.wo + j0;
+    int64_t* __restrict where_out = idx + q0 * s.ho * s.wo + j0;
+    for (int64_t k = 0; k < len; ++k) {
+      T best = a[k];  // the first maximum wins; a NaN is taken (and so propagates)
+      int64_t off = 0;
+      bool t = (b[k] > best) | (b[k] != b[k]);
+      best = t ? b[k] : best, off = t ? 1 : off;
+      t = (c[k] > best) | (c[k] != c[k]);
+      best = t ? c[k] : best, off = t ? w : off;
+      t = (d[k] > best) | (d[k] != d[k]);
+      best = t ? d[k] : best, off = t ? w + 1 : off;
+      out[k] = best;
+      where_out[k] = at[k] + off;
+    }
+  }
+}
+
 }  // namespace
 
 void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p) {
   const Planes s = planes(x, y);
+  const bool two_by_two = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 &&
+                          p.stride_w == 2 && p.pad_h == 0 && p.pad_w == 0;
   dispatch_float(x.dtype(), "max_pool2d", [&]<typename T>() {
+    if (two_by_two) {
+      const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(s.h * s.w, 1));
+      detail::parallel_for(0, s.planes, grain, [&](int64_t q0, int64_t q1) {
+        max_pool_2x2(x.data<T>(), y.data<T>(), indices.data<int64_t>(), s, q0, q1);
+      });
+      return;
+    }
     each_plane(s, [&](int64_t q) {
       const T* in = x.data<T>() + q * s.h * s.w;
       T* out = y.data<T>() + q * s.ho * s.wo;
@@ -45,10 +95,9 @@ void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2
           for (int64_t iy = ya; iy < yb; ++iy)
             for (int64_t ix = xa; ix < xb; ++ix) {
               const T v = in[iy * s.w + ix];
-              if (v > best || v != v) {  // first maximum; NaN propagates
-                best = v;
-                where = iy * s.w + ix;
-              }
+              const bool take = v > best || v != v;  // first maximum; NaN propagates
+              best = take ? v : best;
+              where = take ? iy * s.w + ix : where;
             }
           out[oy * s.wo + ox] = best;
           idx[oy * s.wo + ox] = where;
