@@ -23,6 +23,10 @@ std::vector<OpCase> layer_rows() {
        {{3, 2, 4, 4}, {2, 2, 3, 3}},
        [](V x) { return conv2d(x[0].narrow(0, 1, 2), x[1], Tensor()); }},
       {"conv2d", {{2, 3, 5, 5}, {4, 3, 3, 3}, {4}}, [](V x) { return conv2d(x[0], x[1], x[2]); }},
+      // One input channel (K = 9), as in a first layer on grey images.
+      {"conv2d_one_channel",
+       {{3, 1, 5, 12}, {4, 1, 3, 3}, {4}},
+       [](V x) { return conv2d(x[0], x[1], x[2]); }},
       {"conv2d_stride_padding",
        {{1, 2, 6, 5}, {3, 2, 3, 2}, {3}},
        [](V x) {

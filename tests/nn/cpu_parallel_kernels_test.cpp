@@ -38,27 +38,30 @@ TEST(CpuConv2d, EveryThreadCountAndBatchSizeGivesTheSameGradients) {
   manual_seed(11);
   const Conv2dParams plain{}, strided{.stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
       grouped{.pad_h = 1, .pad_w = 1, .groups = 2};
-  for (const Conv2dParams& p : {plain, strided, grouped})
-    for (int64_t batch : {1, 3, 5}) {  // fewer samples than threads, and uneven splits
-      Tensor x = randn({batch, 4, 9, 8}), w = randn({6, 4 / p.groups, 3, 3}), b = randn({6});
-      set_num_threads(1);
-      Tensor dy = randn(conv2d(x, w, b, p).shape());
-      const ConvResult ref = conv_step(x, w, b, dy, p);
-      for (int threads : {2, 3}) {
-        set_num_threads(threads);
-        const ConvResult r = conv_step(x, w, b, dy, p);
-        const std::string what =
-            "batch " + std::to_string(batch) + ", " + std::to_string(threads) + " threads";
-        EXPECT_TRUE(all_close(r.y, ref.y, 1e-5, 1e-5)) << what;
-        EXPECT_TRUE(all_close(r.dx, ref.dx, 1e-5, 1e-5)) << what;
-        EXPECT_TRUE(all_close(r.dw, ref.dw, 1e-4, 1e-5)) << what;
-        EXPECT_TRUE(all_close(r.db, ref.db, 1e-4, 1e-5)) << what;
-        // Partial sums are added in a fixed order: a second run is identical, not just close.
-        const ConvResult again = conv_step(x, w, b, dy, p);
-        EXPECT_EQ(values(again.dw), values(r.dw)) << what;
-        EXPECT_EQ(values(again.db), values(r.db)) << what;
+  for (int64_t channels : {4, 1})  // 1: a first layer on grey images
+    for (const Conv2dParams& p : {plain, strided, grouped})
+      for (int64_t batch : {1, 3, 5}) {  // fewer samples than threads, and uneven splits
+        if (channels == 1 && p.groups > 1) continue;
+        Tensor x = randn({batch, channels, 9, 20}), w = randn({6, channels / p.groups, 3, 3}),
+               b = randn({6});
+        set_num_threads(1);
+        Tensor dy = randn(conv2d(x, w, b, p).shape());
+        const ConvResult ref = conv_step(x, w, b, dy, p);
+        for (int threads : {2, 3}) {
+          set_num_threads(threads);
+          const ConvResult r = conv_step(x, w, b, dy, p);
+          const std::string what =
+              "batch " + std::to_string(batch) + ", " + std::to_string(threads) + " threads";
+          EXPECT_TRUE(all_close(r.y, ref.y, 1e-5, 1e-5)) << what;
+          EXPECT_TRUE(all_close(r.dx, ref.dx, 1e-5, 1e-5)) << what;
+          EXPECT_TRUE(all_close(r.dw, ref.dw, 1e-4, 1e-5)) << what;
+          EXPECT_TRUE(all_close(r.db, ref.db, 1e-4, 1e-5)) << what;
+          // Partial sums are added in a fixed order: a second run is identical, not just close.
+          const ConvResult again = conv_step(x, w, b, dy, p);
+          EXPECT_EQ(values(again.dw), values(r.dw)) << what;
+          EXPECT_EQ(values(again.db), values(r.db)) << what;
+        }
       }
-    }
 }
 
 TEST(CpuMaxPool2d, TwoByTwoPathKeepsTheFirstMaximumAndPropagatesNaN) {

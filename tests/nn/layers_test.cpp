@@ -48,9 +48,12 @@ TEST(Conv2d, MatchesTheDefinitionForEveryOption) {
       {{}, {3, 2, 3, 3}},
       {{.stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1}, {4, 2, 3, 3}},
       {{.dilation_h = 2, .dilation_w = 2}, {2, 2, 2, 2}},
-      {{.pad_h = 2, .pad_w = 0, .groups = 2}, {4, 1, 3, 1}}};
+      {{.pad_h = 2, .pad_w = 0, .groups = 2}, {4, 1, 3, 1}},
+      {{}, {3, 1, 3, 3}}};  // one input channel
   for (const auto& [p, wshape] : cases) {
-    Tensor x = randn({2, 2, 7, 6}), w = randn(wshape), b = randn({wshape[0]});
+    const int64_t c = wshape[1] * p.groups;
+    Tensor x = randn({2, c == 1 ? 1 : 2, 7, c == 1 ? 13 : 6}), w = randn(wshape),
+           b = randn({wshape[0]});
     EXPECT_TRUE(all_close(conv2d(x, w, b, p), naive_conv2d(x, w, b, p), 1e-4, 1e-4)) << wshape;
   }
 }
