@@ -104,7 +104,16 @@ void over_batch(int64_t n, int64_t tasks, F body) {
   });
 }
 
-int64_t batch_tasks(const Geometry& g) { return std::min<int64_t>(g.n, get_num_threads()); }
+// Tasks per call: a few per thread, so that a thread slowed by the machine (another process, a
+// descheduled vCPU) hands its remaining samples to the others instead of holding up the call;
+// backward also caps the partial dW sums it keeps at ~16 MB of floats.
+int64_t batch_tasks(const Geometry& g, int64_t partial_elems = 0) {
+  const int64_t threads = get_num_threads();
+  int64_t tasks = std::min<int64_t>(g.n, 4 * threads);
+  if (partial_elems > 0)
+    tasks = std::min(tasks, std::max<int64_t>(threads, (int64_t(1) << 22) / partial_elems));
+  return std::max<int64_t>(tasks, 1);
+}
 
 }  // namespace
 
@@ -139,7 +148,7 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
                      Tensor& db, const Conv2dParams& p) {
   const Geometry g = geometry(x, w, p);
   dispatch_float(x.dtype(), "conv2d_backward", [&]<typename T>() {
-    const int64_t P = g.plane(), tasks = batch_tasks(g);
+    const int64_t P = g.plane(), tasks = batch_tasks(g, dw.defined() ? dw.numel() : 0);
     // Task 0 sums straight into dw/db; the others into partials added below, in task order.
     Tensor dw_part, db_part;
     if (dw.defined()) dw_part = empty({std::max<int64_t>(tasks - 1, 0), dw.numel()}, x.options());
