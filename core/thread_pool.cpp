@@ -203,7 +203,9 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   grain = std::max<int64_t>(grain, 1);
   if (t_in_region || len < 2 * grain) return fn(begin, end);
   Pool& p = pool();
-  const int64_t chunks = std::min<int64_t>(p.size(), len / grain);
+  // A few chunks per thread, claimed dynamically: a thread slowed by the machine (a descheduled
+  // vCPU, another process) leaves its unclaimed chunks to the others instead of holding up all.
+  const int64_t chunks = std::min<int64_t>(4 * int64_t(p.size()), len / grain);
   if (chunks <= 1 || !p.run(begin, end, chunks, fn)) fn(begin, end);
 }
 
