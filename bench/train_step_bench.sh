@@ -12,7 +12,8 @@ export MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 ms() { "$@" | sed -n 's/.*median_ms=//p'; }
 
-printf "%-5s %-7s %10s %10s %-22s %8s\n" model threads tandem_ms torch_ms "torch best layout" ratio
+printf "%-5s %-7s %10s %10s %-22s %8s %14s\n" model threads tandem_ms torch_ms "torch best layout" ratio \
+  "rounds min..max"
 for model in mlp cnn; do
   for threads in 1 2; do
     layouts=("$threads:1")
@@ -31,8 +32,13 @@ for model in mlp cnn; do
       m=$(printf "%s\n" ${torch[$l]} | median)
       if [ -z "$bestms" ] || awk "BEGIN{exit !($m < $bestms)}"; then best=$l bestms=$m; fi
     done
-    printf "%-5s %-7s %10.2f %10.2f %-22s %8.2f\n" "$model" "$threads" "$tm" "$bestms" \
-      "torch ${best%%:*} / blas ${best##*:}" "$(awk "BEGIN{print $tm / $bestms}")"
+    # The spread of the per-round ratios (Tandem / LibTorch's best layout, same round): on a
+    # machine whose speed drifts, it says how far to trust the median.
+    read -r -a best_runs <<<"${torch[$best]}"
+    spread=$(for ((r = 0; r < rounds; r++)); do awk "BEGIN{print ${tandem[$r]} / ${best_runs[$r]}}"; done |
+      sort -n | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.2f..%.2f", lo, hi}')
+    printf "%-5s %-7s %10.2f %10.2f %-22s %8.2f %14s\n" "$model" "$threads" "$tm" "$bestms" \
+      "torch ${best%%:*} / blas ${best##*:}" "$(awk "BEGIN{print $tm / $bestms}")" "$spread"
     unset torch
   done
 done
