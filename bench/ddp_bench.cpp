@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "bench_util.h"
+#include "reference_models.h"
 
 using namespace tandem;
 
@@ -24,22 +25,6 @@ struct Wide : nn::Module {  // 4 × (2048·2048 + 2048) floats = 64.03 MiB
     v("l4", l4);
   }
   Tensor forward(const Tensor& x) { return l4(relu(l3(relu(l2(relu(l1(x))))))); }
-};
-
-struct Cnn : nn::Module {
-  nn::Conv2d conv1{1, 32, 3}, conv2{32, 64, 3};
-  nn::Linear fc1{1600, 128}, fc2{128, 10};
-  void visit(nn::Visitor& v) override {
-    v("conv1", conv1);
-    v("conv2", conv2);
-    v("fc1", fc1);
-    v("fc2", fc2);
-  }
-  Tensor forward(const Tensor& x) {
-    Tensor h = max_pool2d(relu(conv1(x)), {});
-    h = max_pool2d(relu(conv2(h)), {});
-    return fc2(relu(fc1(h.flatten(1))));
-  }
 };
 
 // Median seconds per step of `steps` steps, per round.
@@ -112,9 +97,10 @@ int main(int argc, char** argv) {
     parallel::spawn(
         [&](int rank) {
           parallel::init_process_group({.timeout = std::chrono::seconds(300)});
-          Cnn model;
-          std::unique_ptr<parallel::DistributedDataParallel<Cnn>> ddp;
-          if (world == 2) ddp = std::make_unique<parallel::DistributedDataParallel<Cnn>>(model);
+          bench::ReferenceCnn model;
+          std::unique_ptr<parallel::DistributedDataParallel<bench::ReferenceCnn>> ddp;
+          if (world == 2)
+            ddp = std::make_unique<parallel::DistributedDataParallel<bench::ReferenceCnn>>(model);
           optim::Adam opt(model.parameters(), {.lr = 1e-3});
           const int64_t batch = 64 / world;
           const Tensor x = randn({batch, 1, 28, 28});

@@ -10,35 +10,11 @@
 #include <cstdio>
 #include <vector>
 
+#include "reference_models.h"
+
 using namespace tandem;
 
 namespace {
-
-struct Cnn : nn::Module {
-  nn::Conv2d conv1{1, 32, 3}, conv2{32, 64, 3};
-  nn::Linear fc1{1600, 128}, fc2{128, 10};
-  void visit(nn::Visitor& v) override {
-    v("conv1", conv1);
-    v("conv2", conv2);
-    v("fc1", fc1);
-    v("fc2", fc2);
-  }
-  Tensor forward(const Tensor& x) {
-    Tensor h = max_pool2d(relu(conv1(x)), {});
-    h = max_pool2d(relu(conv2(h)), {});
-    return fc2(relu(fc1(h.flatten(1))));
-  }
-};
-
-struct Mlp : nn::Module {
-  nn::Linear fc1{784, 512}, fc2{512, 256}, fc3{256, 10};
-  void visit(nn::Visitor& v) override {
-    v("fc1", fc1);
-    v("fc2", fc2);
-    v("fc3", fc3);
-  }
-  Tensor forward(const Tensor& x) { return fc3(relu(fc2(relu(fc1(x.flatten(1)))))); }
-};
 
 // Median milliseconds per call of f: `rounds` rounds of `reps` calls, device-synchronised.
 template <typename F>
@@ -83,14 +59,14 @@ int main() {
   std::printf("device %s\n", cuda::device_name(0).c_str());
   for (int64_t batch : {64, 256}) {
     manual_seed(0);
-    Cnn cnn;
+    bench::ReferenceCnn cnn;
     cnn.to(d);
     optim::Adam adam(cnn.parameters(), {.lr = 1e-3});
     std::printf("cnn_b%lld_ms %.4f ms\n", (long long)batch, step_ms(cnn, adam, batch, d));
   }
   {
     manual_seed(0);
-    Mlp mlp;
+    bench::ReferenceMlp mlp;
     mlp.to(d);
     optim::SGD sgd(mlp.parameters(), {.lr = 0.05, .momentum = 0.9});
     std::printf("mlp_b256_ms %.4f ms\n", step_ms(mlp, sgd, 256, d));

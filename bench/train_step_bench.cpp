@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "reference_models.h"
 
 namespace {
 
@@ -43,22 +44,6 @@ Args parse(int argc, char** argv) {
 }
 
 // ---- Tandem
-struct TCnn : tandem::nn::Module {
-  tandem::nn::Conv2d conv1{1, 32, 3}, conv2{32, 64, 3};
-  tandem::nn::Linear fc1{1600, 128}, fc2{128, 10};
-  void visit(tandem::nn::Visitor& v) override {
-    v("conv1", conv1);
-    v("conv2", conv2);
-    v("fc1", fc1);
-    v("fc2", fc2);
-  }
-  tandem::Tensor forward(const tandem::Tensor& x) {
-    tandem::Tensor h = tandem::max_pool2d(tandem::relu(conv1(x)), {});
-    h = tandem::max_pool2d(tandem::relu(conv2(h)), {});
-    return fc2(tandem::relu(fc1(h.flatten(1))));
-  }
-};
-
 double run_tandem(const Args& a) {
   using namespace tandem;
   set_num_threads(a.threads);
@@ -67,7 +52,7 @@ double run_tandem(const Args& a) {
   Tensor x = cnn ? randn({batch, 1, 28, 28}) : randn({batch, 784});
   Tensor y = (rand({batch}) * 10.0).to(kInt64);
   if (cnn) {
-    TCnn net;
+    bench::ReferenceCnn net;
     optim::Adam opt(net.parameters(), {.lr = 1e-3});
     return bench::median_call_ms(a.warmup, a.steps, [&] {
       Tensor loss = cross_entropy(net.forward(x), y);
@@ -76,11 +61,10 @@ double run_tandem(const Args& a) {
       opt.step();
     });
   }
-  nn::Sequential mlp(nn::Linear(784, 512), nn::ReLU(), nn::Linear(512, 256), nn::ReLU(),
-                     nn::Linear(256, 10));
+  bench::ReferenceMlp mlp;
   optim::SGD opt(mlp.parameters(), {.lr = 0.05, .momentum = 0.9});
   return bench::median_call_ms(a.warmup, a.steps, [&] {
-    Tensor loss = cross_entropy(mlp(x), y);
+    Tensor loss = cross_entropy(mlp.forward(x), y);
     opt.zero_grad();
     loss.backward();
     opt.step();

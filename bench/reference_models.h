@@ -1,0 +1,38 @@
+// bench/reference_models.h — the reference models of the benchmarks (issue 3's recipes), defined
+// once for every bench that trains them: the CNN (conv 1→32 3×3, ReLU, max-pool 2, conv 32→64
+// 3×3, ReLU, max-pool 2, fc 1600→128, ReLU, fc 128→10) and the MLP 784-512-256-10.
+#pragma once
+
+#include <tandem/tandem.h>
+
+namespace bench {
+
+struct ReferenceCnn : tandem::nn::Module {
+  tandem::nn::Conv2d conv1{1, 32, 3}, conv2{32, 64, 3};
+  tandem::nn::Linear fc1{1600, 128}, fc2{128, 10};
+  void visit(tandem::nn::Visitor& v) override {
+    v("conv1", conv1);
+    v("conv2", conv2);
+    v("fc1", fc1);
+    v("fc2", fc2);
+  }
+  tandem::Tensor forward(const tandem::Tensor& x) {
+    tandem::Tensor h = tandem::max_pool2d(tandem::relu(conv1(x)), {});
+    h = tandem::max_pool2d(tandem::relu(conv2(h)), {});
+    return fc2(tandem::relu(fc1(h.flatten(1))));
+  }
+};
+
+struct ReferenceMlp : tandem::nn::Module {
+  tandem::nn::Linear fc1{784, 512}, fc2{512, 256}, fc3{256, 10};
+  void visit(tandem::nn::Visitor& v) override {
+    v("fc1", fc1);
+    v("fc2", fc2);
+    v("fc3", fc3);
+  }
+  tandem::Tensor forward(const tandem::Tensor& x) {
+    return fc3(tandem::relu(fc2(tandem::relu(fc1(x.flatten(1))))));
+  }
+};
+
+}  // namespace bench
