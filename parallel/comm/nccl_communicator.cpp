@@ -223,7 +223,14 @@ class NcclCommunicator : public Communicator {
     cuda_check(cudaEventRecord(ready, cudaStreamLegacy), "cudaEventRecord", rank_);
     cuda_check(cudaStreamWaitEvent(stream_, ready, 0), "cudaStreamWaitEvent", rank_);
     cudaEventDestroy(ready);
-    nccl_check(enqueue(), op);
+    // A non-blocking communicator may return before the collective is queued on stream_; the
+    // completion event must be recorded after it, so wait until NCCL says the enqueue is done.
+    const ncclResult_t queued = enqueue();
+    if (queued == ncclInProgress) {
+      wait_ready(op, Clock::now() + timeout_);
+    } else {
+      nccl_check(queued, op);
+    }
     cuda_check(cudaEventRecord(done, stream_), "cudaEventRecord", rank_);
     pending_.push_back(Pending{work, done, Clock::now() + timeout_, std::move(keep)});
     cv_.notify_all();

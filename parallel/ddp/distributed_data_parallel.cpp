@@ -111,6 +111,7 @@ DistributedDataParallelBase::DistributedDataParallelBase(nn::Module& module, DDP
 }
 
 void DistributedDataParallelBase::before_forward() {
+  reducer_->recover_from_failed_backward();
   if (options_.broadcast_buffers) broadcast_buffers();
 }
 

@@ -33,6 +33,24 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
     b.flat = zeros({total}, {.dtype = first.dtype(), .device = first.device()});
     buckets_.push_back(std::move(b));
   }
+  if (find_unused_ && !params_.empty())
+    used_ = zeros({int64_t(params_.size())}, {.device = params_.front().device()});
+  reset_iteration();
+}
+
+void Reducer::wait_all_quietly() {
+  for (Bucket& b : buckets_) {
+    if (!b.work) continue;
+    try {
+      b.work->wait();
+    } catch (...) {  // the caller is already failing (or recovering from a failure)
+    }
+  }
+}
+
+void Reducer::recover_from_failed_backward() {
+  if (!in_backward_) return;
+  wait_all_quietly();
   reset_iteration();
 }
 
@@ -64,7 +82,8 @@ void Reducer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& b = buckets_[next_launch_];
     b.work = comm_->all_reduce(b.flat, ReduceOp::Avg);
-    trace::instant("bucket " + std::to_string(next_launch_) + " launched", "ddp");
+    if (trace::enabled())
+      trace::instant("bucket " + std::to_string(next_launch_) + " launched", "ddp");
     ++next_launch_;
   }
 }
@@ -84,40 +103,47 @@ void Reducer::mark_ready(size_t i) {
 }
 
 void Reducer::finalize() {
-  const trace::Scope span("ddp", "finalize: wait for buckets");
-  std::vector<size_t> missing;
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (!ready_[i]) missing.push_back(i);
-  if (!missing.empty() && !find_unused_) {
-    std::string names;
-    for (size_t i : missing) names += (names.empty() ? "" : ", ") + names_[i];
-    for (Bucket& b : buckets_)
-      if (b.work) b.work->wait();  // keep the group consistent before failing
+  const trace::Scope span("ddp", trace::enabled() ? "finalize: wait for buckets" : "");
+  try {
+    finish();
+  } catch (...) {
+    wait_all_quietly();  // keep the group consistent before failing
     reset_iteration();
+    throw;
+  }
+  reset_iteration();
+}
+
+void Reducer::finish() {
+  missing_.clear();
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!ready_[i]) missing_.push_back(i);
+  if (!missing_.empty() && !find_unused_) {
+    std::string names;
+    for (size_t i : missing_) names += (names.empty() ? "" : ", ") + names_[i];
     ::tandem::detail::fail<DistributedError>(
         "DistributedDataParallel (rank ", comm_->rank(), "): backward produced no gradient for ",
-        missing.size(), " parameter(s): ", names,
+        missing_.size(), " parameter(s): ", names,
         "\n  hint: make every parameter take part in the loss, or construct DDP with "
         ".find_unused_parameters = true (their gradients are then reduced as zeros)");
   }
   // Unused here (maybe used on another rank): contribute zeros so the buckets can go.
-  for (size_t i : missing) copy_in(i, true);
-  Tensor used;
+  for (size_t i : missing_) copy_in(i, true);
   WorkPtr used_work;
   if (find_unused_) {
     // One more small all-reduce: which parameters got a gradient on any rank. Those that got
     // none anywhere keep an undefined .grad, exactly as on one device (the optimizer skips them).
-    used = zeros({int64_t(params_.size())});
-    float* u = used.data<float>();
+    Tensor flags = empty({int64_t(params_.size())});  // on the host, then to the buckets' device
+    float* u = flags.data<float>();
     for (size_t i = 0; i < params_.size(); ++i) u[i] = had_grad_[i] ? 1.f : 0.f;
-    used_work = comm_->all_reduce(used, ReduceOp::Max);
+    used_.copy_(flags);
+    used_work = comm_->all_reduce(used_, ReduceOp::Max);
   }
-  try {
-    for (Bucket& b : buckets_) b.work->wait();
-    if (used_work) used_work->wait();
-  } catch (...) {
-    reset_iteration();
-    throw;
+  for (Bucket& b : buckets_) b.work->wait();
+  Tensor used;  // the reduced flags, read on the host
+  if (used_work) {
+    used_work->wait();
+    used = used_.device().is_cpu() ? used_ : used_.to(Device::cpu());
   }
   for (Bucket& b : buckets_) {
     for (size_t slot = 0; slot < b.params.size(); ++slot) {
@@ -135,7 +161,6 @@ void Reducer::finalize() {
       }
     }
   }
-  reset_iteration();
 }
 
 }  // namespace tandem::parallel

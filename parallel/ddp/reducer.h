@@ -26,6 +26,9 @@ class Reducer {
   /// are an error naming them, unless find_unused_parameters (then their gradient counts as
   /// zero on this rank, and stays undefined if no rank produced one, as on one device).
   void finalize();
+  /// Called before each forward: if the previous backward failed part-way (a node or hook threw,
+  /// so finalize() never ran), waits out the collectives it launched and starts afresh.
+  void recover_from_failed_backward();
   /// Off: hooks do nothing and gradients accumulate locally (no_sync()).
   void set_sync(bool on) { sync_ = on; }
   bool sync() const { return sync_; }
@@ -45,6 +48,8 @@ class Reducer {
   void reset_iteration();
   void launch_ready_buckets();
   void copy_in(size_t param, bool zero);
+  void wait_all_quietly();
+  void finish();  // finalize() past the error checks
 
   std::vector<Tensor> params_;
   std::vector<std::string> names_;
@@ -55,6 +60,8 @@ class Reducer {
   std::vector<bool> had_grad_;     // param -> produced a gradient on this rank this iteration
   std::shared_ptr<Communicator> comm_;
   bool find_unused_;
+  Tensor used_;  // find_unused: [params] 1/0 flags, all-reduced with max (on the buckets' device)
+  std::vector<size_t> missing_;  // scratch of finalize(), kept to avoid an allocation per step
   bool sync_ = true;
   bool in_backward_ = false;  // a finalize() callback is queued
   size_t next_launch_ = 0;    // the next bucket to start

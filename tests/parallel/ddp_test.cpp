@@ -157,6 +157,40 @@ TEST(DDP, UnusedParametersWithoutFindUnusedAreAnErrorNamingThem) {
   EXPECT_THAT(msg, ::testing::HasSubstr("find_unused_parameters"));
 }
 
+// A backward that throws part-way (here a hook on the input, after the parameters' buckets went
+// out) never reaches DDP's end-of-backward callback; the next forward must wait those buckets
+// out and start afresh, not fail with "received a second gradient" for ever after.
+TEST(DDP, AFailedBackwardDoesNotBreakTheNextStep) {
+  tandem::testing::TempDir dir;
+  spawn(
+      [&](int rank) {
+        init_process_group({.timeout = 60s});
+        tandem::testing::Mlp model;
+        DistributedDataParallel ddp(model);
+        const Tensor y = zeros({4}, {.dtype = kInt64});
+        Tensor x = randn({4, 1, 28, 28}).requires_grad_();
+        x.register_hook(
+            [](const Tensor&) -> Tensor { throw ValueError("hook failed on purpose"); });
+        std::string msg = "first backward did not throw";
+        try {
+          cross_entropy(ddp(x), y).backward();
+        } catch (const ValueError&) {
+          msg = "ok";
+        }
+        try {
+          model.zero_grad();
+          cross_entropy(ddp(randn({4, 1, 28, 28})), y).backward();
+        } catch (const Error& e) {
+          msg = std::string("second step failed: ") + e.what();
+        }
+        tandem::testing::write_bytes(dir.file("rank" + std::to_string(rank)), msg);
+        destroy_process_group();
+      },
+      2);
+  EXPECT_EQ(tandem::testing::read_bytes(dir.file("rank0")), "ok");
+  EXPECT_EQ(tandem::testing::read_bytes(dir.file("rank1")), "ok");
+}
+
 TEST(DDP, DifferentModelsOnTheRanksAreAnErrorSayingWhatDiffers) {
   tandem::testing::TempDir dir;
   const std::string out = dir.file("msg.txt");

@@ -54,7 +54,10 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
   for (auto it = s.loader.begin(); it != s.loader.end(); ++it) {
     const data::Batch& batch = *it;
     const uint64_t aug_seed = augment_seed(s.seed, epoch - 1, it.batch_index());
-    const Tensor x = random_translate(batch.x, s.augment, s.fill, aug_seed).to(s.device);
+    // Unaugmented, x is the loader's pinned batch and can upload asynchronously; augmented, it
+    // is a fresh pageable tensor.
+    const Tensor x = random_translate(batch.x, s.augment, s.fill, aug_seed)
+                         .to(s.device, /*non_blocking=*/s.augment == 0);
     const Tensor y = batch.y.to(s.device, /*non_blocking=*/true);  // pinned when on a GPU
 
     const Tensor logits = s.forward ? s.forward(x) : s.model.forward(x);

@@ -9,6 +9,7 @@
 #include <tandem/core/kernels/dispatch_dtype.h>
 #include <tandem/core/layout.h>
 #include <cmath>
+#include <memory>
 #include <mutex>
 #include <tandem/core/kernels/cuda/launch.cuh>
 #include <vector>
@@ -109,17 +110,18 @@ void copy_between_devices(const Tensor& src, Tensor& dst) {
 /// dropped on every new copy.
 void keep_alive_until_done(const Tensor& host) {
   static std::mutex mu;
-  static std::vector<std::pair<cudaEvent_t, Tensor>> in_flight;
+  static std::vector<std::pair<std::unique_ptr<Event>, Tensor>> in_flight;
   std::lock_guard lk(mu);
   std::erase_if(in_flight, [](auto& e) {
-    if (cudaEventQuery(e.first) == cudaErrorNotReady) return false;  // still copying
-    cudaEventDestroy(e.first);  // done (or failed: the copy itself reports that)
-    return true;
+    try {
+      return e.first->query();  // not ready: keep (query() clears cudaErrorNotReady)
+    } catch (const Error&) {
+      return true;  // failed: the copy itself reports that
+    }
   });
-  cudaEvent_t done;
-  TD_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-  TD_CUDA_CHECK(cudaEventRecord(done, stream()));
-  in_flight.emplace_back(done, host);
+  auto done = std::make_unique<Event>();
+  done->record(stream());
+  in_flight.emplace_back(std::move(done), host);
 }
 
 /// Host to GPU: convert and compact on the host (the CPU copy kernel), move the bytes, and
