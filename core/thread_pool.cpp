@@ -3,12 +3,12 @@
 // so does a call from inside a task. That keeps total threads at n however the pool is used.
 #include <pthread.h>
 #include <tandem/core/check.h>
+#include <tandem/core/env.h>
 #include <tandem/core/thread_pool.h>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <string>
@@ -144,10 +144,10 @@ class Pool {
 };
 
 int default_threads() {
-  if (const char* env = std::getenv("TANDEM_NUM_THREADS"); env != nullptr && *env != '\0') {
-    const int n = std::atoi(env);
-    TD_CHECK_VALUE(n >= 1, "TANDEM_NUM_THREADS=", env, " is not a positive integer");
-    return n;
+  if (!detail::env_str("TANDEM_NUM_THREADS").empty()) {
+    const int64_t n = detail::env_int("TANDEM_NUM_THREADS", 0);
+    TD_CHECK_VALUE(n >= 1, "TANDEM_NUM_THREADS=", n, " is not a positive integer");
+    return int(n);
   }
   return int(std::max(1u, std::thread::hardware_concurrency()));
 }

@@ -1,31 +1,15 @@
 // data/distributed_sampler.cpp — permutation (shared with RandomSampler), pad or cut, stride.
 #include <tandem/core/check.h>
+#include <tandem/core/env.h>
 #include <tandem/data/distributed_sampler.h>
 #include <tandem/data/shuffle.h>
-#include <charconv>
-#include <cstdlib>
-#include <cstring>
 #include <numeric>
 
 namespace tandem::data {
-namespace {
-
-int64_t env_or(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  int64_t out = 0;
-  const auto [end, ec] = std::from_chars(v, v + std::strlen(v), out);
-  TD_CHECK_VALUE(ec == std::errc() && *end == '\0', "DistributedSampler: ", name, "='", v,
-                 "' is not an integer");
-  return out;
-}
-
-}  // namespace
-
 DistributedSampler::DistributedSampler(int64_t dataset_size, DistributedSamplerOptions o)
     : n_(dataset_size),
-      world_(o.num_replicas >= 0 ? o.num_replicas : env_or("WORLD_SIZE", 1)),
-      rank_(o.rank >= 0 ? o.rank : env_or("RANK", 0)),
+      world_(o.num_replicas >= 0 ? o.num_replicas : detail::env_int("WORLD_SIZE", 1)),
+      rank_(o.rank >= 0 ? o.rank : detail::env_int("RANK", 0)),
       shuffle_(o.shuffle),
       drop_last_(o.drop_last),
       seed_(o.seed) {

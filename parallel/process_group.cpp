@@ -3,6 +3,7 @@
 // ("pg0", "pg1", …), so a second init after destroy never reads the first one's keys.
 #include <tandem/core/check.h>
 #include <tandem/core/cuda_device.h>
+#include <tandem/core/env.h>
 #include <tandem/parallel/comm/gloo_communicator.h>
 #include <tandem/parallel/comm/nccl_communicator.h>
 #include <tandem/parallel/process_group.h>
@@ -14,6 +15,9 @@
 #include <mutex>
 
 namespace tandem::parallel {
+
+using ::tandem::detail::env_int;
+using ::tandem::detail::env_str;
 namespace {
 
 struct Group {
@@ -24,11 +28,6 @@ struct Group {
 std::mutex g_mu;
 Group g_group;
 int g_generation = 0;
-
-std::string env_str(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
 
 // "host:port" -> (host, port), with a ValueError naming `what` when malformed.
 std::pair<std::string, int> host_port(const std::string& s, const std::string& what) {
@@ -47,16 +46,6 @@ std::pair<std::string, int> host_port(const std::string& s, const std::string& w
 
 namespace detail {
 
-int env_int(const char* name, int fallback) {
-  const std::string v = env_str(name);
-  if (v.empty()) return fallback;
-  int out = 0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-  TD_CHECK_VALUE(ec == std::errc() && end == v.data() + v.size(), "environment variable ", name,
-                 "='", v, "' is not an integer");
-  return out;
-}
-
 std::shared_ptr<Store> make_store(const std::string& init_method, int rank,
                                   std::chrono::milliseconds timeout) {
   std::shared_ptr<Store> store;
@@ -68,7 +57,7 @@ std::shared_ptr<Store> make_store(const std::string& init_method, int rank,
       TD_CHECK_VALUE(!host.empty(),
                      "init_process_group(env://): MASTER_ADDR is not set\n  hint: "
                      "start the program with `tandem launch`, or set MASTER_ADDR and MASTER_PORT");
-      port = env_int("MASTER_PORT", -1);
+      port = int(env_int("MASTER_PORT", -1));
       TD_CHECK_VALUE(
           port > 0 && port < 65536, "init_process_group(env://): MASTER_PORT is ",
           env_str("MASTER_PORT").empty() ? "not set" : "'" + env_str("MASTER_PORT") + "'",
@@ -93,7 +82,7 @@ std::shared_ptr<Store> make_store(const std::string& init_method, int rank,
 }  // namespace detail
 
 Device local_device() {
-  const int local_rank = detail::env_int("LOCAL_RANK", 0);
+  const int local_rank = int(env_int("LOCAL_RANK", 0));
   if (cuda::is_available() && cuda::device_count() > 0) return Device::cuda(local_rank);
   return Device::cpu(local_rank);
 }
@@ -103,8 +92,8 @@ std::shared_ptr<Communicator> init_process_group(ProcessGroupOptions o) {
   TD_CHECK_VALUE(
       g_group.comm == nullptr, "init_process_group: this process already joined a group (rank ",
       g_group.comm ? g_group.comm->rank() : -1, ")\n  hint: call destroy_process_group() first");
-  if (o.rank < 0) o.rank = detail::env_int("RANK", -1);
-  if (o.world_size < 0) o.world_size = detail::env_int("WORLD_SIZE", -1);
+  if (o.rank < 0) o.rank = int(env_int("RANK", -1));
+  if (o.world_size < 0) o.world_size = int(env_int("WORLD_SIZE", -1));
   TD_CHECK_VALUE(o.rank >= 0,
                  "init_process_group: no rank (RANK is not set)\n  hint: start the "
                  "program with `tandem launch`, or pass .rank");

@@ -45,9 +45,6 @@ void destroy_process_group();
 Device local_device();
 
 namespace detail {
-/// An integer environment variable, or `fallback` when unset; ValueError naming it when it is
-/// not an integer.
-int env_int(const char* name, int fallback);
 /// Creates the store named by an init method (env://, tcp://, file://) for `rank`.
 std::shared_ptr<Store> make_store(const std::string& init_method, int rank,
                                   std::chrono::milliseconds timeout);
