@@ -9,11 +9,6 @@
 namespace tandem::cuda {
 namespace {
 
-__device__ inline float d_exp(float v) { return expf(v); }
-__device__ inline double d_exp(double v) { return exp(v); }
-__device__ inline float d_erf(float v) { return erff(v); }
-__device__ inline double d_erf(double v) { return erf(v); }
-
 // relu: dx = dy · [x > 0]
 struct ReluBackward {
   template <typename T>
@@ -57,10 +52,6 @@ template <typename T, typename F>
 __global__ void backward_strided_kernel(const T* a, StridedIndex ia, const T* dy, StridedIndex id,
                                         T* dx, int64_t n, F f) {
   TD_GRID_STRIDE_LOOP(i, n) dx[i] = f(a[ia.offset(i)], dy[id.offset(i)]);
-}
-
-bool dense_like(const Tensor& t, const Tensor& out) {
-  return t.is_contiguous() && t.shape() == out.shape();
 }
 
 // dx[i] = f(a[i], dy[i]) for a floating dtype, on dx's device.

@@ -11,23 +11,6 @@
 namespace tandem::cuda {
 namespace {
 
-// float and double overloads, so the functors below are written once for both.
-__device__ inline float d_exp(float v) { return expf(v); }
-__device__ inline double d_exp(double v) { return exp(v); }
-__device__ inline float d_log(float v) { return logf(v); }
-__device__ inline double d_log(double v) { return log(v); }
-__device__ inline float d_sqrt(float v) { return sqrtf(v); }
-__device__ inline double d_sqrt(double v) { return sqrt(v); }
-__device__ inline float d_abs(float v) { return fabsf(v); }
-__device__ inline double d_abs(double v) { return fabs(v); }
-__device__ inline int64_t d_abs(int64_t v) { return v < 0 ? -v : v; }
-__device__ inline float d_tanh(float v) { return tanhf(v); }
-__device__ inline double d_tanh(double v) { return tanh(v); }
-__device__ inline float d_erf(float v) { return erff(v); }
-__device__ inline double d_erf(double v) { return erf(v); }
-__device__ inline float d_pow(float a, float b) { return powf(a, b); }
-__device__ inline double d_pow(double a, double b) { return pow(a, b); }
-
 template <UnaryOp Op>
 struct UnaryFn {
   template <typename T>
@@ -128,11 +111,6 @@ __global__ void where_strided_kernel(const bool* c, StridedIndex ic, const T* a,
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Laid out exactly like `out` (contiguous, same shape), so a plain index walks both.
-bool dense_like(const Tensor& t, const Tensor& out) {
-  return t.is_contiguous() && t.shape() == out.shape();
-}
-
 // The float4 kernel for contiguous float32 of a multiple of 4 elements on 16-byte boundaries;
 // false (nothing launched) otherwise.
 template <typename T, typename Op>
@@ -188,11 +166,6 @@ void run_binary(const Tensor& a, const Tensor& b, Tensor& out, Op op) {
     binary_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(pa, pb, po, n, op);
   }
   TD_CUDA_CHECK_LAUNCH();
-}
-
-// The output is written with a plain index: kernels.h promises it contiguous.
-void check_output(const Tensor& out, const char* op) {
-  TD_INTERNAL_ASSERT(out.is_contiguous(), op, ": the CUDA kernel needs a contiguous output");
 }
 
 }  // namespace

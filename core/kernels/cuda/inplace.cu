@@ -37,10 +37,6 @@ __global__ void update_strided_kernel(T* self, const T* a, StridedIndex ia, cons
   TD_GRID_STRIDE_LOOP(i, n) self[i] = f(self[i], a[ia.offset(i)], b[ib.offset(i)]);
 }
 
-bool dense_like(const Tensor& t, const Tensor& self) {
-  return t.is_contiguous() && t.shape() == self.shape();
-}
-
 // self[i] = f(self[i], a[i], b[i]) on self's device.
 template <typename T, typename F>
 void run(const char* op, Tensor& self, const Tensor& a, const Tensor& b, F f) {

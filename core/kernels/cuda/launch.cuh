@@ -11,11 +11,23 @@
 #include <tandem/core/tensor.h>
 #include <algorithm>
 #include <cstdint>
+#include <tandem/core/kernels/cuda/device_math.cuh>
 
 namespace tandem::cuda {
 
 inline constexpr int kThreads = 256;
+inline constexpr int kWarp = 32;
 inline constexpr int kMaxDims = 8;
+
+/// Laid out exactly like `out` (contiguous, same shape), so one plain index walks both.
+inline bool dense_like(const Tensor& t, const Tensor& out) {
+  return t.is_contiguous() && t.shape() == out.shape();
+}
+
+/// Outputs are written with a plain index: kernels.h promises them contiguous.
+inline void check_output(const Tensor& out, const char* op) {
+  TD_INTERNAL_ASSERT(out.is_contiguous(), op, ": the CUDA kernel needs a contiguous output");
+}
 
 /// Blocks for n elements with a grid-stride loop: enough to fill the GPU, no more.
 inline unsigned blocks_for(int64_t n) {

@@ -31,10 +31,10 @@ __global__ void cross_entropy_forward_kernel(const T* x, const int64_t* target, 
     mx = group_reduce<G>(mx, MaxOp{});
     T sum_exp = T(0), sum = T(0);
     for (int64_t j = lane; j < c; j += G) {
-      sum_exp += exp_of(row[j] - mx);
+      sum_exp += d_exp(row[j] - mx);
       sum += row[j];
     }
-    const T l = mx + log_of(group_reduce<G>(sum_exp, SumOp{}));
+    const T l = mx + d_log(group_reduce<G>(sum_exp, SumOp{}));
     if (eps > 0) sum = group_reduce<G>(sum, SumOp{});  // eps is the same for every thread
     if (lane == 0) {
       lse[i] = l;
@@ -62,7 +62,7 @@ __global__ void cross_entropy_backward_kernel(const T* x, const int64_t* target,
       continue;
     }
     const T g = dloss[i];
-    T v = (exp_of(x[idx] - lse[i]) - eps / T(c)) * g;
+    T v = (d_exp(x[idx] - lse[i]) - eps / T(c)) * g;
     if (j == t) v -= (T(1) - eps) * g;
     dx[idx] = v;
   }

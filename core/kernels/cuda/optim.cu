@@ -11,14 +11,6 @@
 namespace tandem::cuda {
 namespace {
 
-template <typename T>
-__device__ T sqrt_of(T v) {
-  if constexpr (std::is_same_v<T, float>)
-    return sqrtf(v);
-  else
-    return sqrt(v);
-}
-
 // SGD's scalars, already in T.
 template <typename T>
 struct SgdScalars {
@@ -63,7 +55,7 @@ __global__ void adam_kernel(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, 
     const T v = s.beta2 * exp_avg_sq[i] + s.one_minus_beta2 * g * g;
     exp_avg[i] = m;
     exp_avg_sq[i] = v;
-    param[i] = p - s.step_size * m / (sqrt_of(v) / s.bc2_sqrt + s.eps);
+    param[i] = p - s.step_size * m / (d_sqrt(v) / s.bc2_sqrt + s.eps);
   }
 }
 

@@ -23,13 +23,6 @@ __device__ T unit(const Philox4& r, int word) {
   }
 }
 
-__device__ inline float d_log(float v) { return logf(v); }
-__device__ inline double d_log(double v) { return log(v); }
-__device__ inline float d_sqrt(float v) { return sqrtf(v); }
-__device__ inline double d_sqrt(double v) { return sqrt(v); }
-__device__ inline float d_cos(float v) { return cosf(v); }
-__device__ inline double d_cos(double v) { return cos(v); }
-
 // The expressions below are the CPU's, with the multiply-adds written as explicit fma on both
 // sides, so the results agree bit for bit (where libm is not involved) whatever either compiler
 // would contract on its own.
@@ -51,11 +44,6 @@ __global__ void normal_kernel(T* p, int64_t n, T m, T s, uint64_t offset, uint64
 template <typename T>
 __global__ void arange_kernel(T* p, int64_t n, double start, double step) {
   TD_GRID_STRIDE_LOOP(i, n) p[i] = static_cast<T>(fma(double(i), step, start));
-}
-
-// The CPU kernels write p[i]: the output is a fresh contiguous tensor.
-void check_output(const Tensor& out, const char* op) {
-  TD_INTERNAL_ASSERT(out.is_contiguous(), op, ": the CUDA kernel needs a contiguous output");
 }
 
 }  // namespace

@@ -12,7 +12,6 @@
 namespace tandem::cuda {
 namespace {
 
-constexpr int kWarp = 32;
 constexpr int kColThreadsY = kThreads / kWarp;  // threads down each column
 constexpr int64_t kTargetBlocks = 1024;         // enough resident blocks to fill an H100
 

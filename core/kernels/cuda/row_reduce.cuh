@@ -5,28 +5,12 @@
 
 #include <cuda_runtime.h>
 #include <cstdint>
+#include <tandem/core/kernels/cuda/launch.cuh>
 #include <type_traits>
 
 namespace tandem::cuda {
 
-inline constexpr int kWarp = 32;
 inline constexpr int64_t kWarpRowMax = 512;  // rows up to this long get a warp, longer a block
-
-template <typename T>
-__device__ T exp_of(T v) {
-  if constexpr (std::is_same_v<T, float>)
-    return expf(v);
-  else
-    return exp(v);
-}
-
-template <typename T>
-__device__ T log_of(T v) {
-  if constexpr (std::is_same_v<T, float>)
-    return logf(v);
-  else
-    return log(v);
-}
 
 template <typename T>
 __device__ T max_of(T a, T b) {

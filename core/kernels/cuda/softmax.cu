@@ -39,7 +39,7 @@ __global__ void softmax_forward_kernel(const T* x, T* y, int64_t m, int64_t k) {
     const T mx = row_max<G>(xr, k);
     T s = T(0);
     for (int64_t c = lane; c < k; c += G) {
-      const T e = exp_of(xr[c] - mx);
+      const T e = d_exp(xr[c] - mx);
       yr[c] = e;  // read back below by this same thread
       s += e;
     }
@@ -57,8 +57,8 @@ __global__ void log_softmax_forward_kernel(const T* x, T* y, int64_t m, int64_t 
     T* yr = y + r * k;
     const T mx = row_max<G>(xr, k);
     T s = T(0);
-    for (int64_t c = lane; c < k; c += G) s += exp_of(xr[c] - mx);
-    const T log_sum = log_of(group_reduce<G>(s, SumOp{}));
+    for (int64_t c = lane; c < k; c += G) s += d_exp(xr[c] - mx);
+    const T log_sum = d_log(group_reduce<G>(s, SumOp{}));
     for (int64_t c = lane; c < k; c += G) yr[c] = (xr[c] - mx) - log_sum;
   }
 }
@@ -87,7 +87,7 @@ __global__ void log_softmax_backward_kernel(const T* y, const T* dy, T* dx, int6
     T sum = T(0);
     for (int64_t c = lane; c < k; c += G) sum += gr[c];
     sum = group_reduce<G>(sum, SumOp{});
-    for (int64_t c = lane; c < k; c += G) out[c] = gr[c] - exp_of(yr[c]) * sum;
+    for (int64_t c = lane; c < k; c += G) out[c] = gr[c] - d_exp(yr[c]) * sum;
   }
 }
 
