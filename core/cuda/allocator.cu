@@ -42,12 +42,11 @@ struct DevicePool {
 };
 
 DevicePool& pool(int device) {
-  // Never destroyed: a CUDA tensor with static storage, or on a thread outliving main(), is freed
-  // after function-local statics would be. std::map: references stay valid as it grows.
-  static auto* mu = new std::mutex;
-  static auto* pools = new std::map<int, DevicePool>;
-  std::lock_guard lk(*mu);
-  return (*pools)[device];
+  // One per device, found by index: no lock or lookup before the pool's own. Never destroyed: a
+  // CUDA tensor with static storage, or on a thread outliving main(), is freed after
+  // function-local statics would be. (Callers have checked the index: DeviceGuard does.)
+  static auto* pools = new DevicePool[Device::kMaxCudaDevices];
+  return pools[device];
 }
 
 std::string mib(size_t bytes) { return str(double(bytes) / double(1 << 20), " MiB"); }
@@ -64,8 +63,7 @@ void release_cached(Device device, DevicePool& p) {
 }  // namespace
 
 void* allocate(Device device, size_t nbytes) {
-  check_device(device);
-  DeviceGuard guard(device);
+  DeviceGuard guard(device);  // also checks that the device exists
   DevicePool& p = pool(device.index());
   const size_t size = round_size(nbytes);
   const cudaStream_t s = stream();
@@ -133,7 +131,7 @@ void empty_cache(Device device) noexcept {
   if (device.index() >= device_count()) return;
   DevicePool& p = pool(device.index());
   std::lock_guard lk(p.mu);
-  int previous = 0;
+  int previous = 0;  // by hand, not DeviceGuard: this is noexcept, and the guard can throw
   cudaGetDevice(&previous);
   cudaSetDevice(device.index());
   release_cached(device, p);

@@ -6,6 +6,9 @@
 #include <tandem/core/kernels/kernels.h>
 #include <tandem/core/storage.h>
 #include <tandem/core/tensor.h>
+#include <algorithm>
+#include <map>
+#include <mutex>
 
 #if TANDEM_WITH_CUDA
 #include <cuda_runtime.h>
@@ -15,7 +18,55 @@
 namespace tandem::cuda {
 namespace {
 thread_local bool t_non_blocking = false;
+
+#if TANDEM_WITH_CUDA
+// Freed pinned blocks kept for reuse, by exact size: a DataLoader pins every batch, and
+// cudaHostAlloc is slow while cudaFreeHost synchronises the whole device, which would undo the
+// asynchronous upload pinning is for. A block comes back only when its storage dies, and a
+// non-blocking copy keeps its source's storage alive until the copy is done (kernels/cuda/copy.cu).
+// Capped, so that unusual sizes do not pile up. Never destroyed (a tensor with static storage is
+// freed after function-local statics would be).
+struct PinnedCache {
+  static constexpr size_t kMaxCached = size_t(256) << 20;
+  std::mutex mu;
+  std::multimap<size_t, void*> free;
+  size_t cached = 0;
+};
+PinnedCache& pinned_cache() {
+  static auto* cache = new PinnedCache;
+  return *cache;
 }
+
+void* take_pinned(size_t bytes) {
+  PinnedCache& c = pinned_cache();
+  {
+    std::lock_guard lk(c.mu);
+    if (auto it = c.free.find(bytes); it != c.free.end()) {
+      void* p = it->second;
+      c.free.erase(it);
+      c.cached -= bytes;
+      return p;
+    }
+  }
+  void* p = nullptr;
+  TD_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
+  return p;
+}
+
+void give_back_pinned(void* p, size_t bytes) {
+  PinnedCache& c = pinned_cache();
+  {
+    std::lock_guard lk(c.mu);
+    if (c.cached + bytes <= PinnedCache::kMaxCached) {
+      c.free.emplace(bytes, p);
+      c.cached += bytes;
+      return;
+    }
+  }
+  cudaFreeHost(p);
+}
+#endif
+}  // namespace
 
 NonBlockingCopies::NonBlockingCopies() : previous_(t_non_blocking) { t_non_blocking = true; }
 NonBlockingCopies::~NonBlockingCopies() { t_non_blocking = previous_; }
@@ -42,10 +93,11 @@ Tensor pin_memory(const Tensor& t) {
 #if TANDEM_WITH_CUDA
   if (!is_available() || is_pinned(t)) return t;  // nothing to pin for, or already pinned
   const size_t n = size_t(t.numel()) * element_size(t.dtype());
-  void* p = nullptr;
-  TD_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(n, 1), cudaHostAllocPortable));
+  const size_t bytes = std::max<size_t>(n, 1);
+  void* p = take_pinned(bytes);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(t.device(), p, n, [](void* q) { cudaFreeHost(q); });
+  impl->storage =
+      std::make_shared<Storage>(t.device(), p, n, [bytes](void* q) { give_back_pinned(q, bytes); });
   impl->shape = t.shape();
   impl->strides = contiguous_strides(t.shape());
   impl->dtype = t.dtype();

@@ -98,6 +98,21 @@ TEST_F(Cuda, PinnedMemoryCopiesToTheDeviceAndBack) {
   EXPECT_EQ(values(dev.to(Device::cpu())), values(host * 2.0));
 }
 
+// Pinning every batch must not cost a cudaHostAlloc (slow) and cudaFreeHost (a device-wide sync)
+// each time: a freed pinned block of the same size is reused, holding the new contents.
+TEST_F(Cuda, PinnedBlocksAreReusedForTheSameSize) {
+  const void* first = nullptr;
+  {
+    Tensor a = cuda::pin_memory(arange(0, 1000, 1, {.dtype = kFloat32}));
+    first = a.data_ptr();
+  }
+  Tensor b = cuda::pin_memory(arange(0, 1000, 1, {.dtype = kFloat32}) * 3.0);
+  EXPECT_EQ(b.data_ptr(), first);
+  EXPECT_TRUE(cuda::is_pinned(b));
+  EXPECT_EQ(values(b.to(Device("cuda:0")).to(Device::cpu())),
+            values(arange(0, 1000, 1, {.dtype = kFloat32}) * 3.0));
+}
+
 TEST_F(Cuda, TheDataLoaderPinsBatchesWhenAsked) {
   data::TensorDataset ds(arange(0, 64, 1, {.dtype = kFloat32}).reshape({16, 4}), arange(0, 16, 1));
   data::DataLoader loader(ds, {.batch_size = 8, .num_workers = 1, .pin_memory = true});
