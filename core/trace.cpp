@@ -5,6 +5,7 @@
 #include <tandem/core/trace.h>
 #include <unistd.h>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -15,17 +16,21 @@ namespace {
 struct Event {
   std::string name;
   const char* category;
-  char phase;  // 'X' span, 'i' instant, 'M' metadata
+  char phase;  // 'X' span, 'i' instant
   int64_t ts, dur;
   int64_t tid;
 };
 
 std::mutex g_mu;
 std::vector<Event> g_events;
+std::map<int64_t, std::string> g_thread_names;  // kept apart from events: clear() keeps them
 int g_pid = 0;
 std::string g_process_name;
 
-int64_t thread_id() { return int64_t(::syscall(SYS_gettid)); }
+int64_t thread_id() {
+  thread_local const int64_t tid = int64_t(::syscall(SYS_gettid));  // one syscall per thread
+  return tid;
+}
 
 const auto g_epoch = std::chrono::steady_clock::now();
 
@@ -45,8 +50,9 @@ void set_process(int pid, const std::string& name) {
 }
 
 void set_thread_name(const std::string& name) {
+  const int64_t tid = thread_id();
   std::lock_guard lk(g_mu);
-  g_events.push_back({name, "thread_name", 'M', 0, 0, thread_id()});
+  g_thread_names[tid] = name;
 }
 
 int64_t now_us() {
@@ -76,15 +82,13 @@ size_t write_chrome_trace(const std::string& path) {
                       {"ph", "M"},
                       {"pid", g_pid},
                       {"args", {{"name", g_process_name}}}});
+  for (const auto& [tid, name] : g_thread_names)
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", g_pid},
+                      {"tid", tid},
+                      {"args", {{"name", name}}}});
   for (const Event& e : g_events) {
-    if (e.phase == 'M') {
-      events.push_back({{"name", "thread_name"},
-                        {"ph", "M"},
-                        {"pid", g_pid},
-                        {"tid", e.tid},
-                        {"args", {{"name", e.name}}}});
-      continue;
-    }
     nlohmann::json j = {{"name", e.name}, {"cat", e.category}, {"ph", std::string(1, e.phase)},
                         {"ts", e.ts},     {"pid", g_pid},      {"tid", e.tid}};
     if (e.phase == 'X') j["dur"] = e.dur;

@@ -65,5 +65,24 @@ TEST(Trace, ADdpStepShowsBackwardOpsBucketAllReducesAndTheirOverlap) {
   }
 }
 
+// A named track stays named in traces written after clear() (which drops events, not names).
+TEST(Trace, ThreadNamesSurviveClear) {
+  tandem::testing::TempDir dir;
+  trace::enable();
+  trace::set_thread_name("the test thread");
+  trace::clear();
+  trace::record("after clear", "test", trace::now_us(), trace::now_us() + 1);
+  trace::write_chrome_trace(dir.file("t.json"));
+  trace::enable(false);
+  trace::clear();
+  const auto j = nlohmann::json::parse(tandem::testing::read_bytes(dir.file("t.json")));
+  int64_t named_tid = -1, event_tid = -2;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["name"] == "thread_name" && e["args"]["name"] == "the test thread") named_tid = e["tid"];
+    if (e["name"] == "after clear") event_tid = e["tid"];
+  }
+  EXPECT_EQ(named_tid, event_tid);
+}
+
 }  // namespace
 }  // namespace tandem::parallel

@@ -132,14 +132,15 @@ int run_train(const TrainOptions& flags) {
     for (const std::string& d : config_differences(state.config_json, o))
       if (lead) std::printf("  note: changed since the checkpoint: %s\n", d.c_str());
     const int saved_epochs = saved_field<int>(state.config_json, "epochs", o.epochs);
-    if (saved_epochs != o.epochs && o.schedule != "none" && o.schedule != "step")
+    if (lead && saved_epochs != o.epochs && o.schedule != "none" && o.schedule != "step")
       std::printf(
           "  note: the %s schedule now spans %d epochs instead of %d: the lr from here on "
           "matches neither an uninterrupted %d- nor %d-epoch run\n",
           o.schedule.c_str(), o.epochs, saved_epochs, o.epochs, saved_epochs);
     if (first_epoch > o.epochs) {
-      std::printf("the checkpoint has finished all %d epochs; raise --epochs to train more\n",
-                  o.epochs);
+      if (lead)
+        std::printf("the checkpoint has finished all %d epochs; raise --epochs to train more\n",
+                    o.epochs);
       return 0;
     }
   }
