@@ -32,6 +32,12 @@ std::vector<OpCase> layer_rows() {
        [](V x) {
          return conv2d(x[0], x[1], x[2], {.stride_h = 2, .stride_w = 1, .pad_h = 1, .pad_w = 2});
        }},
+      // Padding wider than the kernel (whole kernel rows fall outside), column stride 3.
+      {"conv2d_wide_padding_strided_columns",
+       {{1, 2, 4, 7}, {2, 2, 2, 3}, {2}},
+       [](V x) {
+         return conv2d(x[0], x[1], x[2], {.stride_h = 1, .stride_w = 3, .pad_h = 3, .pad_w = 1});
+       }},
       {"conv2d_dilation",
        {{1, 2, 7, 7}, {2, 2, 3, 3}},
        [](V x) { return conv2d(x[0], x[1], Tensor(), {.dilation_h = 2, .dilation_w = 2}); }},

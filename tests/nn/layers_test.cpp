@@ -49,6 +49,8 @@ TEST(Conv2d, MatchesTheDefinitionForEveryOption) {
       {{.stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1}, {4, 2, 3, 3}},
       {{.dilation_h = 2, .dilation_w = 2}, {2, 2, 2, 2}},
       {{.pad_h = 2, .pad_w = 0, .groups = 2}, {4, 1, 3, 1}},
+      {{.stride_h = 1, .stride_w = 3, .pad_h = 3, .pad_w = 1}, {2, 2, 2, 3}},  // pad > kernel
+      {{.stride_h = 3, .pad_h = 2, .pad_w = 2, .dilation_h = 2}, {3, 2, 3, 2}},
       {{}, {3, 1, 3, 3}}};  // one input channel
   for (const auto& [p, wshape] : cases) {
     const int64_t c = wshape[1] * p.groups;
