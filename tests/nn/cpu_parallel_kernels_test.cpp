@@ -91,17 +91,28 @@ TEST(CpuMaxPool2d, TwoByTwoPathKeepsTheFirstMaximumAndPropagatesNaN) {
 
 TEST(CpuMaxPool2d, TwoByTwoPathMatchesTheDefinitionOnManyOddPlanes) {
   manual_seed(12);
-  Tensor x = randn({3, 5, 11, 13});  // 15 planes of 11×13: blocks of windows span planes
-  const std::vector<double> in = values(x);
-  std::vector<double> ref;
+  Tensor x = randn({3, 5, 11, 13}).requires_grad_();  // 15 planes of 11×13: blocks span planes
+  Tensor dy = randn({3, 5, 5, 6});
+  const std::vector<double> in = values(x), g = values(dy);
+  std::vector<double> ref, dx_ref(in.size(), 0.0);
   for (int64_t q = 0; q < 15; ++q)
     for (int64_t oy = 0; oy < 5; ++oy)
       for (int64_t ox = 0; ox < 6; ++ox) {
+        size_t at = 0;
         double m = -INFINITY;
         for (int64_t i = 0; i < 2; ++i)
-          for (int64_t j = 0; j < 2; ++j)
-            m = std::max(m, in[size_t(q * 143 + (2 * oy + i) * 13 + 2 * ox + j)]);
+          for (int64_t j = 0; j < 2; ++j) {
+            const size_t k = size_t(q * 143 + (2 * oy + i) * 13 + 2 * ox + j);
+            if (in[k] > m) m = in[k], at = k;
+          }
         ref.push_back(m);
+        dx_ref[at] = g[size_t((q * 5 + oy) * 6 + ox)];
       }
-  EXPECT_EQ(values(max_pool2d(x, {})), ref);
+  Tensor y = max_pool2d(x, {});
+  EXPECT_EQ(values(y), ref);
+  // Backward writes every element of dx (the last row and column, outside every window, get 0):
+  // a freed block of the same size, full of non-zeros, is what the allocator will hand it.
+  { Tensor dirty = full(x.shape(), 7.0); }
+  y.backward(dy);
+  EXPECT_EQ(values(x.grad()), dx_ref);
 }

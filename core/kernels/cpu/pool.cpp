@@ -28,29 +28,35 @@ void each_plane(const Planes& s, F fn) {
 // The 2×2, stride-2, unpadded window (nn.MaxPool2d(2), by far the most common), over planes
 // [q0, q1). A branch on `v > best` is a coin flip on real activations, and its mispredictions made
 // pooling cost as much as a convolution; so the four inputs of a block of windows are first copied
-// into four arrays (a loop with only predictable branches), and the selection then runs over the
-// arrays as a straight, vectorised loop. Planes are flattened, so small planes (5×5 outputs) run
-// the vector loop as well as large ones.
+// into four arrays, a row of windows at a time (stride-2 loads the compiler vectorises), and the
+// selection then runs over the arrays as a straight, vectorised loop. Blocks span rows and planes,
+// so small planes (5×5 outputs) run full vectors as well as large ones.
 template <typename T>
 void max_pool_2x2(const T* x, T* y, int64_t* idx, const Planes& s, int64_t q0, int64_t q1) {
   constexpr int64_t kBlock = 256;
   alignas(64) T a[kBlock], b[kBlock], c[kBlock], d[kBlock];
   alignas(64) int64_t at[kBlock];
-  const int64_t w = s.w, total = (q1 - q0) * s.ho * s.wo;
+  const int64_t w = s.w, wo = s.wo, total = (q1 - q0) * s.ho * wo;
   int64_t q = q0, oy = 0, ox = 0;
   for (int64_t j0 = 0; j0 < total; j0 += kBlock) {
     const int64_t len = std::min(kBlock, total - j0);
-    for (int64_t k = 0; k < len; ++k) {
-      const int64_t pos = 2 * oy * w + 2 * ox;  // the window's top-left, within its plane
-      const T* r0 = x + q * s.h * w + pos;
-      a[k] = r0[0], b[k] = r0[1], c[k] = r0[w], d[k] = r0[w + 1], at[k] = pos;
-      if (++ox == s.wo) {
+    for (int64_t k = 0; k < len;) {  // one run of a row of windows per pass
+      const int64_t run = std::min(wo - ox, len - k), top = 2 * oy * w;  // the row's first input
+      const T* __restrict r0 = x + q * s.h * w + top;
+      const T* __restrict r1 = r0 + w;
+      for (int64_t t = 0; t < run; ++t) {
+        const int64_t col = 2 * (ox + t);
+        a[k + t] = r0[col], b[k + t] = r0[col + 1], c[k + t] = r1[col], d[k + t] = r1[col + 1];
+        at[k + t] = top + col;
+      }
+      k += run, ox += run;
+      if (ox == wo) {
         ox = 0;
         if (++oy == s.ho) oy = 0, ++q;
       }
     }
-    T* __restrict out = y + q0 * s.ho * s.wo + j0;
-    int64_t* __restrict where_out = idx + q0 * s.ho * s.wo + j0;
+    T* __restrict out = y + q0 * s.ho * wo + j0;
+    int64_t* __restrict where_out = idx + q0 * s.ho * wo + j0;
     for (int64_t k = 0; k < len; ++k) {
       T best = a[k];  // the first maximum wins; a NaN is taken (and so propagates)
       int64_t off = 0;
@@ -66,12 +72,43 @@ void max_pool_2x2(const T* x, T* y, int64_t* idx, const Planes& s, int64_t q0, i
   }
 }
 
+// Backward of the 2×2 path for planes [q0, q1): the windows tile the plane, so every dx element is
+// written once (dy where it held the maximum, else 0) instead of zero-filling dx and scattering.
+template <typename T>
+void max_pool_2x2_backward(const T* dy, const int64_t* idx, T* dx, const Planes& s, int64_t q0,
+                           int64_t q1) {
+  const int64_t w = s.w, wo = s.wo;
+  for (int64_t q = q0; q < q1; ++q) {
+    T* plane = dx + q * s.h * w;
+    for (int64_t oy = 0; oy < s.ho; ++oy) {
+      const int64_t top = 2 * oy * w;
+      T* __restrict r0 = plane + top;
+      T* __restrict r1 = r0 + w;
+      const T* __restrict g = dy + (q * s.ho + oy) * wo;
+      const int64_t* __restrict where = idx + (q * s.ho + oy) * wo;
+      for (int64_t ox = 0; ox < wo; ++ox) {
+        const int64_t off = where[ox] - top - 2 * ox;  // 0, 1, w or w + 1
+        r0[2 * ox] = off == 0 ? g[ox] : T(0), r0[2 * ox + 1] = off == 1 ? g[ox] : T(0);
+        r1[2 * ox] = off == w ? g[ox] : T(0), r1[2 * ox + 1] = off == w + 1 ? g[ox] : T(0);
+      }
+      // An odd width leaves a last column no window covers.
+      if (w > 2 * wo) r0[2 * wo] = r1[2 * wo] = T(0);
+    }
+    // An odd height leaves a last row no window covers.
+    std::fill(plane + 2 * s.ho * w, plane + s.h * w, T(0));
+  }
+}
+
+bool is_two_by_two(const Pool2dParams& p) {
+  return p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
+         p.pad_w == 0;
+}
+
 }  // namespace
 
 void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p) {
   const Planes s = planes(x, y);
-  const bool two_by_two = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 &&
-                          p.stride_w == 2 && p.pad_h == 0 && p.pad_w == 0;
+  const bool two_by_two = is_two_by_two(p);
   dispatch_float(x.dtype(), "max_pool2d", [&]<typename T>() {
     if (two_by_two) {
       const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(s.h * s.w, 1));
@@ -107,9 +144,17 @@ void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2
 }
 
 // dx[argmax] += dy
-void max_pool2d_backward(const Tensor& dy, const Tensor& indices, Tensor& dx, const Pool2dParams&) {
+void max_pool2d_backward(const Tensor& dy, const Tensor& indices, Tensor& dx,
+                         const Pool2dParams& p) {
   const Planes s = planes(dx, dy);
   dispatch_float(dy.dtype(), "max_pool2d_backward", [&]<typename T>() {
+    if (is_two_by_two(p)) {
+      const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(s.h * s.w, 1));
+      detail::parallel_for(0, s.planes, grain, [&](int64_t q0, int64_t q1) {
+        max_pool_2x2_backward(dy.data<T>(), indices.data<int64_t>(), dx.data<T>(), s, q0, q1);
+      });
+      return;
+    }
     each_plane(s, [&](int64_t q) {
       T* out = dx.data<T>() + q * s.h * s.w;
       std::fill(out, out + s.h * s.w, T(0));
