@@ -1,4 +1,5 @@
 // The intra-op pool: results do not depend on the thread count, and errors inside tasks surface.
+#include <array>
 #include <atomic>
 
 #include <tandem/core/thread_pool.h>
@@ -39,4 +40,34 @@ TEST(ThreadPool, ParallelForCoversTheRangeOnceAndRethrows) {
                                     }),
                ValueError);
   EXPECT_THROW(set_num_threads(0), ValueError);
+}
+
+// Large products go to BLAS directly (gemm_util.h), split over the pool by rows or by columns of
+// the result: every transpose layout, both split directions and 1–3 threads, against a plain
+// triple loop in double precision.
+TEST(ThreadPool, SplitProductsMatchTheDefinitionInEveryLayout) {
+  manual_seed(9);
+  for (const auto& [m, k, n] : {std::array<int64_t, 3>{200, 90, 70}, {60, 110, 230}}) {
+    Tensor a = randn({m, k}, {.dtype = kFloat64}), b = randn({k, n}, {.dtype = kFloat64});
+    const std::vector<double> va = values(a), vb = values(b);
+    std::vector<double> ref(size_t(m * n), 0.0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t p = 0; p < k; ++p)
+          ref[size_t(i * n + j)] += va[size_t(i * k + p)] * vb[size_t(p * n + j)];
+    // Transposed operands are passed as transposed views of contiguous tensors (no copy).
+    const Tensor at = a.t().contiguous(), bt = b.t().contiguous();
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      for (int layout = 0; layout < 4; ++layout) {
+        const Tensor lhs = layout & 1 ? at.t() : a, rhs = layout & 2 ? bt.t() : b;
+        const std::vector<double> got = values(lhs.matmul(rhs));
+        ASSERT_EQ(got.size(), ref.size());
+        for (size_t i = 0; i < ref.size(); ++i)
+          ASSERT_NEAR(got[i], ref[i], 1e-9)
+              << "threads " << threads << " layout " << layout << " at " << i;
+      }
+    }
+  }
+  set_num_threads(2);
 }
