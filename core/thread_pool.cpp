@@ -24,14 +24,22 @@ namespace {
 
 thread_local bool t_in_region = false;
 
-// Waits until ready() holds, spinning for up to kSpin first. Ops follow one another within
-// microseconds in a training step; a worker that went to sleep on a futex between them costs
-// tens of microseconds to wake on a VM, dozens of times per step. Past kSpin, callers block.
-constexpr auto kSpin = std::chrono::microseconds(50);
+// Waits until ready() holds, spinning for up to spin_time() first. Ops follow one another within
+// microseconds in a training step, but the serial work between two parallel ops (autograd
+// bookkeeping, small ops) often lasts longer than 50 µs. A worker that has gone to sleep leaves its
+// vCPU idle, and a VM's host then deschedules that vCPU: waking it took from tens of µs to
+// milliseconds here. With a 50 µs spin, half the 2-thread MLP steps ran at 1-thread speed (p50 9.4
+// ms, p90 14 ms); with 1 ms, p50 5.9 ms, p90 6.1 ms. OpenMP runtimes spin similarly (libgomp's
+// spin count, Intel's 200 ms KMP_BLOCKTIME). TANDEM_SPIN_US overrides it (0: block at once).
+std::chrono::microseconds spin_time() {
+  static const std::chrono::microseconds spin{
+      std::max<int64_t>(0, detail::env_int("TANDEM_SPIN_US", 1000))};
+  return spin;
+}
 
 template <typename F>
 bool spin_until(F ready) {
-  const auto until = std::chrono::steady_clock::now() + kSpin;
+  const auto until = std::chrono::steady_clock::now() + spin_time();
   for (int i = 1;; ++i) {
     if (ready()) return true;
 #if defined(__x86_64__) || defined(__i386__)
