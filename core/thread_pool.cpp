@@ -30,16 +30,16 @@ thread_local bool t_in_region = false;
 // vCPU idle, and a VM's host then deschedules that vCPU: waking it took from tens of µs to
 // milliseconds here. With a 50 µs spin, half the 2-thread MLP steps ran at 1-thread speed (p50 9.4
 // ms, p90 14 ms); with 1 ms, p50 5.9 ms, p90 6.1 ms. OpenMP runtimes spin similarly (libgomp's
-// spin count, Intel's 200 ms KMP_BLOCKTIME). TANDEM_SPIN_US overrides it (0: block at once).
+// spin count, Intel's 200 ms KMP_BLOCKTIME). TANDEM_SPIN_US overrides it (0: block at once); it is
+// read when a pool is built, on the caller's thread, so a bad value is a ValueError there rather
+// than an exception escaping a worker thread.
 std::chrono::microseconds spin_time() {
-  static const std::chrono::microseconds spin{
-      std::max<int64_t>(0, detail::env_int("TANDEM_SPIN_US", 1000))};
-  return spin;
+  return std::chrono::microseconds(std::max<int64_t>(0, detail::env_int("TANDEM_SPIN_US", 1000)));
 }
 
 template <typename F>
-bool spin_until(F ready) {
-  const auto until = std::chrono::steady_clock::now() + spin_time();
+bool spin_until(std::chrono::microseconds spin, F ready) {
+  const auto until = std::chrono::steady_clock::now() + spin;
   for (int i = 1;; ++i) {
     if (ready()) return true;
 #if defined(__x86_64__) || defined(__i386__)
@@ -51,7 +51,7 @@ bool spin_until(F ready) {
 
 class Pool {
  public:
-  explicit Pool(int n) : n_(n) {
+  explicit Pool(int n) : n_(n), spin_(spin_time()) {
     for (int i = 1; i < n; ++i) workers_.emplace_back([this] { work(); });
   }
   ~Pool() {
@@ -87,7 +87,7 @@ class Pool {
     // The job is over when every chunk is done and every worker has left drain(): only then may
     // the next job reset the chunk counter.
     auto done = [&] { return pending_.load() == 0 && active_.load() == 0; };
-    spin_until(done);
+    spin_until(spin_, done);
     std::unique_lock lk(mu_);
     done_cv_.wait(lk, done);
     fn_ = nullptr;
@@ -120,7 +120,7 @@ class Pool {
     t_in_region = true;
     uint64_t seen = 0;
     for (;;) {
-      spin_until([&] { return generation_.load() != seen; });
+      spin_until(spin_, [&] { return generation_.load() != seen; });
       {
         std::unique_lock lk(mu_);
         cv_.wait(lk, [&] { return stop_ || generation_.load() != seen; });
@@ -138,6 +138,7 @@ class Pool {
   }
 
   const int n_;
+  const std::chrono::microseconds spin_;  // before a waiting thread blocks
   std::vector<std::thread> workers_;
   std::mutex busy_, mu_;
   std::condition_variable cv_, done_cv_;

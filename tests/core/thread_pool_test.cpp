@@ -1,6 +1,7 @@
 // The intra-op pool: results do not depend on the thread count, and errors inside tasks surface.
 #include <array>
 #include <atomic>
+#include <cstdlib>
 
 #include <tandem/core/thread_pool.h>
 #include "support/expect.h"
@@ -70,4 +71,15 @@ TEST(ThreadPool, SplitProductsMatchTheDefinitionInEveryLayout) {
     }
   }
   set_num_threads(2);
+}
+
+// TANDEM_SPIN_US is read when a pool is built, on the caller's thread: a bad value is a
+// ValueError naming the variable, not an exception that escapes a worker and aborts the process.
+TEST(ThreadPool, ABadSpinTimeIsAValueErrorNamingTheVariable) {
+  ::setenv("TANDEM_SPIN_US", "soon", 1);
+  const std::string msg = tandem::testing::error_message<ValueError>([] { set_num_threads(2); });
+  ::unsetenv("TANDEM_SPIN_US");
+  EXPECT_THAT(msg, ::testing::HasSubstr("TANDEM_SPIN_US"));
+  set_num_threads(2);
+  EXPECT_EQ(values(ones({3}).sum()), std::vector<double>{3});
 }

@@ -66,6 +66,13 @@ inline std::pair<int64_t, int64_t> valid_rows(int64_t i, const Geometry& g, cons
   return {lo, std::max(lo, std::min(hi, g.ho))};
 }
 
+// Offset in x of the input read by output (oy, 0) through tap (c, i, j): ox adds ox·stride_w.
+inline int64_t tap_origin(int64_t c, int64_t i, int64_t j, int64_t oy, const Geometry& g,
+                          const Conv2dParams& p) {
+  return c * g.h * g.w + (oy * p.stride_h + i * p.dilation_h - p.pad_h) * g.w + j * p.dilation_w -
+         p.pad_w;
+}
+
 // One sample, one group: cols[(c, i, j), (oy, ox)] = x[c, oy·s − p + i·d, ox·s − p + j·d], 0
 // outside. `x` points at the group's first channel of the sample. The loop bounds are computed
 // per kernel row and column, so the inner loops only copy; and everything the loops read is a
@@ -83,8 +90,7 @@ void im2col(const T* x, T* cols, const Geometry& g, const Conv2dParams& p) {
         const auto [x0, x1] = valid_cols(j, g, p);
         std::fill(dst, dst + y0 * wo, T(0));
         std::fill(dst + y1 * wo, dst + plane, T(0));
-        const T* in = x + c * g.h * w + (y0 * p.stride_h + i * p.dilation_h - p.pad_h) * w +
-                      j * p.dilation_w - p.pad_w;
+        const T* in = x + tap_origin(c, i, j, y0, g, p);
         T* row = dst + y0 * wo;
         if (x0 == 0 && x1 == wo && sw == 1) {  // the common case: one plain copy per row
           for (int64_t oy = y0; oy < y1; ++oy, in += row_step, row += wo) copy_run(in, row, wo);
@@ -116,8 +122,7 @@ void col2im(const T* cols, T* dx, const Geometry& g, const Conv2dParams& p) {
       const auto [y0, y1] = valid_rows(i, g, p);
       for (int64_t j = 0; j < g.kw; ++j, src += plane) {
         const auto [x0, x1] = valid_cols(j, g, p);
-        T* out = dx + c * g.h * w + (y0 * p.stride_h + i * p.dilation_h - p.pad_h) * w +
-                 j * p.dilation_w - p.pad_w;
+        T* out = dx + tap_origin(c, i, j, y0, g, p);
         const T* in = src + y0 * wo;
         for (int64_t oy = y0; oy < y1; ++oy, out += row_step, in += wo) {
           T* __restrict o = out;

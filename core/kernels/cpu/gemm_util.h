@@ -1,5 +1,5 @@
 // core/kernels/cpu/gemm_util.h — C = A·B (or C += A·B) on all intra-op threads. The pool owns the
-// threads: OpenBLAS (which Eigen's products call under EIGEN_USE_BLAS) is kept single-threaded by
+// threads: OpenBLAS (called by blas_gemm below in a BLAS build) is kept single-threaded by
 // thread_pool.cpp, and a large product is split here into blocks of rows or columns, one per
 // thread. Why not let OpenBLAS thread itself: its workers spin (sched_yield) for a long while after
 // each call, so on 2 cores they fought the pool's workers through every non-GEMM op in a training
@@ -44,20 +44,12 @@ bool blas_gemm([[maybe_unused]] const A& a, [[maybe_unused]] const B& b, [[maybe
     // column-major, is already its transpose ('N'); a column-major one (a transposed view) is 'T'.
     const char tb = std::decay_t<B>::IsRowMajor ? 'N' : 'T',
                ta = std::decay_t<A>::IsRowMajor ? 'N' : 'T';
-    const int im = int(m), in = int(n), ik = int(k),
-              lda = int(std::max<int64_t>(a.outerStride(), 1)),
-              ldb = int(std::max<int64_t>(b.outerStride(), 1)),
-              ldc = int(std::max<int64_t>(c.outerStride(), 1));
+    const int im = int(m), in = int(n), ik = int(k), lda = int(a.outerStride()),
+              ldb = int(b.outerStride()), ldc = int(c.outerStride());
     // beta = 0 would make OpenBLAS zero c with its own sgemm_beta kernel, which profiled 2× slower
     // than memset; so c is cleared here and the product always accumulates.
-    if (!accumulate) {
-      if (c.outerStride() == n) {
-        std::fill(c.data(), c.data() + m * n, T(0));
-      } else {
-        for (int64_t r = 0; r < m; ++r)
-          std::fill(c.data() + r * c.outerStride(), c.data() + r * c.outerStride() + n, T(0));
-      }
-    }
+    if (!accumulate)
+      for (int64_t r = 0; r < m; ++r) std::fill_n(c.data() + r * c.outerStride(), n, T(0));
     const T one = 1;
     if constexpr (std::is_same_v<T, float>) {
       sgemm_(&tb, &ta, &in, &im, &ik, &one, b.data(), &ldb, a.data(), &lda, &one, c.data(), &ldc);

@@ -1,5 +1,5 @@
-// core/kernels/cpu/matmul.cpp — GEMM through Eigen. Built with EIGEN_USE_BLAS (the default when
-// OpenBLAS is found), Eigen hands float/double products to OpenBLAS's sgemm/dgemm, which is about
+// core/kernels/cpu/matmul.cpp — GEMM on Eigen maps. Built with EIGEN_USE_BLAS (the default when
+// OpenBLAS is found), float/double products go to OpenBLAS's sgemm/dgemm (gemm_util.h), about
 // 15 % faster than Eigen's own kernels on these machines (bench/gemm_bench.cpp measures it). Large
 // products are split over the thread pool (gemm_util.h); OpenBLAS itself runs single-threaded.
 #include <tandem/core/kernels/cpu/eigen.h>
