@@ -4,7 +4,25 @@
 #pragma once
 
 #include <tandem/core/tensor.h>
+
+// GCC 12 warns "'__Y' may be used uninitialized" inside its own AVX-512 intrinsics
+// (avx512fintrin.h's _mm256_undefined_pd, GCC bug 105593, fixed in GCC 13) when Eigen's products
+// are inlined into our kernels. The warning is raised after inlining, at a location inside a
+// system header but with our code on the inlining stack, so -isystem does not hide it. GCC
+// consults these pragmas at every location on that stack, so scoping them to Eigen's headers
+// silences it for Eigen's code alone; our own code keeps -Wmaybe-uninitialized (as an error under
+// TANDEM_WERROR). Including <immintrin.h> first puts the intrinsics inside the same scope. Every
+// CPU kernel reaches Eigen through this header.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
 #include <Eigen/Core>
+#include <unsupported/Eigen/SpecialFunctions>  // erf, lgamma, ... for the elementwise kernels
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 namespace tandem::cpu {
 

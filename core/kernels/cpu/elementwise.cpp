@@ -6,7 +6,6 @@
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
 #include <tandem/core/kernels/cpu/strided.h>
 #include <tandem/core/kernels/dispatch_dtype.h>
-#include <unsupported/Eigen/SpecialFunctions>
 
 namespace tandem::cpu {
 namespace {
