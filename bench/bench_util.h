@@ -2,6 +2,7 @@
 // callable, medians, and a warning when other processes are loading the (2-core) machine.
 #pragma once
 
+#include <tandem/core/cpu_info.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -87,8 +88,14 @@ double median_call_ms(int warmup, int calls, F&& f) {
   return median(t);
 }
 
-/// Every other runnable process takes a core from us on this 2-core machine, so say so up front.
+/// The processor and its vector extensions: our machines differ (Intel Xeon with AMX, AMD Zen 4),
+/// and a ratio means little without the CPU it was measured on.
+inline void report_cpu() { std::printf("CPU: %s\n", tandem::cpu_info().summary().c_str()); }
+
+/// The CPU, then the load: every other runnable process takes a core from us on this 2-core
+/// machine, so say so up front.
 inline void report_load() {
+  report_cpu();
   double load1 = 0;
   if (FILE* f = std::fopen("/proc/loadavg", "r")) {
     if (std::fscanf(f, "%lf", &load1) != 1) load1 = 0;

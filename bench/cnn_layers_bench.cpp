@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   }
   tandem::set_num_threads(threads);
   torch::set_num_threads(threads);
+  bench::report_load();
 
   tandem::nn::Conv2d t_conv1{1, 32, 3}, t_conv2{32, 64, 3};
   tandem::nn::Linear t_fc1{1600, 128};

@@ -4,6 +4,7 @@
 // with Adam, and of the MLP 784-512-256-10 at batch 256 with SGD-momentum; and a 4096³ float32
 // GEMM in TFLOP/s. Prints "name value unit" lines. Times are medians over rounds, each round
 // synchronised with the device at its ends.
+#include <tandem/core/cpu_info.h>
 #include <tandem/tandem.h>
 #include <algorithm>
 #include <chrono>
@@ -56,7 +57,8 @@ int main() {
     return 1;
   }
   const Device d = Device::cuda(0);
-  std::printf("device %s\n", cuda::device_name(0).c_str());
+  std::printf("device %s, host CPU %s\n", cuda::device_name(0).c_str(),
+              tandem::cpu_info().summary().c_str());
   for (int64_t batch : {64, 256}) {
     manual_seed(0);
     bench::ReferenceCnn cnn;

@@ -2,7 +2,8 @@
 // reference models, in Tandem or in LibTorch (Debian's libtorch 1.13), in one process per run so
 // that thread and allocator settings apply cleanly. bench/train_step_bench.sh interleaves runs of
 // both and prints the Tandem/LibTorch ratios.
-//   build-bench/bench/train_step_bench --framework tandem|libtorch --model mlp|cnn --threads N
+//   build-bench/bench/train_step_bench --framework tandem|libtorch|cpu-info --model mlp|cnn
+//   --threads N
 //                                      [--steps 30] [--warmup 5]
 // MLP 784-512-256-10 at batch 256 with SGD-momentum; reference CNN at batch 64 with Adam.
 #include <torch/torch.h>
@@ -121,6 +122,10 @@ double run_libtorch(const Args& a) {
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
+  if (a.framework == "cpu-info") {  // train_step_bench.sh's header line
+    bench::report_cpu();
+    return 0;
+  }
   const double ms = a.framework == "libtorch" ? run_libtorch(a) : run_tandem(a);
   std::printf("%s %s threads=%d median_ms=%.3f\n", a.framework.c_str(), a.model.c_str(), a.threads,
               ms);

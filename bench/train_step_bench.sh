@@ -12,6 +12,7 @@ export MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 ms() { "$@" | sed -n 's/.*median_ms=//p'; }
 
+"$bin" --framework cpu-info
 printf "%-5s %-7s %10s %10s %-22s %8s %14s\n" model threads tandem_ms torch_ms "torch best layout" ratio \
   "rounds min..max"
 for model in mlp cnn; do

@@ -2,6 +2,7 @@
 #include <tandem/core/check.h>
 #include <tandem/core/env.h>
 #include <charconv>
+#include <cstdint>
 #include <cstdlib>
 
 namespace tandem::detail {
@@ -18,6 +19,10 @@ int64_t env_int(const char* name, int64_t fallback) {
   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
   TD_CHECK_VALUE(ec == std::errc() && end == v.data() + v.size(), "environment variable ", name,
                  "='", v, "' is not an integer");
+  // Callers keep ranks, ports and counts in an int: a wider value must not wrap into a valid one
+  // (RANK=4294967296 would otherwise read as rank 0).
+  TD_CHECK_VALUE(out >= INT32_MIN && out <= INT32_MAX, "environment variable ", name, "='", v,
+                 "' is out of range (it must fit in 32 bits)");
   return out;
 }
 

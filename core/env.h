@@ -10,7 +10,7 @@ namespace tandem::detail {
 /// The variable's value; empty when unset.
 std::string env_str(const char* name);
 /// An integer variable, or `fallback` when unset or empty; ValueError naming it when its value
-/// is not an integer.
+/// is not an integer or does not fit in 32 bits (so callers may narrow it to int).
 int64_t env_int(const char* name, int64_t fallback);
 
 }  // namespace tandem::detail

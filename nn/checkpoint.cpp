@@ -2,6 +2,7 @@
 #include <tandem/core/serialize/safetensors.h>
 #include <tandem/nn/checkpoint.h>
 #include <charconv>
+#include <nlohmann/json.hpp>
 
 namespace tandem::nn {
 
@@ -34,6 +35,9 @@ Metadata load_optimizer(const std::string& path, optim::Optimizer& optimizer) {
     optimizer.load_state_dict({file.tensors, groups->second});
   } catch (const ValueError& e) {
     detail::fail<ValueError>(e.what(), " (checkpoint ", path, ")");
+  } catch (const nlohmann::json::exception& e) {  // a field this optimizer needs is missing
+    detail::fail<DataError>("load_optimizer: ", path, ": its param groups do not fit this ",
+                            "optimizer (", e.what(), "); was it saved by another optimizer?");
   }
   return file.metadata;
 }

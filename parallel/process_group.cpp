@@ -29,11 +29,17 @@ std::mutex g_mu;
 Group g_group;
 int g_generation = 0;
 
-// "host:port" -> (host, port), with a ValueError naming `what` when malformed.
-std::pair<std::string, int> host_port(const std::string& s, const std::string& what) {
+}  // namespace
+
+namespace detail {
+
+std::pair<std::string, int> parse_host_port(const std::string& s, const std::string& what) {
   const size_t colon = s.rfind(':');
   int port = -1;
-  if (colon != std::string::npos) std::from_chars(s.data() + colon + 1, s.data() + s.size(), port);
+  if (colon != std::string::npos) {
+    const auto [end, ec] = std::from_chars(s.data() + colon + 1, s.data() + s.size(), port);
+    if (ec != std::errc() || end != s.data() + s.size()) port = -1;  // "29500x" is no port
+  }
   TD_CHECK_VALUE(colon != std::string::npos && colon > 0 && port > 0 && port < 65536, what, " '", s,
                  "' is not host:port");
   std::string host = s.substr(0, colon);
@@ -41,10 +47,6 @@ std::pair<std::string, int> host_port(const std::string& s, const std::string& w
     host = host.substr(1, host.size() - 2);  // [::1]:29500
   return {host, port};
 }
-
-}  // namespace
-
-namespace detail {
 
 std::shared_ptr<Store> make_store(const std::string& init_method, int rank,
                                   std::chrono::milliseconds timeout) {
@@ -63,7 +65,7 @@ std::shared_ptr<Store> make_store(const std::string& init_method, int rank,
           env_str("MASTER_PORT").empty() ? "not set" : "'" + env_str("MASTER_PORT") + "'",
           "\n  hint: start the program with `tandem launch`, or set MASTER_PORT");
     } else {
-      std::tie(host, port) = host_port(init_method.substr(6), "init_method tcp://");
+      std::tie(host, port) = parse_host_port(init_method.substr(6), "init_method tcp://");
     }
     store = std::make_shared<TCPStore>(TCPStoreOptions{
         .host = host, .port = port, .is_server = rank == 0, .rank = rank, .timeout = timeout});
@@ -114,7 +116,7 @@ std::shared_ptr<Communicator> init_process_group(ProcessGroupOptions o) {
     GlooOptions go{.timeout = o.timeout};
     if (o.init_method == "env://") go.peer_hint = env_str("MASTER_ADDR");
     if (o.init_method.rfind("tcp://", 0) == 0)
-      go.peer_hint = host_port(o.init_method.substr(6), "").first;
+      go.peer_hint = detail::parse_host_port(o.init_method.substr(6), "").first;
     if (auto tcp = std::dynamic_pointer_cast<TCPStore>(group.store))
       go.departed_ranks = [tcp] { return tcp->departed_ranks(); };
     group.comm = std::make_shared<GlooCommunicator>(ns, o.rank, o.world_size, go);

@@ -45,6 +45,8 @@ void destroy_process_group();
 Device local_device();
 
 namespace detail {
+/// "host:port" or "[v6-address]:port" -> (host, port); ValueError naming `what` when malformed.
+std::pair<std::string, int> parse_host_port(const std::string& s, const std::string& what);
 /// Creates the store named by an init method (env://, tcp://, file://) for `rank`.
 std::shared_ptr<Store> make_store(const std::string& init_method, int rank,
                                   std::chrono::milliseconds timeout);

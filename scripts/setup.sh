@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ ccache clang-format  # toolchain; ccache makes rebuilds and CI fast
+  clang libclang-rt-14-dev                   # sanitizer builds and libFuzzer (scripts/sanitize.sh, fuzz.sh)
   libeigen3-dev libopenblas-dev              # CPU math: Eigen, with OpenBLAS for GEMM
   libgtest-dev libgmock-dev                  # tests
   libcli11-dev nlohmann-json3-dev            # the tandem command's arguments; JSON (checkpoints, metrics)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# scripts/test.sh — set up, check the source rules, build with warnings as errors, run every test.
+# scripts/test.sh — set up, check the source rules, build with warnings as errors, run every test;
+# then compile the CPU kernels for every host kind, run the suite under ASan + UBSan, and fuzz.
 # This is README's test command and exactly what CI runs (.ci/run). TANDEM_MARCH=<target> builds
 # for another CPU than this one's (default native).
 set -euo pipefail
@@ -10,3 +11,5 @@ cmake -S . -B build -G Ninja -DTANDEM_WERROR=ON -DTANDEM_MARCH="${TANDEM_MARCH:-
 cmake --build build
 ctest --test-dir build --output-on-failure --parallel 2
 bash scripts/check_targets.sh  # the CPU kernels compile warning-free for every x86-64 host kind
+bash scripts/sanitize.sh       # clang, ASan + UBSan: every CPU test again
+bash scripts/fuzz.sh 30        # each libFuzzer target for 30 s on its seed corpus

@@ -40,8 +40,9 @@ struct TrainOptions {
   bool resume = false;
   std::string log_dir;  // empty: runs/<model>-<dataset>-<YYYYmmdd-HHMMSS>
   bool no_progress = false;
-  int64_t max_steps = 0;  // > 0: at most this many steps per epoch
-  bool ddp = false;       // one rank of a DistributedDataParallel run (under `tandem launch`)
+  int64_t max_steps = 0;        // > 0: at most this many steps per epoch
+  bool skip_nonfinite = false;  // skip a step whose loss or gradients are NaN/inf (else: stop)
+  bool ddp = false;             // one rank of a DistributedDataParallel run (under `tandem launch`)
 };
 
 /// Trains a model on an MNIST-format dataset; writes metrics.jsonl, report.html and checkpoints.

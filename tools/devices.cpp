@@ -1,7 +1,9 @@
 // tools/devices.cpp — `tandem devices [--csv|--json]`: what this machine offers Tandem, in the
 // spirit of `nvidia-smi -L` (reference §4.3). One line per visible CUDA device — or the reason
-// there is none — then the CPU with its virtual devices cpu:0…cpu:63, the intra-op thread count
-// and CUDA_VISIBLE_DEVICES as this process sees it. Always exits 0: "no GPU" is an answer.
+// there is none — then the CPU with its vector extensions (read by CPUID at run time) and its
+// virtual devices cpu:0…cpu:63, the intra-op thread count and CUDA_VISIBLE_DEVICES as this
+// process sees it. Always exits 0: "no GPU" is an answer.
+#include <tandem/core/cpu_info.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/device.h>
 #include <tandem/core/memory_stats.h>
@@ -79,21 +81,16 @@ CudaReport query_cuda() {
   return r;
 }
 
-struct CpuInfo {
-  std::string model = "unknown CPU";
+struct HostInfo {
+  std::string model;
+  std::vector<std::string> extensions;  // AVX2, AVX-512, AVX512-BF16, AMX-TILE, ...
   unsigned threads = 0;
   double memory_gib = 0;
 };
 
-CpuInfo query_cpu() {
-  CpuInfo c;
+HostInfo query_cpu() {
+  HostInfo c{.model = cpu_info().model, .extensions = cpu_info().extensions()};
   c.threads = std::thread::hardware_concurrency();
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);)
-    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
-      c.model = line.substr(line.find(':') + 2);
-      break;
-    }
   std::ifstream meminfo("/proc/meminfo");
   for (std::string key; meminfo >> key;) {
     double kib = 0;
@@ -115,7 +112,7 @@ std::string version(int v) {
 
 int run_devices(const DevicesOptions& o) {
   const CudaReport cuda = query_cuda();
-  const CpuInfo cpu = query_cpu();
+  const HostInfo cpu = query_cpu();
   const MemoryStats mem = memory_stats(Device::cpu());
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   const int threads = get_num_threads();
@@ -138,6 +135,7 @@ int run_devices(const DevicesOptions& o) {
     j["cpu"] = {{"device", "cpu"},
                 {"name", cpu.model},
                 {"threads", cpu.threads},
+                {"vector_extensions", cpu.extensions},
                 {"memory_total_gib", cpu.memory_gib},
                 {"virtual_devices", Device::kMaxCpuDevices},
                 {"intra_op_threads", threads},
@@ -161,6 +159,9 @@ int run_devices(const DevicesOptions& o) {
                 g.name.c_str(), g.major, g.minor, g.total_gib, g.used_gib, g.uuid.c_str());
   if (cuda.gpus.empty()) std::printf("%s\n", cuda.reason.c_str());
   std::printf("cpu  %s  %u threads  %.1f GiB\n", cpu.model.c_str(), cpu.threads, cpu.memory_gib);
+  std::string ext;
+  for (const std::string& e : cpu.extensions) ext += (ext.empty() ? "" : " ") + e;
+  std::printf("  vector extensions: %s\n", ext.empty() ? "none beyond SSE (no AVX2)" : ext.c_str());
   std::printf(
       "  virtual devices cpu:0 … cpu:%d available (each with its own memory statistics "
       "and generator)\n",

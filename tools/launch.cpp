@@ -10,8 +10,10 @@
 #include <tandem/parallel/store/socket.h>
 #include <tandem/parallel/supervisor.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <thread>
@@ -19,11 +21,43 @@
 #include "commands.h"
 
 namespace tandem::tools {
+namespace {
+
+// Why `program` cannot be executed (as execvp would look for it), or "" if it can. Checked once
+// here, so a missing program is one clear message rather than one per worker.
+std::string cannot_execute(const std::string& program) {
+  auto why = [](const std::string& path) -> std::string {
+    if (::access(path.c_str(), F_OK) != 0) return "no such file";
+    if (::access(path.c_str(), X_OK) != 0) return "not executable";
+    return "";
+  };
+  if (program.find('/') != std::string::npos) return why(program);
+  const char* path_env = std::getenv("PATH");
+  const std::string dirs = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    const size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
+    if (why(dir + "/" + program).empty()) return "";
+    start = end + 1;
+  }
+  return "not found in PATH";
+}
+
+}  // namespace
 
 int run_launch(const LaunchOptions& o) {
   TD_CHECK_VALUE(!o.command.empty(),
                  "launch: no program given (usage: tandem launch [options] "
                  "-- program args...)");
+  TD_CHECK_VALUE(o.nproc_per_node >= 0, "launch: --nproc-per-node ", o.nproc_per_node,
+                 " is negative (0 means one worker per core)");
+  TD_CHECK_VALUE(o.kill_grace_s >= 0, "launch: --kill-grace ", o.kill_grace_s,
+                 " is negative (seconds between SIGTERM and SIGKILL)");
+  if (const std::string why = cannot_execute(o.command.front()); !why.empty()) {
+    std::fprintf(stderr, "tandem launch: cannot run '%s': %s; no worker was started\n",
+                 o.command.front().c_str(), why.c_str());
+    return 127;  // the shell's "command not found"
+  }
   int nproc = o.nproc_per_node;
   if (nproc <= 0) nproc = int(std::max(1u, std::thread::hardware_concurrency()));
   const int nnodes = o.standalone ? 1 : o.nnodes;

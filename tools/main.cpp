@@ -101,6 +101,9 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
   cmd->add_flag("--no-progress", t.no_progress, "plain log lines even on a terminal");
   cmd->add_option("--max-steps", t.max_steps, "stop each epoch after N steps (smoke tests)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--skip-nonfinite", t.skip_nonfinite,
+                "skip (and count) a step whose loss or gradients are NaN or inf, instead of "
+                "stopping the run with an error naming the step");
   cmd->add_flag("--ddp", t.ddp,
                 "train as one rank of DistributedDataParallel (run under `tandem launch`); "
                 "--batch-size is the global batch, split over the ranks");

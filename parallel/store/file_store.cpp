@@ -95,7 +95,8 @@ Bytes FileStore::get(const std::string& key) {
 int64_t FileStore::add(const std::string& key, int64_t delta) {
   DirLock lock(path_);
   Bytes old;
-  const int64_t sum = (read_file(file_of(key), old) ? detail::parse_counter(key, old) : 0) + delta;
+  const int64_t sum =
+      detail::counter_plus(key, read_file(file_of(key), old) ? &old : nullptr, delta);
   write_atomically(file_of(key), detail::counter_bytes(sum));
   return sum;
 }

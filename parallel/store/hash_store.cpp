@@ -19,10 +19,11 @@ Bytes HashStore::get(const std::string& key) {
 }
 
 int64_t HashStore::add(const std::string& key, int64_t delta) {
-  int64_t sum = delta;
+  int64_t sum = 0;
   {
     std::lock_guard lk(mu_);
-    if (auto it = data_.find(key); it != data_.end()) sum += detail::parse_counter(key, it->second);
+    const auto it = data_.find(key);
+    sum = detail::counter_plus(key, it != data_.end() ? &it->second : nullptr, delta);
     data_[key] = detail::counter_bytes(sum);
   }
   cv_.notify_all();

@@ -34,6 +34,14 @@ int64_t parse_counter(const std::string& key, const Bytes& value) {
   return out;
 }
 
+int64_t counter_plus(const std::string& key, const Bytes* old, int64_t delta) {
+  const int64_t value = old ? parse_counter(key, *old) : 0;
+  int64_t sum = 0;
+  TD_CHECK_AS(DistributedError, !__builtin_add_overflow(value, delta, &sum), "Store::add: ", value,
+              " + ", delta, " under key '", key, "' overflows a 64-bit counter");
+  return sum;
+}
+
 Bytes counter_bytes(int64_t value) {
   const std::string s = std::to_string(value);
   return Bytes(s.begin(), s.end());

@@ -51,6 +51,9 @@ std::string quote_keys(const std::vector<std::string>& keys);
 /// Parses a counter's decimal text; DistributedError naming the key when it is not an integer.
 int64_t parse_counter(const std::string& key, const Bytes& value);
 Bytes counter_bytes(int64_t value);
+/// The counter under `key` (`old`, or 0 when null) plus `delta`; DistributedError when the value
+/// is not a counter or the sum leaves the 64-bit range (a wrapped counter would be a silent lie).
+int64_t counter_plus(const std::string& key, const Bytes* old, int64_t delta);
 }  // namespace detail
 
 }  // namespace tandem::parallel

@@ -75,6 +75,15 @@ TEST_P(StoreContract, AddOnANonCounterIsAnError) {
               ::testing::HasSubstr("text'"));
 }
 
+// Found by fuzzing (tests/fuzz/fuzz_store_protocol.cpp): the sum overflowed int64, undefined
+// behaviour in the server, and a wrapped counter.
+TEST_P(StoreContract, AddThatOverflowsIsAnErrorAndLeavesTheCounter) {
+  store_->add("n", INT64_MAX - 1);
+  EXPECT_THAT(error_message<DistributedError>([&] { store_->add("n", 2); }),
+              ::testing::HasSubstr("overflows a 64-bit counter"));
+  EXPECT_EQ(store_->add("n", 0), INT64_MAX - 1);
+}
+
 TEST_P(StoreContract, WaitTimesOutNamingTheKeys) {
   const auto start = std::chrono::steady_clock::now();
   const std::string msg = error_message<DistributedError>([&] {

@@ -1,12 +1,19 @@
-// tools/train/checkpointing.cpp — the metadata around nn::save_model / nn::save_optimizer. The
-// model file is written first: a crash between the two writes leaves a new model beside an old
-// optimizer, which load_checkpoint detects by their epochs disagreeing.
+// tools/train/checkpointing.cpp — the metadata around nn::save_model / nn::save_optimizer, and
+// saving the two files as a pair. Each file is written atomically (temporary file, fsync,
+// rename), but two renames are not one: so both are first written complete as *.next, then
+// renamed into place. A crash before the renames leaves the previous pair as it was; one between
+// them leaves the new model beside optimizer.safetensors.next of the same epoch, and
+// load_checkpoint finishes that rename. Either way no finished epoch is lost.
+#include <tandem/autograd/ops/ops.h>
 #include <tandem/core/check.h>
+#include <tandem/core/serialize/safetensors.h>
 #include <tandem/nn/checkpoint.h>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 
 #include "checkpointing.h"
+#include "epoch.h"
 
 namespace tandem::tools {
 namespace fs = std::filesystem;
@@ -14,6 +21,35 @@ namespace {
 
 constexpr char kModelFile[] = "model.safetensors";
 constexpr char kOptimizerFile[] = "optimizer.safetensors";
+constexpr char kNext[] = ".next";  // a new pair, written in full before either is renamed
+
+// A model whose parameters went NaN or inf must not replace a good checkpoint.
+void check_finite(nn::Module& model, const std::string& dir, int64_t epoch) {
+  for (const auto& [name, p] : model.named_parameters()) {
+    const double s = abs(p.detach()).sum().to(kFloat64).item();
+    TD_CHECK_AS(NonFiniteError, std::isfinite(s), "train: parameter \"", name,
+                "\" holds NaN or inf after epoch ", epoch, "; the checkpoint in ", dir,
+                " was not overwritten (it still holds the last good epoch)");
+  }
+}
+
+// The "epoch" a checkpoint file says it holds; empty when it has none or cannot be read.
+std::string epoch_text(const std::string& path) {
+  try {
+    const auto meta = load_safetensors(path).metadata;
+    const auto it = meta.find("epoch");
+    return it == meta.end() ? "" : it->second;
+  } catch (const Error&) {
+    return "";
+  }
+}
+
+void rename_or_fail(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  TD_CHECK_AS(DataError, !ec, "train: cannot rename ", from.string(), " to ", to.string(), ": ",
+              ec.message());
+}
 
 const std::string& field(const nn::Metadata& meta, const std::string& key,
                          const std::string& path) {
@@ -45,14 +81,25 @@ void save_checkpoint(const std::string& dir, nn::Module& model, const optim::Opt
                              {"global_step", std::to_string(state.global_step)},
                              {"generator", nn::to_string(state.generator)},
                              {"config", state.config_json}};
-  nn::save_model((fs::path(dir) / kModelFile).string(), model, meta);
-  nn::save_optimizer((fs::path(dir) / kOptimizerFile).string(), optimizer, meta);
+  check_finite(model, dir, state.epoch);
+  const fs::path model_path = fs::path(dir) / kModelFile, opt_path = fs::path(dir) / kOptimizerFile;
+  const fs::path model_next = model_path.string() + kNext, opt_next = opt_path.string() + kNext;
+  nn::save_model(model_next.string(), model, meta);
+  nn::save_optimizer(opt_next.string(), optimizer, meta);
+  rename_or_fail(model_next, model_path);
+  rename_or_fail(opt_next, opt_path);
 }
 
 TrainState load_checkpoint(const std::string& dir, nn::Module& model, optim::Optimizer& optimizer) {
   const std::string model_path = (fs::path(dir) / kModelFile).string();
   const std::string optimizer_path = (fs::path(dir) / kOptimizerFile).string();
   std::error_code ec;
+  // A save interrupted between its two renames: the new model is in place and the new optimizer
+  // waits complete beside it. Finish the commit if the epochs say they belong together.
+  const std::string optimizer_next = optimizer_path + kNext;
+  if (fs::is_regular_file(optimizer_next, ec) && fs::is_regular_file(model_path, ec) &&
+      !fs::exists(model_path + kNext, ec) && epoch_text(model_path) == epoch_text(optimizer_next))
+    rename_or_fail(optimizer_next, optimizer_path);
   for (const std::string& path : {model_path, optimizer_path})
     TD_CHECK_AS(DataError, fs::is_regular_file(path, ec), "train: --resume: ", path,
                 " does not exist; a checkpoint directory holds ", kModelFile, " and ",

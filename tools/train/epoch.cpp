@@ -3,8 +3,11 @@
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ops/nn_ops.h>
 #include <tandem/autograd/ops/ops.h>
+#include <tandem/core/check.h>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 
 #include "augment.h"
 #include "epoch.h"
@@ -23,6 +26,20 @@ double seconds_since(Clock::time_point t) {
 int64_t count_correct(const Tensor& logits, const Tensor& y) {
   NoGradGuard no_grad;
   return int64_t(logits.argmax(1).eq(y).to(kFloat32).sum().item());
+}
+
+// Whether every gradient is finite. One sum over all of them, read back once: a NaN or inf in any
+// makes it non-finite. Under DDP the gradients are already all-reduced, so every rank reaches the
+// same answer and they skip (or stop) together; a NaN loss on one rank poisons them all.
+bool gradients_finite(const optim::Optimizer& optimizer) {
+  NoGradGuard no_grad;
+  Tensor total;
+  for (const Tensor& p : optimizer.parameters()) {
+    if (!p.grad().defined()) continue;
+    const Tensor s = abs(p.grad()).sum().to(kFloat64);
+    total = total.defined() ? total + s : s;
+  }
+  return !total.defined() || std::isfinite(total.item());
 }
 
 // Sums over a stretch of steps: loss is summed per image, so means weight batches by size.
@@ -48,6 +65,7 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
   ProgressLine progress(s.interactive, epoch, s.steps);
   const int64_t log_every = std::max<int64_t>(1, (s.steps + 9) / 10);  // ~10% of the epoch
   Totals all, interval;
+  int64_t skipped = 0;
   const Clock::time_point start = Clock::now();
   Clock::time_point interval_start = start;
 
@@ -64,11 +82,28 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
     const Tensor loss = cross_entropy(logits, y);
     s.optimizer.zero_grad();
     loss.backward();
+    const double l = loss.item();
+    if (!std::isfinite(l) || !gradients_finite(s.optimizer)) {
+      TD_CHECK_AS(NonFiniteError, s.skip_nonfinite, "train: the loss is ",
+                  std::isnan(l) ? std::string("NaN") : std::to_string(l),
+                  std::isfinite(l) ? " but a gradient is NaN or inf" : "", " at epoch ", epoch,
+                  ", step ", all.steps + 1, " (global step ", global_step + 1,
+                  "); the step was not applied, and the last checkpoint is the one of the last "
+                  "finished epoch\n  hint: lower --lr, or pass --skip-nonfinite to skip such "
+                  "steps");
+      ++skipped;
+      if (!s.quiet)
+        std::fprintf(
+            stderr,
+            "train: epoch %lld step %lld: loss %g (not finite), step skipped (%lld so far)\n",
+            (long long)epoch, (long long)(all.steps + 1), l, (long long)skipped);
+      if (++all.steps == s.steps) break;
+      continue;
+    }
     s.optimizer.step();
     if (s.scheduler) s.scheduler->step();
     ++global_step;
 
-    const double l = loss.item();
     const int64_t right = count_correct(logits, y), n = y.size(0);
     all.add(l, right, n);
     interval.add(l, right, n);
@@ -95,7 +130,8 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
   return {.loss = all.mean_loss(),
           .acc = all.acc(),
           .images = all.images,
-          .samples_per_s = secs > 0 ? double(all.images * s.world) / secs : 0};
+          .samples_per_s = secs > 0 ? double(all.images * s.world) / secs : 0,
+          .skipped = skipped};
 }
 
 PassResult evaluate(Classifier& model, data::DataLoader& loader, Device device) {

@@ -27,8 +27,15 @@ struct EpochSetup {
   bool interactive;  // draw the updating progress line
   MetricsLog& metrics;
   std::function<Tensor(const Tensor&)> forward = nullptr;  // --ddp: through the DDP wrapper
-  bool quiet = false;  // --ddp ranks other than 0: no progress output
-  int world = 1;       // ranks training together: images/s counts all of them
+  bool quiet = false;           // --ddp ranks other than 0: no progress output
+  int world = 1;                // ranks training together: images/s counts all of them
+  bool skip_nonfinite = false;  // --skip-nonfinite: skip such a step instead of stopping
+};
+
+/// A step's loss or gradients were NaN or inf (the step was not applied), or parameters were
+/// about to be saved with NaN or inf in them (they were not).
+struct NonFiniteError : Error {
+  using Error::Error;
 };
 
 struct PassResult {
@@ -36,9 +43,12 @@ struct PassResult {
   double acc = 0;   // fraction correct
   int64_t images = 0;
   double samples_per_s = 0;  // images/s over the whole pass
+  int64_t skipped = 0;       // steps not taken: non-finite loss or gradients (--skip-nonfinite)
 };
 
-/// Trains epoch `epoch` (1-based; the loader is set to epoch − 1), advancing global_step.
+/// Trains epoch `epoch` (1-based; the loader is set to epoch − 1), advancing global_step. A step
+/// whose loss or gradients are not finite is never applied: it throws NonFiniteError naming
+/// the epoch and step, or with skip_nonfinite it is skipped and counted.
 PassResult train_epoch(EpochSetup& setup, int64_t epoch, int64_t& global_step);
 
 /// Loss and accuracy of the model in eval mode, without gradients, over every batch of `loader`

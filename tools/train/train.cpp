@@ -190,7 +190,8 @@ int run_train(const TrainOptions& flags) {
                    .metrics = metrics,
                    .forward = nullptr,
                    .quiet = !lead,
-                   .world = world};
+                   .world = world,
+                   .skip_nonfinite = o.skip_nonfinite};
   if (ddp) setup.forward = [&](const Tensor& x) { return (*ddp)(x); };
   ReportInfo report{.title = str(o.model, " on ", source.name),
                     .run = {},
@@ -215,6 +216,9 @@ int run_train(const TrainOptions& flags) {
         "lr %.3g\n",
         (long long)epoch, o.epochs, t.loss, t.acc, eval.c_str(), e.loss, percent(e.acc).c_str(),
         t.samples_per_s, optimizer->lr(0));
+    if (t.skipped > 0)
+      std::printf("epoch %lld: %lld step%s skipped: loss or gradients not finite\n",
+                  (long long)epoch, (long long)t.skipped, t.skipped == 1 ? "" : "s");
     std::fflush(stdout);
     if (!o.checkpoint.empty())
       save_checkpoint(o.checkpoint, *model, *optimizer,

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# scripts/sanitize.sh [address,undefined | thread] [--configure-only] — builds the CPU suite with
+# clang under sanitizers and runs it.
+#   address,undefined (default): build-sanitize/, every CPU test, the fuzz targets too (same
+#     flags plus coverage, so scripts/fuzz.sh reuses this tree). Run by scripts/test.sh in CI.
+#   thread: build-tsan/, the tests that start threads or processes (thread pool, DataLoader
+#     workers, stores, communicators, DDP, the launcher), with tests/tsan.supp.
+# A report fails the test that caused it (UBSan does not recover; ASan and TSan stop the process).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sanitize=address,undefined configure_only=""
+for arg in "$@"; do
+  case $arg in
+    --configure-only) configure_only=1 ;;
+    address,undefined | thread) sanitize=$arg ;;
+    *) echo "usage: $0 [address,undefined | thread] [--configure-only]" >&2; exit 2 ;;
+  esac
+done
+
+if [ "$sanitize" = thread ]; then
+  dir=build-tsan fuzz=OFF
+else
+  dir=build-sanitize fuzz=ON
+fi
+# clang: libFuzzer comes with it, and its TSan knows libstdc++'s atomics. CUDA off: the CPU suite
+# is what runs here. -O1 keeps the build and the tests quick, and the reports' stacks readable.
+CC=clang CXX=clang++ cmake -S . -B $dir -G Ninja -DTANDEM_WITH_CUDA=OFF -DTANDEM_MARCH=x86-64-v3 \
+  -DTANDEM_SANITIZE="$sanitize" -DTANDEM_BUILD_FUZZ=$fuzz -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" >/dev/null
+[ -n "$configure_only" ] && exit 0
+cmake --build $dir
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+export UBSAN_OPTIONS=print_stacktrace=1
+export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp second_deadlock_stack=1"
+if [ "$sanitize" = thread ]; then
+  threaded='ThreadPool|DataLoader|Store|Collective|Comm|Gloo|Ddp|DDP|Launch|Spawn|ProcessGroup|Rendezvous|Trace'
+  ctest --test-dir $dir --output-on-failure --parallel 2 -R "$threaded"
+else
+  ctest --test-dir $dir --output-on-failure --parallel 2
+fi

@@ -1,0 +1,206 @@
+// tests/bad_input/files_test.cpp — the bad-input table, part 1: files. Truncated, corrupt and
+// oversized files of each format (safetensors, IDX raw and gzipped), checkpoints that do not fit
+// the model, datasets whose parts disagree, labels out of range, and a write that fails half-way.
+#include <sys/resource.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <csignal>
+#include <filesystem>
+
+#include "bad_input/bad_input.h"
+
+namespace tandem::bad_input {
+namespace {
+using testing::read_bytes;
+using testing::write_bytes;
+
+std::string good_safetensors(const TempDir& dir) {
+  const std::string path = dir.file("model.safetensors");
+  manual_seed(0);
+  nn::Linear linear(2, 3);
+  nn::save_model(path, linear);
+  return path;
+}
+
+std::string good_idx(const TempDir& dir, bool gz) {
+  const std::string path = dir.file(gz ? "images.gz" : "images");
+  data::IdxImages images{.count = 4, .rows = 5, .cols = 6, .pixels = std::vector<uint8_t>(120, 9)};
+  data::write_idx_images(path, images);
+  return path;
+}
+
+std::string gzip_bytes(const std::string& raw) {
+  std::string out(compressBound(uLong(raw.size())) + 32, '\0');
+  z_stream z{};
+  deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
+  z.avail_in = uInt(raw.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = uInt(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+// A save that fails part-way (the file-size limit stops its writes) in a child process, over a
+// good checkpoint: returns the child's error message.
+std::string save_with_file_size_limit(const std::string& path, rlim_t limit) {
+  const std::string msg_path = path + ".msg";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails with EFBIG instead
+    rlimit r{limit, limit};
+    ::setrlimit(RLIMIT_FSIZE, &r);
+    nn::Linear big(64, 64);
+    std::string msg = "no error";
+    try {
+      nn::save_model(path, big);
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+    r = {RLIM_INFINITY, RLIM_INFINITY};
+    ::setrlimit(RLIMIT_FSIZE, &r);
+    write_bytes(msg_path, msg);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return read_bytes(msg_path);
+}
+
+const Row kRows[] = {
+    {"SafetensorsTruncated",
+     [](const TempDir& d) {
+       const std::string p = good_safetensors(d);
+       std::filesystem::resize_file(p, std::filesystem::file_size(p) - 5);
+       return thrown([&] { load_safetensors(p); });
+     },
+     "DataError",
+     {"{dir}/model.safetensors", "truncated"}},
+    {"SafetensorsCorruptHeader",
+     [](const TempDir& d) {
+       const std::string p = good_safetensors(d);
+       std::string bytes = read_bytes(p);
+       bytes[9] = '[';  // the header's JSON no longer parses
+       write_bytes(p, bytes);
+       return thrown([&] { load_safetensors(p); });
+     },
+     "DataError",
+     {"{dir}/model.safetensors", "header"}},
+    {"SafetensorsOversizedHeader",
+     [](const TempDir& d) {
+       const std::string p = good_safetensors(d);
+       std::string bytes = read_bytes(p);
+       bytes.replace(0, 8, std::string("\x00\x00\x00\x00\x01\x00\x00\x00", 8));  // 4 GiB
+       write_bytes(p, bytes);
+       return thrown([&] { load_safetensors(p); });
+     },
+     "DataError",
+     {"{dir}/model.safetensors", "4294967296"}},
+    {"CheckpointNamesDoNotMatchTheModel",
+     [](const TempDir& d) {
+       const std::string p = good_safetensors(d);
+       nn::Sequential other(nn::Linear(2, 3));
+       return thrown([&] { nn::load_model(p, other); });
+     },
+     "ValueError",
+     {"missing", "\"0.weight\"", "unexpected", "\"weight\"", "{dir}/model.safetensors"}},
+    {"CheckpointShapesDoNotMatchTheModel",
+     [](const TempDir& d) {
+       const std::string p = good_safetensors(d);
+       nn::Linear wider(2, 4);
+       return thrown([&] { nn::load_model(p, wider); });
+     },
+     "ValueError",
+     {"shape mismatch for \"weight\"", "[3, 2]", "[4, 2]", "{dir}/model.safetensors"},
+     nullptr},
+    {"IdxTruncated",
+     [](const TempDir& d) {
+       const std::string p = good_idx(d, false);
+       std::filesystem::resize_file(p, 100);
+       return thrown([&] { data::read_idx_images(p); });
+     },
+     "DataError",
+     {"{dir}/images", "truncated", "expected 120 bytes"}},
+    {"IdxGzipCorrupt",
+     [](const TempDir& d) {
+       const std::string p = good_idx(d, true);
+       std::string bytes = read_bytes(p);
+       for (size_t i = 12; i < bytes.size() - 8; ++i) bytes[i] = char(bytes[i] ^ 0x5a);
+       write_bytes(p, bytes);
+       return thrown([&] { data::read_idx_images(p); });
+     },
+     "DataError",
+     {"{dir}/images.gz", "gzip"}},
+    {"IdxGzipTruncated",
+     [](const TempDir& d) {
+       const std::string p = good_idx(d, true);
+       std::filesystem::resize_file(p, std::filesystem::file_size(p) / 2);
+       return thrown([&] { data::read_idx_images(p); });
+     },
+     "DataError",
+     {"{dir}/images.gz", "truncated"}},
+    {"IdxOversizedHeader",
+     [](const TempDir& d) {
+       const std::string p = d.file("huge.gz");
+       // 2^32-1 images of 65535x65535 claimed in a tiny gzipped file.
+       write_bytes(p, gzip_bytes(std::string("\x00\x00\x08\x03\xff\xff\xff\xff\x00\x00\xff\xff"
+                                             "\x00\x00\xff\xff",
+                                             16)));
+       return thrown([&] { data::read_idx_images(p); });
+     },
+     "DataError",
+     {"{dir}/huge.gz", "corrupt header"}},
+    {"IdxLongerThanItsHeaderSays",
+     [](const TempDir& d) {
+       const std::string p = good_idx(d, false);
+       write_bytes(p, read_bytes(p) + "xx");
+       return thrown([&] { data::read_idx_images(p); });
+     },
+     "DataError",
+     {"{dir}/images", "size mismatch"}},
+    {"DatasetImageAndLabelCountsDiffer",
+     [](const TempDir& d) {
+       write_dataset(d.str(), 5, /*labels=*/4);
+       return thrown([&] { data::MNIST(d.str(), data::Split::Train); });
+     },
+     "DataError",
+     {"size mismatch", "train-images-idx3-ubyte holds 5 images", "train-labels-idx1-ubyte", "4"}},
+    {"DatasetLabelOutOfRange",
+     [](const TempDir& d) {
+       write_dataset(d.str(), 3);
+       data::write_idx_labels(d.file("train-labels-idx1-ubyte"), {1, 12, 3});
+       return thrown([&] { data::MNIST(d.str(), data::Split::Train); });
+     },
+     "DataError",
+     {"label 12 at index 1", "train-labels-idx1-ubyte"}},
+    {"LossTargetOutOfRange",
+     [](const TempDir&) {
+       const Tensor logits = zeros({2, 10});
+       const Tensor target = tensor({3, 12}, {.dtype = kInt64});
+       return thrown([&] { cross_entropy(logits, target); });
+     },
+     "IndexError",
+     {"cross_entropy", "target value 12 at index 1", "[0, 10)"}},
+    {"WriteFailsHalfWayOverAGoodCheckpoint",
+     [](const TempDir& d) {
+       const std::string p = good_safetensors(d);
+       write_bytes(d.file("before"), read_bytes(p));
+       return Outcome{"Error", save_with_file_size_limit(p, 4096)};
+     },
+     "Error",
+     {"{dir}/model.safetensors"},
+     [](const TempDir& d) {  // the old file, byte for byte, and no temporary left behind
+       EXPECT_EQ(read_bytes(d.file("model.safetensors")), read_bytes(d.file("before")));
+       for (const auto& e : std::filesystem::directory_iterator(d.str()))
+         EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+     }},
+};
+
+class Files : public ::testing::TestWithParam<Row> {};
+TEST_P(Files, GivesAClearErrorAndLosesNothing) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(BadInput, Files, ::testing::ValuesIn(kRows), row_name);
+
+}  // namespace
+}  // namespace tandem::bad_input

@@ -1,0 +1,126 @@
+// tests/bad_input/training_test.cpp — the bad-input table, part 2: `tandem train` run as a user
+// runs it. Resuming from a half-written or interrupted checkpoint, a loss that turns NaN (it
+// stops naming the step, or skips under --skip-nonfinite, and never saves NaN over a good
+// checkpoint), and a dataset whose image and label counts differ.
+#include <cmath>
+#include <filesystem>
+
+#include "bad_input/bad_input.h"
+
+namespace tandem::bad_input {
+namespace {
+namespace fs = std::filesystem;
+using testing::read_bytes;
+using testing::write_bytes;
+
+// A small run on a tiny dataset (SGD unless `extra` names an optimizer); `extra` adds flags.
+Outcome train(const TempDir& d, const std::string& ckpt, const std::string& extra) {
+  const std::string optimizer =
+      extra.find("--optimizer") == std::string::npos ? "--optimizer sgd " : "";
+  return tandem_cli(d, "train --model mlp " + optimizer + "--dataset '" + d.file("data") +
+                           "' --batch-size 16 --max-steps 4 --no-progress --log-dir '" +
+                           d.file("runs") + "' --checkpoint '" + d.file(ckpt) + "' " + extra);
+}
+
+// A dataset and a checkpoint after `epochs` good epochs in d/<ckpt>.
+void trained(const TempDir& d, const std::string& ckpt = "ckpt", int epochs = 1) {
+  if (!fs::exists(d.file("data"))) {
+    fs::create_directories(d.file("data"));
+    write_dataset(d.file("data"), 64);
+  }
+  const Outcome o = train(d, ckpt, "--epochs " + std::to_string(epochs));
+  ASSERT_EQ(o.error, "exit 0") << o.message;
+}
+
+// Keeps a copy of d/ckpt's files, to compare after the failure.
+void snapshot(const TempDir& d) {
+  fs::copy(d.file("ckpt"), d.file("before"), fs::copy_options::recursive);
+}
+void unchanged(const TempDir& d) {
+  for (const char* f : {"model.safetensors", "optimizer.safetensors"})
+    EXPECT_EQ(read_bytes(d.file(std::string("ckpt/") + f)),
+              read_bytes(d.file(std::string("before/") + f)))
+        << f << " changed";
+}
+
+const Row kRows[] = {
+    {"ResumeFromATruncatedModelFile",
+     [](const TempDir& d) {
+       trained(d);
+       fs::resize_file(d.file("ckpt/model.safetensors"), 100);
+       snapshot(d);
+       return train(d, "ckpt", "--epochs 2 --resume");
+     },
+     "exit 1",
+     {"{dir}/ckpt/model.safetensors", "truncated"},
+     unchanged},
+    {"ResumeWithTheOptimizerFileMissing",
+     [](const TempDir& d) {
+       trained(d);
+       fs::remove(d.file("ckpt/optimizer.safetensors"));
+       return train(d, "ckpt", "--epochs 2 --resume");
+     },
+     "exit 1",
+     {"{dir}/ckpt/optimizer.safetensors does not exist"}},
+    {"ResumeAfterACrashBetweenTheTwoRenames",
+     [](const TempDir& d) {
+       // The new model (epoch 2) is in place; its optimizer waits as optimizer.safetensors.next
+       // beside the old one (epoch 1): what a crash between save_checkpoint's renames leaves.
+       trained(d, "ckpt", 1);
+       trained(d, "ckpt2", 2);
+       fs::copy_file(d.file("ckpt2/model.safetensors"), d.file("ckpt/model.safetensors"),
+                     fs::copy_options::overwrite_existing);
+       fs::copy_file(d.file("ckpt2/optimizer.safetensors"),
+                     d.file("ckpt/optimizer.safetensors.next"));
+       return train(d, "ckpt", "--epochs 3 --resume");
+     },
+     "exit 0",
+     {"after epoch 2", "continuing at epoch 3"},
+     [](const TempDir& d) { EXPECT_FALSE(fs::exists(d.file("ckpt/optimizer.safetensors.next"))); }},
+    {"ResumeWithAnotherOptimizer",
+     [](const TempDir& d) {
+       trained(d);  // SGD
+       snapshot(d);
+       return train(d, "ckpt", "--epochs 2 --resume --optimizer adam");
+     },
+     "exit 1",
+     {"{dir}/ckpt/optimizer.safetensors", "do not fit this optimizer", "another optimizer"},
+     unchanged},
+    {"NanLossStopsNamingTheStep",
+     [](const TempDir& d) {
+       trained(d);
+       snapshot(d);
+       return train(d, "ckpt", "--epochs 2 --resume --lr 1e30");
+     },
+     "exit 1",
+     {"train: the loss is", "at epoch 2, step", "--skip-nonfinite"},
+     unchanged},
+    {"NanLossIsSkippedWithTheFlagAndNoNanIsSaved",
+     [](const TempDir& d) {
+       trained(d);
+       return train(d, "ckpt", "--epochs 2 --resume --lr 1e30 --skip-nonfinite");
+     },
+     "exit 0",
+     {"skipped: loss or gradients not finite"},
+     [](const TempDir& d) {
+       for (const auto& [name, t] : load_safetensors(d.file("ckpt/model.safetensors")).tensors)
+         for (double v : t.to_vector<double>()) ASSERT_TRUE(std::isfinite(v)) << name;
+     }},
+    {"DatasetImageAndLabelCountsDiffer",
+     [](const TempDir& d) {
+       fs::create_directories(d.file("data"));
+       write_dataset(d.file("data"), 32, /*labels=*/30);
+       return train(d, "ckpt", "--epochs 1");
+     },
+     "exit 1",
+     {"size mismatch", "{dir}/data/train-images-idx3-ubyte holds 32 images",
+      "train-labels-idx1-ubyte holds 30 labels"},
+     [](const TempDir& d) { EXPECT_FALSE(fs::exists(d.file("ckpt/model.safetensors"))); }},
+};
+
+class Training : public ::testing::TestWithParam<Row> {};
+TEST_P(Training, GivesAClearErrorAndLosesNothing) { check(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(BadInput, Training, ::testing::ValuesIn(kRows), row_name);
+
+}  // namespace
+}  // namespace tandem::bad_input
