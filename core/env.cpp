@@ -14,7 +14,10 @@ std::string env_str(const char* name) {
 
 int64_t env_int(const char* name, int64_t fallback) {
   const std::string v = env_str(name);
-  if (v.empty()) return fallback;
+  return v.empty() ? fallback : parse_env_int(name, v);
+}
+
+int64_t parse_env_int(const char* name, const std::string& v) {
   int64_t out = 0;
   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
   TD_CHECK_VALUE(ec == std::errc() && end == v.data() + v.size(), "environment variable ", name,

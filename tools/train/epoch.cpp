@@ -29,14 +29,16 @@ int64_t count_correct(const Tensor& logits, const Tensor& y) {
 }
 
 // Whether every gradient is finite. One sum over all of them, read back once: a NaN or inf in any
-// makes it non-finite. Under DDP the gradients are already all-reduced, so every rank reaches the
-// same answer and they skip (or stop) together; a NaN loss on one rank poisons them all.
+// makes it non-finite (so does a sum that overflows float32; such gradients are no better). No
+// abs(), which would copy every gradient each step. Under DDP the gradients are already
+// all-reduced, so every rank reaches the same answer and they skip (or stop) together; a NaN
+// loss on one rank poisons them all.
 bool gradients_finite(const optim::Optimizer& optimizer) {
   NoGradGuard no_grad;
   Tensor total;
   for (const Tensor& p : optimizer.parameters()) {
     if (!p.grad().defined()) continue;
-    const Tensor s = abs(p.grad()).sum().to(kFloat64);
+    const Tensor s = p.grad().sum().to(kFloat64);
     total = total.defined() ? total + s : s;
   }
   return !total.defined() || std::isfinite(total.item());
@@ -88,15 +90,13 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
                   std::isnan(l) ? std::string("NaN") : std::to_string(l),
                   std::isfinite(l) ? " but a gradient is NaN or inf" : "", " at epoch ", epoch,
                   ", step ", all.steps + 1, " (global step ", global_step + 1,
-                  "); the step was not applied, and the last checkpoint is the one of the last "
-                  "finished epoch\n  hint: lower --lr, or pass --skip-nonfinite to skip such "
-                  "steps");
+                  "); the step was not applied (a --checkpoint holds the last finished epoch)"
+                  "\n  hint: lower --lr, or pass --skip-nonfinite to skip such steps");
       ++skipped;
       if (!s.quiet)
-        std::fprintf(
-            stderr,
-            "train: epoch %lld step %lld: loss %g (not finite), step skipped (%lld so far)\n",
-            (long long)epoch, (long long)(all.steps + 1), l, (long long)skipped);
+        std::fprintf(stderr, "train: epoch %lld step %lld: loss %g%s, step skipped (%lld so far)\n",
+                     (long long)epoch, (long long)(all.steps + 1), l,
+                     std::isfinite(l) ? " but a gradient is not finite" : "", (long long)skipped);
       if (++all.steps == s.steps) break;
       continue;
     }
