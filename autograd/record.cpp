@@ -37,6 +37,10 @@ std::shared_ptr<Node> gradient_node(const Tensor& t) {
 }
 
 bool any_requires_grad(std::initializer_list<Tensor> inputs) {
+  return any_requires_grad(std::span<const Tensor>(inputs.begin(), inputs.size()));
+}
+
+bool any_requires_grad(std::span<const Tensor> inputs) {
   if (!GradMode::is_enabled()) return false;
   for (const Tensor& t : inputs)
     if (t.defined() && t.requires_grad()) return true;
@@ -44,6 +48,12 @@ bool any_requires_grad(std::initializer_list<Tensor> inputs) {
 }
 
 Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs,
+              std::initializer_list<Tensor> saved, BackwardFn backward) {
+  return record(name, std::move(output), std::span<const Tensor>(inputs.begin(), inputs.size()),
+                saved, std::move(backward));
+}
+
+Tensor record(const char* name, Tensor output, std::span<const Tensor> inputs,
               std::initializer_list<Tensor> saved, BackwardFn backward) {
   if (!any_requires_grad(inputs)) return output;
   auto node = std::make_shared<Node>();

@@ -7,13 +7,18 @@
 
 #include <tandem/autograd/node.h>
 #include <initializer_list>
+#include <span>
 
 namespace tandem {
 
 Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs,
               std::initializer_list<Tensor> saved, BackwardFn backward);
+/// The same for an op with a run-time number of inputs (cat).
+Tensor record(const char* name, Tensor output, std::span<const Tensor> inputs,
+              std::initializer_list<Tensor> saved, BackwardFn backward);
 
 /// True when an op with these inputs would be recorded (grad mode on, some input requires grad).
 bool any_requires_grad(std::initializer_list<Tensor> inputs);
+bool any_requires_grad(std::span<const Tensor> inputs);
 
 }  // namespace tandem

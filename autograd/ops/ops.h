@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tandem/core/tensor.h>
+#include <vector>
 
 namespace tandem {
 
@@ -55,6 +56,14 @@ Tensor le(const Tensor& a, double b);
 Tensor gt(const Tensor& a, double b);
 Tensor ge(const Tensor& a, double b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// join.cpp: cat/stack join tensors along a dim; split/chunk cut one into views (torch's rules:
+// chunk gives pieces of ceil(n / chunks), the last smaller, so possibly fewer than `chunks`)
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 
 // reduce.cpp: empty `dims` means every dim
 Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);

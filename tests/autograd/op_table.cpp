@@ -109,6 +109,33 @@ std::vector<OpCase> core_rows() {
          return x[0].permute({1, 2, 0}).contiguous();
        }},
       {"narrow", {{4, 5}}, [](V x) { return x[0].narrow(1, 1, 3); }},
+      {"cat_dim0",
+       {{2, 3}, {1, 3}, {3, 3}},
+       [](V x) {
+         return cat({x[0], x[1], x[2]}, 0);
+       }},
+      {"cat_dim1_views",
+       {{3, 2}, {4, 3}},
+       [](V x) {
+         return cat({x[0].t(), x[1].narrow(0, 1, 2)}, 1) * 1.5;
+       }},
+      {"stack_dim1",
+       {{2, 3}, {2, 3}},
+       [](V x) {
+         return stack({x[0], x[1] * 2.0}, 1);
+       }},
+      {"chunk_uneven",
+       {{7, 2}},
+       [](V x) {
+         const std::vector<Tensor> p = chunk(x[0], 3, 0);  // 3, 3, 1 rows
+         return cat({p[2] * 3.0, p[0], p[1] * 2.0}, 0);
+       }},
+      {"split_sizes",
+       {{2, 6}},
+       [](V x) {
+         const std::vector<Tensor> p = split(x[0], {1, 3, 2}, 1);
+         return p[1].sum({1}) + p[2].sum({1}) * p[0].squeeze(1);
+       }},
       {"select", {{4, 5}}, [](V x) { return x[0].select(0, 2); }},
       {"squeeze_unsqueeze", {{3, 1, 2}}, [](V x) { return x[0].squeeze(1).unsqueeze(0); }},
       {"expand",
