@@ -29,7 +29,11 @@ std::shared_ptr<Node> gradient_node(const Tensor& t) {
   if (!acc) {
     acc = std::make_shared<Node>();
     acc->name = "accumulate_grad";
-    acc->sequence_nr = UINT64_MAX;  // leaves can always wait until their producers are done
+    // The ready queue runs the highest sequence number first, so an accumulator runs as soon as
+    // it is ready (every gradient for its leaf has arrived): .grad is written and the
+    // post-accumulate hooks fire early (DDP starts a bucket's all-reduce there, overlapping the
+    // rest of backward), and the gradient buffer is freed early.
+    acc->sequence_nr = UINT64_MAX;
     acc->leaf = t;
     meta.accumulator = acc;
   }

@@ -26,13 +26,12 @@ thread_local bool t_in_region = false;
 
 // Waits until ready() holds, spinning for up to spin_time() first. Ops follow one another within
 // microseconds in a training step, but the serial work between two parallel ops (autograd
-// bookkeeping, small ops) often lasts longer than 50 µs. A worker that has gone to sleep leaves its
-// vCPU idle, and a VM's host then deschedules that vCPU: waking it took from tens of µs to
-// milliseconds here. With a 50 µs spin, half the 2-thread MLP steps ran at 1-thread speed (p50 9.4
-// ms, p90 14 ms); with 1 ms, p50 5.9 ms, p90 6.1 ms. OpenMP runtimes spin similarly (libgomp's
-// spin count, Intel's 200 ms KMP_BLOCKTIME). TANDEM_SPIN_US overrides it (0: block at once); it is
-// read when a pool is built, on the caller's thread, so a bad value is a ValueError there rather
-// than an exception escaping a worker thread.
+// bookkeeping, small ops) can outlast a short spin. A worker that has gone to sleep leaves its
+// vCPU idle, a VM's host then deschedules that vCPU, and waking it can take milliseconds, so the
+// workers spin for about a millisecond (bench/HISTORY.md has the measurements). OpenMP runtimes
+// spin similarly (libgomp's spin count, Intel's 200 ms KMP_BLOCKTIME). TANDEM_SPIN_US overrides it
+// (0: block at once); it is read when a pool is built, on the caller's thread, so a bad value is a
+// ValueError there rather than an exception escaping a worker thread.
 std::chrono::microseconds spin_time() {
   return std::chrono::microseconds(std::max<int64_t>(0, detail::env_int("TANDEM_SPIN_US", 1000)));
 }

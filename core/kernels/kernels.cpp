@@ -26,13 +26,6 @@ const Kernels& kernels(Device device) {
   return cpu_kernels;
 }
 
-namespace detail {
-void kernel_not_available(const char* kernel) {
-  fail<DeviceError>(kernel,
-                    " has no CUDA kernel yet (the CUDA backend is issue #4); run it on cpu");
-}
-}  // namespace detail
-
 const char* name(UnaryOp op) {
   constexpr const char* names[] = {"neg",  "exp",     "log",  "sqrt", "abs",
                                    "relu", "sigmoid", "tanh", "gelu"};

@@ -86,21 +86,4 @@ struct Kernels {
 /// The kernel table for `device`'s backend. Throws DeviceError if this build has none.
 const Kernels& kernels(Device device);
 
-/// A kernel the CUDA backend does not have yet is registered as `not_available<"name">`, which
-/// throws DeviceError naming it instead of crashing on a null pointer.
-template <size_t N>
-struct KernelName {
-  constexpr KernelName(const char (&s)[N]) {  // NOLINT: implicit from a string literal
-    for (size_t i = 0; i < N; ++i) value[i] = s[i];
-  }
-  char value[N];
-};
-namespace detail {
-[[noreturn]] void kernel_not_available(const char* kernel);
-}
-template <KernelName Name, typename R, typename... Args>
-R not_available(Args...) {
-  detail::kernel_not_available(Name.value);
-}
-
 }  // namespace tandem

@@ -5,7 +5,7 @@
 // each call, so on 2 cores they fought the pool's workers through every non-GEMM op in a training
 // step (a quarter of all CPU samples were sched_yield), and a multithreaded sgemm called from
 // inside a pool task (a conv's per-sample GEMMs) would oversubscribe the cores or serialise.
-// Measured on 2 cores: the CNN step ran 1.5–2× faster this way, the MLP step about the same.
+// (bench/HISTORY.md: what this and blas_gemm's clearing measured.)
 #pragma once
 
 #include <tandem/core/kernels/cpu/eigen.h>
@@ -46,8 +46,8 @@ bool blas_gemm([[maybe_unused]] const A& a, [[maybe_unused]] const B& b, [[maybe
                ta = std::decay_t<A>::IsRowMajor ? 'N' : 'T';
     const int im = int(m), in = int(n), ik = int(k), lda = int(a.outerStride()),
               ldb = int(b.outerStride()), ldc = int(c.outerStride());
-    // beta = 0 would make OpenBLAS zero c with its own sgemm_beta kernel, which profiled 2× slower
-    // than memset; so c is cleared here and the product always accumulates.
+    // beta = 0 would make OpenBLAS zero c with its own sgemm_beta kernel, which is slower than a
+    // plain fill; so c is cleared here and the product always accumulates.
     if (!accumulate)
       for (int64_t r = 0; r < m; ++r) std::fill_n(c.data() + r * c.outerStride(), n, T(0));
     const T one = 1;
