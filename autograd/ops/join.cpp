@@ -8,19 +8,11 @@
 #include <tandem/autograd/record.h>
 #include <tandem/core/check.h>
 #include <tandem/core/kernels/kernels.h>
-#include <tandem/core/layout.h>
 #include <tandem/core/tensor_checks.h>
 #include <string>
 
 namespace tandem {
 namespace {
-
-// The view of `t`'s elements [start, start + length) along `d`, with no graph node.
-Tensor slice_view(const Tensor& t, int64_t d, int64_t start, int64_t length) {
-  Shape s = t.shape();
-  s[size_t(d)] = length;
-  return detail::as_strided(t, s, t.strides(), t.storage_offset() + start * t.stride(d));
-}
 
 std::string shapes_of(const std::vector<Tensor>& ts) {
   std::string out;
@@ -57,7 +49,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   for (int64_t at = 0; const Tensor& t : tensors) {
     offsets.push_back(at);
     if (t.numel() > 0) {
-      Tensor slice = slice_view(out, d, at, t.size(d));
+      Tensor slice = out.narrow(d, at, t.size(d));  // records nothing: out needs no grad
       kernels(out.device()).copy(t, slice);
     }
     at += t.size(d);
@@ -71,8 +63,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
                 [d, offsets, sizes](const Tensor& dy, const NeedsGrad& need) -> Grads {
                   Grads dx(sizes.size());
                   for (size_t i = 0; i < sizes.size(); ++i)
-                    if (need[i])
-                      dx[i] = detail::contiguous(slice_view(dy, d, offsets[i], sizes[i]));
+                    if (need[i]) dx[i] = dy.narrow(d, offsets[i], sizes[i]).contiguous();
                   return dx;
                 });
 }

@@ -15,10 +15,8 @@
 
 namespace tandem::parallel::detail {
 
-struct TCPStoreServer::State : StoreProtocol {};
-
 TCPStoreServer::TCPStoreServer(const std::string& host, int port)
-    : state_(std::make_unique<State>()) {
+    : protocol_(std::make_unique<StoreProtocol>()) {
   listen_fd_ = listen_on(host, port, &port_);
   set_nonblocking(listen_fd_);
   if (::pipe(wake_) != 0) {
@@ -32,14 +30,14 @@ TCPStoreServer::~TCPStoreServer() {
   const char c = 'x';
   [[maybe_unused]] ssize_t w = ::write(wake_[1], &c, 1);
   thread_.join();
-  for (const StoreConn& conn : state_->conns()) ::close(conn.fd);
+  for (const StoreConn& conn : protocol_->conns()) ::close(conn.fd);
   ::close(listen_fd_);
   ::close(wake_[0]);
   ::close(wake_[1]);
 }
 
 void TCPStoreServer::loop() {
-  State& s = *state_;
+  StoreProtocol& s = *protocol_;
   std::vector<pollfd> fds;
   std::vector<uint8_t> chunk(64 * 1024);
   for (;;) {

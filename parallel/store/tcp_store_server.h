@@ -10,6 +10,8 @@
 
 namespace tandem::parallel::detail {
 
+class StoreProtocol;
+
 class TCPStoreServer {
  public:
   /// Listens on host:port (port 0: a free port) and starts serving.
@@ -23,13 +25,12 @@ class TCPStoreServer {
   size_t connections() const { return connections_.load(); }
 
  private:
-  struct State;
   void loop();
 
   int port_ = 0;
   int listen_fd_ = -1;
-  int wake_[2] = {-1, -1};  // a pipe: writing to it ends the loop
-  std::unique_ptr<State> state_;
+  int wake_[2] = {-1, -1};                   // a pipe: writing to it ends the loop
+  std::unique_ptr<StoreProtocol> protocol_;  // the store's data and every connection's buffers
   std::atomic<size_t> connections_{0};
   std::thread thread_;
 };

@@ -13,6 +13,7 @@
 #include <cstdlib>
 
 #include "bad_input/bad_input.h"
+#include "parallel/raw_exchange.h"
 
 namespace tandem::bad_input {
 namespace {
@@ -36,20 +37,6 @@ struct TakenPort {
   }
   ~TakenPort() { ::close(fd); }
 };
-
-// Sends `bytes` on a fresh connection and returns all the server answers before it closes.
-std::string raw_exchange(int port, const std::string& bytes) {
-  const int fd =
-      parallel::detail::connect_to("127.0.0.1", port, std::chrono::steady_clock::now() + 5s);
-  ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string reply;
-  char buf[4096];
-  for (ssize_t k; (k = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, size_t(k));
-  ::close(fd);
-  return reply;
-}
 
 // init_process_group with one environment variable set to `value` (restored afterwards).
 Outcome with_env(const char* name, const char* value) {
@@ -93,7 +80,8 @@ const Row kRows[] = {
      [](const TempDir& d) {
        parallel::TCPStore store({.port = 0, .is_server = true, .timeout = 5s});
        store.set("k", std::string("v"));
-       const std::string reply = raw_exchange(store.port(), std::string("\x05\0\0\0\x63junk", 9));
+       const std::string reply =
+           testing::raw_exchange(store.port(), std::string("\x05\0\0\0\x63junk", 9));
        // The server still serves everyone else.
        write_bytes(d.file("after"), store.get_string("k"));
        return Outcome{"none", reply};

@@ -3,9 +3,10 @@
 // the model, datasets whose parts disagree, labels out of range, and a write that fails half-way.
 #include <sys/resource.h>
 #include <unistd.h>
-#include <zlib.h>
 #include <csignal>
 #include <filesystem>
+
+#include <tandem/data/file_io.h>
 
 #include "bad_input/bad_input.h"
 
@@ -27,20 +28,6 @@ std::string good_idx(const TempDir& dir, bool gz) {
   data::IdxImages images{.count = 4, .rows = 5, .cols = 6, .pixels = std::vector<uint8_t>(120, 9)};
   data::write_idx_images(path, images);
   return path;
-}
-
-std::string gzip_bytes(const std::string& raw) {
-  std::string out(compressBound(uLong(raw.size())) + 32, '\0');
-  z_stream z{};
-  deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
-  z.avail_in = uInt(raw.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = uInt(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
 }
 
 // A save that fails part-way (the file-size limit stops its writes) in a child process, over a
@@ -145,9 +132,11 @@ const Row kRows[] = {
      [](const TempDir& d) {
        const std::string p = d.file("huge.gz");
        // 2^32-1 images of 65535x65535 claimed in a tiny gzipped file.
-       write_bytes(p, gzip_bytes(std::string("\x00\x00\x08\x03\xff\xff\xff\xff\x00\x00\xff\xff"
-                                             "\x00\x00\xff\xff",
-                                             16)));
+       const std::string_view header(
+           "\x00\x00\x08\x03\xff\xff\xff\xff\x00\x00\xff\xff"
+           "\x00\x00\xff\xff",
+           16);
+       data::detail::write_file_atomically(p, {&header, 1}, /*gzip=*/true);
        return thrown([&] { data::read_idx_images(p); });
      },
      "DataError",

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "data/temp_dir.h"
+#include "parallel/raw_exchange.h"
 #include "support/expect.h"
 
 namespace tandem::parallel {
@@ -141,19 +142,6 @@ TEST(TCPStore, CountersAndWaitsWorkAcrossProcesses) {
       3, {.master_port = port});
 }
 
-// Sends raw bytes on a fresh connection and returns what comes back before the server closes.
-std::string raw_exchange(int port, const std::string& bytes) {
-  const int fd = detail::connect_to("127.0.0.1", port, std::chrono::steady_clock::now() + 5s);
-  ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-  std::string reply;
-  char buf[4096];
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  for (ssize_t k; (k = ::recv(fd, buf, sizeof(buf), 0)) > 0;) reply.append(buf, size_t(k));
-  ::close(fd);
-  return reply;
-}
-
 TEST(TCPStore, GarbageClosesThatConnectionAndTheServerKeepsServing) {
   TCPStore store({.port = 0, .is_server = true, .timeout = 5s});
   store.set("k", std::string("v"));
@@ -162,7 +150,7 @@ TEST(TCPStore, GarbageClosesThatConnectionAndTheServerKeepsServing) {
   const std::string unknown_op("\x01\x00\x00\x00\x63", 5);
   const std::string truncated_field("\x05\x00\x00\x00\x02\xff\x00\x00\x00", 9);
   for (const std::string& junk : {too_long, unknown_op, truncated_field}) {
-    const std::string reply = raw_exchange(store.port(), junk);
+    const std::string reply = testing::raw_exchange(store.port(), junk);
     EXPECT_THAT(reply, ::testing::HasSubstr("TCPStore server")) << "an error reply, then close";
   }
   // The server and this client's connection are unaffected.
