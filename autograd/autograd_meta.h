@@ -4,19 +4,23 @@
 
 #include <tandem/autograd/node.h>
 #include <memory>
+#include <mutex>
 
 namespace tandem {
 
 struct AutogradMeta {
+  // Guards `grad` and `accumulator`: backward passes on several threads (or devices) may write the
+  // same leaf's gradient at once; each accumulation takes this lock.
+  std::mutex mutex;
   Tensor grad;                      // a leaf's accumulated gradient (or a retained one)
   std::shared_ptr<Node> grad_fn;    // the op that produced this tensor; null for leaves
   std::weak_ptr<Node> accumulator;  // leaves: their accumulator node, made on first use
   // Leaves only (a non-leaf's hooks live on its grad_fn): they outlive any one graph.
-  std::vector<TensorHook> hooks;                          // run before accumulation
-  std::vector<PostAccumulateHook> post_accumulate_hooks;  // run after .grad is updated
+  HookList<TensorHook> hooks;                          // run before accumulation
+  HookList<PostAccumulateHook> post_accumulate_hooks;  // run after .grad is updated
 };
 
-/// `t`'s autograd state, created on first use.
+/// `t`'s autograd state, created on first use (safe when threads race to create it).
 AutogradMeta& autograd_meta(const Tensor& t);
 /// `t`'s autograd state, or nullptr when autograd never touched it.
 AutogradMeta* autograd_meta_if(const Tensor& t);

@@ -1,75 +1,196 @@
 // autograd/engine.cpp — reverse-mode backward. Count each node's consumers, then run nodes whose
-// gradients are complete, latest-recorded first; sum the gradients flowing into each node; let
-// accumulator nodes (one per leaf) add into .grad and fire the post-accumulate hooks. Kernels
-// write, the engine alone accumulates. Runs with grad mode off: there is no double backward.
+// gradients are complete, latest-recorded first, each on its device's thread (ready_queue.h); sum
+// the gradients flowing into each node (graph_task.h); let accumulator nodes (one per leaf) add
+// into .grad under the leaf's lock and fire the post-accumulate hooks. Kernels write, the engine
+// alone accumulates. Runs with grad mode off: there is no double backward.
 #include <tandem/autograd/autograd_meta.h>
 #include <tandem/autograd/engine.h>
 #include <tandem/autograd/grad_mode.h>
+#include <tandem/autograd/ready_queue.h>
+#include <tandem/core/cuda_device.h>
 #include <tandem/core/kernels/kernels.h>
 #include <tandem/core/layout.h>
 #include <tandem/core/trace.h>
-#include <queue>
-#include <unordered_map>
+#include <unordered_set>
 
 namespace tandem {
 namespace {
 
-struct Later {  // max-heap on sequence_nr
-  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
-};
+std::atomic<bool> g_device_threads{true};
 
-Tensor sum_grads(const Tensor& a, const Tensor& b) {
-  Tensor out = empty(a.shape(), a.options());
-  kernels(a.device()).binary(BinaryOp::Add, a, b, out);
-  return out;
+// The task whose node (or whose callbacks) this thread is running; null outside backward.
+thread_local std::shared_ptr<GraphTask> t_task;
+
+bool runs_on_caller(Device d) {
+  return (d.is_cpu() && d.index() == 0) || !g_device_threads.load(std::memory_order_relaxed);
 }
 
-void accumulate(Node& node, const Tensor& grad) {
+void accumulate(Node& node, Tensor grad) {
   const Tensor& leaf = node.leaf;
   AutogradMeta& meta = autograd_meta(leaf);
-  if (!meta.grad.defined()) {
-    // Steal the buffer when nothing else holds it; otherwise copy, so .grad never aliases
-    // another tensor (e.g. the dy an add passed through to both of its inputs).
-    const bool sole = grad.is_contiguous() && grad.impl_ptr().use_count() == 1 &&
-                      grad.impl().storage.use_count() == 1;
-    meta.grad = sole ? grad : detail::convert(grad, grad.device(), grad.dtype());
-  } else {
-    Tensor g = meta.grad;
-    TD_CHECK_SHAPE(g.shape() == grad.shape(), "backward: the existing .grad of a leaf has shape ",
-                   g.shape(), " but the new gradient has shape ", grad.shape());
-    if (!g.is_contiguous()) meta.grad = g = detail::contiguous(g);
-    kernels(g.device()).add_scaled(g, detail::contiguous(grad), 1.0);
-    detail::bump_version(g);
+  {
+    std::lock_guard lk(meta.mutex);  // another backward (thread, device) may write it too
+    if (!meta.grad.defined()) {
+      // Steal the buffer when nothing else holds it; otherwise copy, so .grad never aliases
+      // another tensor (e.g. the dy an add passed through to both of its inputs).
+      const bool sole = grad.is_contiguous() && grad.impl_ptr().use_count() == 1 &&
+                        grad.impl().storage.use_count() == 1;
+      meta.grad = sole ? std::move(grad) : detail::convert(grad, grad.device(), grad.dtype());
+    } else {
+      Tensor g = meta.grad;
+      TD_CHECK_SHAPE(g.shape() == grad.shape(), "backward: the existing .grad of a leaf has shape ",
+                     g.shape(), " but the new gradient has shape ", grad.shape());
+      if (!g.is_contiguous()) meta.grad = g = detail::contiguous(g);
+      kernels(g.device()).add_scaled(g, detail::contiguous(grad), 1.0);
+      detail::bump_version(g);
+    }
   }
-  for (auto& hook : meta.post_accumulate_hooks) hook(leaf);
+  for (auto& hook : meta.post_accumulate_hooks.snapshot()) hook(leaf);
 }
 
-void check_saved(const Node& node) {
-  TD_CHECK_AS(
-      AutogradError, !node.released, "backward through the graph a second time (at '", node.name,
-      "'): its saved tensors were freed after the first backward\n"
-      "  hint: pass retain_graph = true to the first backward() if you need to call it twice");
-  for (const SavedVersion& s : node.saved) {
-    const auto storage = s.storage.lock();
-    TD_CHECK_AS(AutogradError, !storage || storage->version() == s.version, "backward of '",
-                node.name,
-                "': a tensor it saved was modified by an in-place op "
-                "(version ",
-                s.version, " at record time, ", storage ? storage->version() : 0,
-                " now), so its gradient would be wrong\n  hint: use an out-of-place op, or clone() "
-                "the tensor before modifying it");
+void push_ready(const std::shared_ptr<GraphTask>& task, Node* node, InputBuffer grad) {
+  task->outstanding.fetch_add(1);
+  auto queue = runs_on_caller(node->device) ? task->owner_queue : device_queue(node->device);
+  queue->push({task, node, std::move(grad)});
+}
+
+// Hands input `edge` of `producer` its gradient; queues the consumer once it has them all.
+void deliver(const std::shared_ptr<GraphTask>& task, const Node& producer, size_t edge,
+             Tensor grad) {
+  Node* to = producer.next[edge].node.get();
+  InputBuffer complete;
+  {
+    std::lock_guard lk(task->mutex);
+    InputBuffer& buffer = task->buffers[to];
+    buffer.add(producer.sequence_nr, edge, std::move(grad), task->keep_parts);
+    if (--task->dependencies[to] > 0) return;
+    complete = std::move(buffer);
+    task->buffers.erase(to);
+  }
+  push_ready(task, to, std::move(complete));
+}
+
+void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
+  auto hooks = node->is_accumulator() ? autograd_meta(node->leaf).hooks.snapshot()
+                                      : node->pre_hooks.snapshot();
+  for (auto& hook : hooks) {
+    Tensor replaced = hook(dy);
+    if (replaced.defined()) dy = replaced;
+  }
+  if (node->is_accumulator()) return accumulate(*node, std::move(dy));
+  TD_CHECK_AS(AutogradError, !node->released, "backward through the graph a second time (at '",
+              node->name,
+              "'): its saved tensors were freed after the first backward\n"
+              "  hint: pass retain_graph = true to the first backward() if you need to call it "
+              "twice");
+  Saved saved;
+  saved.reserve(node->saved.size());
+  for (const SavedTensor& s : node->saved) saved.push_back(s.unpack(node->name));
+  NeedsGrad need(node->next.size());
+  for (size_t i = 0; i < need.size(); ++i) need[i] = node->next[i].node != nullptr;
+  const int64_t t0 = trace::enabled() ? trace::now_us() : -1;  // a span per op when tracing
+  Grads grads = node->backward(detail::contiguous(dy), need, saved);
+  if (t0 >= 0)
+    trace::record(str(node->name, " [", node->device, "]"), "backward", t0, trace::now_us());
+  saved.clear();
+  dy = Tensor();
+  TD_INTERNAL_ASSERT(grads.size() == node->next.size(), "backward of '", node->name, "' returned ",
+                     grads.size(), " gradients for ", node->next.size(), " inputs");
+  if (!task->retain_graph) {  // free the saved tensors now, not when the graph dies
+    node->backward = nullptr;
+    node->saved.clear();
+    node->released = true;
+  }
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Edge& e = node->next[i];
+    if (!e.node) continue;
+    Tensor& g = grads[i];
+    TD_INTERNAL_ASSERT(g.defined(), "backward of '", node->name, "' gave no gradient for input ",
+                       i);
+    TD_INTERNAL_ASSERT(g.shape() == e.shape && g.dtype() == e.dtype && g.device() == e.device,
+                       "backward of '", node->name, "': gradient for input ", i, " is ", g.shape(),
+                       " ", g.dtype(), " on ", g.device(), ", expected ", e.shape, " ", e.dtype,
+                       " on ", e.device);
+    deliver(task, *node, i, std::move(g));
   }
 }
 
-// Callbacks queued during the backward pass running on this thread (null outside one).
-thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+// Runs one queued node (or drops it, once its task has failed) and wakes the task's owner when it
+// was the last.
+void evaluate(NodeTask& work) {
+  const std::shared_ptr<GraphTask>& task = work.task;
+  Node* node = work.node;
+  if (!task->failed) {
+    auto outer = std::exchange(t_task, task);
+    try {
+      ThreadLocalStateGuard state(task->state);
+      NoGradGuard no_grad;
+      run_node(task, node, work.grad.take());
+    } catch (...) {
+      task->fail(detail::with_context(std::current_exception(),
+                                      str("backward of '", node->name, "' on ", node->device)));
+    }
+    t_task = std::move(outer);
+  }
+  if (task->outstanding.fetch_sub(1) == 1) task->owner_queue->push({});
+}
+
+// Counts the gradients each node reachable from `root` will receive, and whether the task's nodes
+// run on more than one thread.
+void count_dependencies(GraphTask& task, Node* root) {
+  std::unordered_set<Device> threads;
+  std::vector<Node*> stack{root};
+  task.dependencies[root] = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    threads.insert(runs_on_caller(n->device) ? Device::cpu(0) : n->device);
+    for (const Edge& e : n->next) {
+      if (!e.node) continue;
+      if (task.dependencies[e.node.get()]++ == 0) stack.push_back(e.node.get());
+    }
+  }
+  task.keep_parts = threads.size() > 1;
+}
+
+void run_callbacks(const std::shared_ptr<GraphTask>& task) {
+  auto outer = std::exchange(t_task, task);  // a callback may queue more (run in order)
+  struct Restore {
+    std::shared_ptr<GraphTask>& slot;
+    std::shared_ptr<GraphTask> value;
+    ~Restore() { slot = std::move(value); }
+  } restore{t_task, std::move(outer)};
+  for (size_t i = 0;; ++i) {
+    std::function<void()> fn;
+    {
+      std::lock_guard lk(task->mutex);
+      if (i >= task->callbacks.size()) break;
+      fn = std::move(task->callbacks[i]);
+    }
+    fn();  // an exception ends backward with it
+  }
+}
 
 }  // namespace
 
+void run_backward_worker(Device device, const std::shared_ptr<ReadyQueue>& queue) {
+  // A CUDA worker makes its device current once; the caller's streams come with each task.
+  cuda::DeviceGuard guard(device);
+  for (;;) {
+    NodeTask work = queue->pop();
+    if (work.task) evaluate(work);
+  }
+}
+
+void set_backward_device_threads(bool enabled) { g_device_threads = enabled; }
+bool backward_device_threads() { return g_device_threads; }
+
 void queue_callback(std::function<void()> fn) {
-  TD_CHECK_AS(AutogradError, t_callbacks != nullptr,
+  TD_CHECK_AS(AutogradError, t_task != nullptr,
               "queue_callback: no backward pass is running on this thread (call it from a hook)");
-  t_callbacks->push_back(std::move(fn));
+  GraphTask* outermost = t_task->outermost();
+  std::lock_guard lk(outermost->mutex);
+  outermost->callbacks.push_back(std::move(fn));
 }
 
 void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
@@ -88,82 +209,20 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
   }
   TD_CHECK_SHAPE(grad.shape() == root.shape(), "backward: gradient shape ", grad.shape(),
                  " does not match the output shape ", root.shape());
-  NoGradGuard no_grad;
-  std::shared_ptr<Node> start = gradient_node(root);
-  std::vector<std::function<void()>> callbacks;
-  auto* outer = t_callbacks;  // a backward inside a callback or hook keeps its own list
-  t_callbacks = &callbacks;
-  struct Restore {
-    std::vector<std::function<void()>>** slot;
-    std::vector<std::function<void()>>* value;
-    ~Restore() { *slot = value; }
-  } restore{&t_callbacks, outer};
-
-  // 1. Count, for every node reachable from the root, how many edges lead into it.
-  std::unordered_map<Node*, int> deps;
-  std::vector<Node*> stack{start.get()};
-  deps[start.get()] = 0;
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
-    for (const Edge& e : n->next) {
-      if (!e.node) continue;
-      if (deps[e.node.get()]++ == 0) stack.push_back(e.node.get());
-    }
+  const std::shared_ptr<Node> start = gradient_node(root);
+  const std::shared_ptr<ReadyQueue> queue = local_queue();
+  auto task = std::make_shared<GraphTask>(retain_graph, queue, t_task);
+  count_dependencies(*task, start.get());
+  InputBuffer first;
+  first.add(UINT64_MAX, 0, grad, false);
+  push_ready(task, start.get(), std::move(first));
+  // Run this thread's share (its cpu nodes, or its device's on a worker) until every node is done.
+  while (task->outstanding.load() > 0) {
+    NodeTask work = queue->pop();
+    if (work.task) evaluate(work);
   }
-
-  // 2. Run nodes whose inputs are complete.
-  std::unordered_map<Node*, Tensor> buffers;
-  buffers[start.get()] = grad;
-  std::priority_queue<Node*, std::vector<Node*>, Later> ready;
-  ready.push(start.get());
-  while (!ready.empty()) {
-    Node* node = ready.top();
-    ready.pop();
-    Tensor dy = std::move(buffers[node]);
-    buffers.erase(node);
-    auto& hooks = node->is_accumulator() ? autograd_meta(node->leaf).hooks : node->pre_hooks;
-    for (auto& hook : hooks) {
-      Tensor replaced = hook(dy);
-      if (replaced.defined()) dy = replaced;
-    }
-    if (node->is_accumulator()) {
-      accumulate(*node, dy);
-      continue;
-    }
-    check_saved(*node);
-    NeedsGrad need(node->next.size());
-    for (size_t i = 0; i < need.size(); ++i) need[i] = node->next[i].node != nullptr;
-    const int64_t t0 = trace::enabled() ? trace::now_us() : -1;  // a span per op when tracing
-    Grads grads = node->backward(detail::contiguous(dy), need);
-    if (t0 >= 0) trace::record(node->name, "backward", t0, trace::now_us());
-    TD_INTERNAL_ASSERT(grads.size() == node->next.size(), "backward of '", node->name,
-                       "' returned ", grads.size(), " gradients for ", node->next.size(),
-                       " inputs");
-    if (!retain_graph) {
-      node->backward = nullptr;  // frees the saved tensors now, not when the graph dies
-      node->released = true;
-    }
-    for (size_t i = 0; i < grads.size(); ++i) {
-      const Edge& e = node->next[i];
-      if (!e.node) continue;
-      Tensor& g = grads[i];
-      TD_INTERNAL_ASSERT(g.defined(), "backward of '", node->name, "' gave no gradient for input ",
-                         i);
-      TD_INTERNAL_ASSERT(g.shape() == e.shape && g.dtype() == e.dtype && g.device() == e.device,
-                         "backward of '", node->name, "': gradient for input ", i, " is ",
-                         g.shape(), " ", g.dtype(), " on ", g.device(), ", expected ", e.shape, " ",
-                         e.dtype, " on ", e.device);
-      Tensor& buf = buffers[e.node.get()];
-      buf = buf.defined() ? sum_grads(buf, g) : std::move(g);
-      if (--deps[e.node.get()] == 0) ready.push(e.node.get());
-    }
-  }
-  // Callbacks may queue more callbacks (run in order); an exception ends backward with it.
-  for (size_t i = 0; i < callbacks.size(); ++i) {
-    auto fn = std::move(callbacks[i]);  // the vector may grow while fn runs
-    fn();
-  }
+  if (task->error) std::rethrow_exception(task->error);
+  if (!task->parent) run_callbacks(task);
 }
 
 }  // namespace tandem

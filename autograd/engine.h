@@ -7,12 +7,21 @@
 namespace tandem {
 
 /// Back-propagates `grad` from `root` through the recorded graph, accumulating into leaves' .grad.
+/// Nodes on cpu:N (N ≥ 1) and cuda:N run on their device's backward thread, nodes on `cpu` on the
+/// calling thread, which waits for all of them. The first error on any thread is rethrown here,
+/// with the op and the device in front of its message, and the rest of the work is dropped.
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 
-/// Runs `fn` once the backward pass now running on this thread has finished (after every
-/// gradient is accumulated), as PyTorch's Engine::queue_callback. DistributedDataParallel uses it
-/// to wait for its all-reduces before backward() returns. Only callable during backward (from a
-/// hook); AutogradError otherwise.
+/// Runs `fn` once the outermost backward pass of this thread has finished (after every gradient
+/// is accumulated), as PyTorch's Engine::queue_callback. A backward started inside backward (from
+/// a hook, or an activation-checkpoint recompute) hands its callbacks to the outer one, so
+/// DistributedDataParallel's end-of-backward work runs once, at the very end. Only callable
+/// during backward (from a hook); AutogradError otherwise.
 void queue_callback(std::function<void()> fn);
+
+/// Off: every node runs on the thread that called backward, one after another (the gradients are
+/// the same bits either way). For comparisons and debugging; on by default.
+void set_backward_device_threads(bool enabled);
+bool backward_device_threads();
 
 }  // namespace tandem

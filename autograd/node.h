@@ -1,8 +1,11 @@
-// autograd/node.h — one recorded op in the graph: its backward function and an edge to the node of
-// each input. A leaf that requires grad gets an accumulator node (the only node kind that writes
-// .grad). Each op has exactly one output, so hooks on a non-leaf tensor live on its node.
+// autograd/node.h — one recorded op in the graph: its backward function, the tensors it saved, and
+// an edge to the node of each input. A leaf that requires grad gets an accumulator node (the only
+// node kind that writes .grad). Each op has exactly one output, so hooks on a non-leaf tensor live
+// on its node.
 #pragma once
 
+#include <tandem/autograd/hooks.h>
+#include <tandem/autograd/saved_tensor.h>
 #include <tandem/core/tensor.h>
 #include <cstdint>
 #include <functional>
@@ -13,7 +16,9 @@ namespace tandem {
 
 using Grads = std::vector<Tensor>;    // one per input; undefined where not needed
 using NeedsGrad = std::vector<bool>;  // which inputs need a gradient (grad_input_mask)
-using BackwardFn = std::function<Grads(const Tensor& dy, const NeedsGrad& need)>;
+using Saved = std::vector<Tensor>;    // the saved tensors, unpacked, in the order record() got them
+using BackwardFn =
+    std::function<Grads(const Tensor& dy, const NeedsGrad& need, const Saved& saved)>;
 using TensorHook = std::function<Tensor(const Tensor& grad)>;
 using PostAccumulateHook = std::function<void(const Tensor& leaf)>;
 
@@ -28,19 +33,14 @@ struct Edge {
   Device device;
 };
 
-/// A tensor captured by a backward function, with the version it had when recorded.
-struct SavedVersion {
-  std::weak_ptr<Storage> storage;
-  uint64_t version = 0;
-};
-
 struct Node {
   const char* name = "";
   uint64_t sequence_nr = 0;  // creation order: later nodes run first in backward
+  Device device;             // of the op's output: dy arrives here, and backward runs here
   BackwardFn backward;       // released after backward unless retain_graph
   std::vector<Edge> next;    // one per input
-  std::vector<SavedVersion> saved;
-  std::vector<TensorHook> pre_hooks;  // register_hook on the (non-leaf) output
+  std::vector<SavedTensor> saved;
+  HookList<TensorHook> pre_hooks;  // register_hook on the (non-leaf) output
   Tensor leaf;  // accumulator nodes only: the leaf whose .grad this node writes
   bool released = false;
 

@@ -1,8 +1,11 @@
 // autograd/record.h — the one place the graph is built. An op runs its checks and forward kernel,
 // then calls record(); when grad mode is on and an input requires grad, record() makes the node
-// with the backward function and returns the output marked as requiring grad. `saved` lists the
-// tensors the backward function captured, so that modifying one in place before backward is
-// an error instead of a wrong gradient.
+// and returns the output marked as requiring grad. Every tensor the backward function reads is
+// listed in `saved` (by name, for errors) and reaches it, unpacked and version-checked, as
+// `saved[i]`; the lambda itself captures only non-tensor values (shapes, options):
+//
+//   return record("mul", y, {a, b}, {{"a", a}, {"b", b}},
+//                 [](const Tensor& dy, const NeedsGrad& need, const Saved& s) -> Grads { ... });
 #pragma once
 
 #include <tandem/autograd/node.h>
@@ -12,10 +15,10 @@
 namespace tandem {
 
 Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs,
-              std::initializer_list<Tensor> saved, BackwardFn backward);
+              std::initializer_list<ToSave> saved, BackwardFn backward);
 /// The same for an op with a run-time number of inputs (cat).
 Tensor record(const char* name, Tensor output, std::span<const Tensor> inputs,
-              std::initializer_list<Tensor> saved, BackwardFn backward);
+              std::initializer_list<ToSave> saved, BackwardFn backward);
 
 /// True when an op with these inputs would be recorded (grad mode on, some input requires grad).
 bool any_requires_grad(std::initializer_list<Tensor> inputs);

@@ -26,8 +26,10 @@ bool Tensor::is_leaf() const {
 }
 
 Tensor Tensor::grad() const {
-  const AutogradMeta* meta = autograd_meta_if(*this);
-  return meta ? meta->grad : Tensor();
+  AutogradMeta* meta = autograd_meta_if(*this);
+  if (!meta) return Tensor();
+  std::lock_guard lk(meta->mutex);  // a backward on another thread may be accumulating into it
+  return meta->grad;
 }
 
 void Tensor::set_grad(const Tensor& grad) const {
@@ -37,7 +39,9 @@ void Tensor::set_grad(const Tensor& grad) const {
     check_same_device("set_grad", {{"tensor", *this}, {"grad", grad}});
     check_same_dtype("set_grad", {{"tensor", *this}, {"grad", grad}});
   }
-  autograd_meta(*this).grad = grad;
+  AutogradMeta& meta = autograd_meta(*this);
+  std::lock_guard lk(meta.mutex);
+  meta.grad = grad;
 }
 
 std::string Tensor::grad_fn_name() const {
@@ -49,24 +53,22 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   run_backward(*this, grad, retain_graph);
 }
 
-void Tensor::register_hook(std::function<Tensor(const Tensor&)> fn) const {
+HookHandle Tensor::register_hook(std::function<Tensor(const Tensor&)> fn) const {
   TD_CHECK_AS(AutogradError, requires_grad(),
               "register_hook: the tensor does not require grad, so no gradient "
               "will reach the hook (",
               describe(*this), ")");
-  if (is_leaf()) {
-    autograd_meta(*this).hooks.push_back(std::move(fn));
-  } else {
-    autograd_meta(*this).grad_fn->pre_hooks.push_back(std::move(fn));
-  }
+  if (is_leaf()) return autograd_meta(*this).hooks.add(std::move(fn));
+  return autograd_meta(*this).grad_fn->pre_hooks.add(std::move(fn));
 }
 
-void Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> fn) const {
+HookHandle Tensor::register_post_accumulate_grad_hook(
+    std::function<void(const Tensor&)> fn) const {
   TD_CHECK_AS(AutogradError, requires_grad() && is_leaf(),
               "register_post_accumulate_grad_hook: only leaf tensors "
               "that require grad accumulate a .grad (",
               describe(*this), ")");
-  autograd_meta(*this).post_accumulate_hooks.push_back(std::move(fn));
+  return autograd_meta(*this).post_accumulate_hooks.add(std::move(fn));
 }
 
 void Tensor::retain_grad() const {
@@ -76,9 +78,10 @@ void Tensor::retain_grad() const {
   // A weak reference: the hook lives on this tensor's own grad_fn, so a strong one would be a
   // cycle.
   std::weak_ptr<TensorImpl> weak = impl_ptr();
-  autograd_meta(*this).grad_fn->pre_hooks.push_back([weak](const Tensor& g) {
+  autograd_meta(*this).grad_fn->pre_hooks.add([weak](const Tensor& g) {
     if (auto impl = weak.lock()) {
-      AutogradMeta& meta = *impl->autograd;
+      AutogradMeta& meta = *impl->autograd.load();
+      std::lock_guard lk(meta.mutex);
       meta.grad = meta.grad.defined() ? raw::binary(BinaryOp::Add, meta.grad, g, "retain_grad")
                                       : detail::convert(g, g.device(), g.dtype());
     }

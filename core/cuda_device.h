@@ -55,6 +55,7 @@ class NonBlockingCopies {
   bool previous_;
 };
 bool non_blocking_copies();
+void set_non_blocking_copies(bool on);  // ThreadLocalState carries the flag into threads
 
 /// Makes cuda:index current for the scope and restores the previous device after it.
 class DeviceGuard {

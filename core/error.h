@@ -3,6 +3,7 @@
 // mistake from a missing file. Library code never aborts; it throws.
 #pragma once
 
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -56,6 +57,11 @@ template <typename E, typename... Args>
 [[noreturn]] void fail(const Args&... args) {
   throw E(str(args...));
 }
+
+/// `e` with "where: " in front of its message and its type kept (a ShapeError stays a
+/// ShapeError), so that an error raised on another thread can say where it happened. Exceptions
+/// that are not std::runtime_errors are returned unchanged.
+std::exception_ptr with_context(std::exception_ptr e, const std::string& where);
 
 [[noreturn]] void internal_error(const char* cond, const char* file, int line,
                                  const std::string& msg);

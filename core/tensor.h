@@ -8,8 +8,10 @@
 #include <tandem/core/check.h>
 #include <tandem/core/device.h>
 #include <tandem/core/dtype.h>
+#include <tandem/core/hook_handle.h>
 #include <tandem/core/shape.h>
 #include <tandem/core/storage.h>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -36,7 +38,10 @@ struct TensorImpl {
   int64_t offset = 0;  // in elements, from storage->data()
   DType dtype = DType::f32;
   bool requires_grad = false;  // a leaf that wants .grad, or the output of a recorded op
-  std::shared_ptr<AutogradMeta> autograd;  // null for tensors autograd never touched
+  // Null for tensors autograd never touched. Atomic because two threads may reach a tensor's
+  // autograd state first at the same time (two forwards sharing parameters); autograd_meta()
+  // creates it with a compare-and-swap, so both get the same one.
+  std::atomic<std::shared_ptr<AutogradMeta>> autograd;
 };
 
 class Tensor {
@@ -180,9 +185,9 @@ class Tensor {
   /// Back-propagates from this tensor. `grad` defaults to 1 for a one-element tensor.
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
   /// fn(grad) runs when this tensor's gradient is computed; a defined result replaces the gradient.
-  void register_hook(std::function<Tensor(const Tensor&)> fn) const;
+  HookHandle register_hook(std::function<Tensor(const Tensor&)> fn) const;
   /// fn(tensor) runs after this leaf's .grad was accumulated (DDP's bucketing hangs on this).
-  void register_post_accumulate_grad_hook(std::function<void(const Tensor&)> fn) const;
+  HookHandle register_post_accumulate_grad_hook(std::function<void(const Tensor&)> fn) const;
   /// Keeps grad() for a non-leaf tensor after backward.
   void retain_grad() const;
 

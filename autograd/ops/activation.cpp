@@ -11,9 +11,10 @@ namespace tandem {
 Tensor relu(const Tensor& x) {
   check_floating("relu", "input", x);
   Tensor y = raw::unary(UnaryOp::Relu, x);
-  return record("relu", y, {x}, {x}, [x](const Tensor& dy, const NeedsGrad&) -> Grads {
+  return record("relu", y, {x}, {{"self", x}},
+                [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
     Tensor dx = empty_like(dy);
-    kernels(dy.device()).relu_backward(detail::contiguous(x), dy, dx);
+    kernels(dy.device()).relu_backward(detail::contiguous(s[0]), dy, dx);
     return {dx};
   });
 }
@@ -22,10 +23,10 @@ Tensor relu(const Tensor& x) {
 Tensor sigmoid(const Tensor& x) {
   check_floating("sigmoid", "input", x);
   Tensor y = raw::unary(UnaryOp::Sigmoid, x);
-  return record("sigmoid", y, {x}, {y},
-                [y = y.detach()](const Tensor& dy, const NeedsGrad&) -> Grads {
+  return record("sigmoid", y, {x}, {{"result", y}},
+                [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
                   Tensor dx = empty_like(dy);
-                  kernels(dy.device()).sigmoid_backward(y, dy, dx);
+                  kernels(dy.device()).sigmoid_backward(s[0], dy, dx);
                   return {dx};
                 });
 }
@@ -34,9 +35,10 @@ Tensor sigmoid(const Tensor& x) {
 Tensor tanh(const Tensor& x) {
   check_floating("tanh", "input", x);
   Tensor y = raw::unary(UnaryOp::Tanh, x);
-  return record("tanh", y, {x}, {y}, [y = y.detach()](const Tensor& dy, const NeedsGrad&) -> Grads {
+  return record("tanh", y, {x}, {{"result", y}},
+                [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
     Tensor dx = empty_like(dy);
-    kernels(dy.device()).tanh_backward(y, dy, dx);
+    kernels(dy.device()).tanh_backward(s[0], dy, dx);
     return {dx};
   });
 }
@@ -45,9 +47,10 @@ Tensor tanh(const Tensor& x) {
 Tensor gelu(const Tensor& x) {
   check_floating("gelu", "input", x);
   Tensor y = raw::unary(UnaryOp::Gelu, x);
-  return record("gelu", y, {x}, {x}, [x](const Tensor& dy, const NeedsGrad&) -> Grads {
+  return record("gelu", y, {x}, {{"self", x}},
+                [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
     Tensor dx = empty_like(dy);
-    kernels(dy.device()).gelu_backward(detail::contiguous(x), dy, dx);
+    kernels(dy.device()).gelu_backward(detail::contiguous(s[0]), dy, dx);
     return {dx};
   });
 }

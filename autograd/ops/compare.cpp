@@ -51,10 +51,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
         .where(detail::expand_to(cond, shape, "where"), detail::expand_to(a, shape, "where"),
                detail::expand_to(b, shape, "where"), y);
   return record(
-      "where", y, {a, b}, {cond},
-      [cond, sa = a.shape(), sb = b.shape()](const Tensor& dy, const NeedsGrad& need) -> Grads {
+      "where", y, {a, b}, {{"condition", cond}},
+      [sa = a.shape(), sb = b.shape()](const Tensor& dy, const NeedsGrad& need,
+                                       const Saved& s) -> Grads {
         const Kernels& k = kernels(dy.device());
-        const Tensor c = detail::expand_to(cond, dy.shape(), "where_backward");
+        const Tensor c = detail::expand_to(s[0], dy.shape(), "where_backward");
         const Tensor zero =
             detail::expand_to(zeros({}, dy.options()), dy.shape(), "where_backward");
         Grads g(2);

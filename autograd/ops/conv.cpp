@@ -35,8 +35,9 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b, const Con
   if (y.numel() > 0)
     kernels(x.device()).conv2d_forward(x, w, b.defined() ? detail::contiguous(b) : b, y, p);
 
-  return record("conv2d", y, {x_in, w_in, b}, {x, w},
-                [x, w, p](const Tensor& dy, const NeedsGrad& need) -> Grads {
+  return record("conv2d", y, {x_in, w_in, b}, {{"input", x}, {"weight", w}},
+                [p](const Tensor& dy, const NeedsGrad& need, const Saved& s) -> Grads {
+                  const Tensor &x = s[0], &w = s[1];
                   Grads g(3);
                   if (need[0]) g[0] = empty_like(x);                     // dx = col2im(Wᵀ·dY)
                   if (need[1]) g[1] = empty_like(w);                     // dW = dY·colsᵀ

@@ -19,7 +19,8 @@ Tensor scalar_like(double v, const Tensor& t) { return scalar_tensor(v, t.option
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor y = binary(BinaryOp::Add, a, b, "add");
   return record("add", y, {a, b}, {},
-                [sa = a.shape(), sb = b.shape()](const Tensor& dy, const NeedsGrad& need) -> Grads {
+                [sa = a.shape(), sb = b.shape()](const Tensor& dy, const NeedsGrad& need,
+                                                 const Saved&) -> Grads {
                   return {need[0] ? sum_to(dy, sa) : Tensor(), need[1] ? sum_to(dy, sb) : Tensor()};
                 });
 }
@@ -28,7 +29,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor y = binary(BinaryOp::Sub, a, b, "sub");
   return record("sub", y, {a, b}, {},
-                [sa = a.shape(), sb = b.shape()](const Tensor& dy, const NeedsGrad& need) -> Grads {
+                [sa = a.shape(), sb = b.shape()](const Tensor& dy, const NeedsGrad& need,
+                                                 const Saved&) -> Grads {
                   return {need[0] ? sum_to(dy, sa) : Tensor(),
                           need[1] ? sum_to(raw::unary(UnaryOp::Neg, dy), sb) : Tensor()};
                 });
@@ -37,7 +39,9 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 // y = a·b            da = dy·b      db = dy·a
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor y = binary(BinaryOp::Mul, a, b, "mul");
-  return record("mul", y, {a, b}, {a, b}, [a, b](const Tensor& dy, const NeedsGrad& need) -> Grads {
+  return record("mul", y, {a, b}, {{"a", a}, {"b", b}},
+                [](const Tensor& dy, const NeedsGrad& need, const Saved& s) -> Grads {
+    const Tensor &a = s[0], &b = s[1];
     return {need[0] ? sum_to(binary(BinaryOp::Mul, dy, b, "mul_backward"), a.shape()) : Tensor(),
             need[1] ? sum_to(binary(BinaryOp::Mul, dy, a, "mul_backward"), b.shape()) : Tensor()};
   });
@@ -47,8 +51,9 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor y = binary(BinaryOp::Div, a, b, "div");
   return record(
-      "div", y, {a, b}, {b, y},
-      [b, y = y.detach(), sa = a.shape()](const Tensor& dy, const NeedsGrad& need) -> Grads {
+      "div", y, {a, b}, {{"b", b}, {"result", y}},
+      [sa = a.shape()](const Tensor& dy, const NeedsGrad& need, const Saved& s) -> Grads {
+        const Tensor &b = s[0], &y = s[1];
         Grads g(2);
         Tensor dy_b = binary(BinaryOp::Div, dy, b, "div_backward");
         if (need[0]) g[0] = sum_to(dy_b, sa);
@@ -63,7 +68,9 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor pow(const Tensor& x, double e) {
   check_floating("pow", "input", x);
   Tensor y = binary(BinaryOp::Pow, x, e, "pow");
-  return record("pow", y, {x}, {x}, [x, e](const Tensor& dy, const NeedsGrad&) -> Grads {
+  return record("pow", y, {x}, {{"self", x}},
+                [e](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
+    const Tensor& x = s[0];
     Tensor d =
         binary(BinaryOp::Mul, binary(BinaryOp::Pow, x, e - 1, "pow_backward"), e, "pow_backward");
     return {binary(BinaryOp::Mul, dy, d, "pow_backward")};
@@ -74,8 +81,9 @@ Tensor pow(const Tensor& x, double e) {
 Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor y = binary(BinaryOp::Pow, a, b, "pow");
   return record(
-      "pow", y, {a, b}, {a, b, y},
-      [a, b, y = y.detach()](const Tensor& dy, const NeedsGrad& need) -> Grads {
+      "pow", y, {a, b}, {{"self", a}, {"exponent", b}, {"result", y}},
+      [](const Tensor& dy, const NeedsGrad& need, const Saved& s) -> Grads {
+        const Tensor &a = s[0], &b = s[1], &y = s[2];
         Grads g(2);
         if (need[0]) {
           Tensor bm1 = binary(BinaryOp::Sub, b, 1.0, "pow_backward");
@@ -97,8 +105,9 @@ static Tensor extremum(BinaryOp op, CompareOp pick_a, const char* name, const Te
                        const Tensor& b) {
   Tensor y = binary(op, a, b, name);
   return record(
-      name, y, {a, b}, {a, b},
-      [a, b, pick_a, name](const Tensor& dy, const NeedsGrad& need) -> Grads {
+      name, y, {a, b}, {{"self", a}, {"other", b}},
+      [pick_a, name](const Tensor& dy, const NeedsGrad& need, const Saved& s) -> Grads {
+        const Tensor &a = s[0], &b = s[1];
         Tensor mask = empty(dy.shape(), {.dtype = DType::b8, .device = dy.device()});
         kernels(dy.device())
             .compare(pick_a, detail::expand_to(a, dy.shape(), name),
@@ -128,7 +137,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 // y = −x             dx = −dy
 Tensor neg(const Tensor& x) {
   Tensor y = raw::unary(UnaryOp::Neg, x);
-  return record("neg", y, {x}, {}, [](const Tensor& dy, const NeedsGrad&) -> Grads {
+  return record("neg", y, {x}, {}, [](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
     return {raw::unary(UnaryOp::Neg, dy)};
   });
 }
@@ -136,38 +145,43 @@ Tensor neg(const Tensor& x) {
 // y = eˣ             dx = dy·y
 Tensor exp(const Tensor& x) {
   Tensor y = raw::unary(UnaryOp::Exp, x);
-  return record("exp", y, {x}, {y}, [y = y.detach()](const Tensor& dy, const NeedsGrad&) -> Grads {
-    return {binary(BinaryOp::Mul, dy, y, "exp_backward")};
+  return record("exp", y, {x}, {{"result", y}},
+                [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
+    return {binary(BinaryOp::Mul, dy, s[0], "exp_backward")};
   });
 }
 
 // y = ln x           dx = dy / x
 Tensor log(const Tensor& x) {
   Tensor y = raw::unary(UnaryOp::Log, x);
-  return record("log", y, {x}, {x}, [x](const Tensor& dy, const NeedsGrad&) -> Grads {
-    return {binary(BinaryOp::Div, dy, x, "log_backward")};
+  return record("log", y, {x}, {{"self", x}},
+                [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
+    return {binary(BinaryOp::Div, dy, s[0], "log_backward")};
   });
 }
 
 // y = √x             dx = dy / (2y)
 Tensor sqrt(const Tensor& x) {
   Tensor y = raw::unary(UnaryOp::Sqrt, x);
-  return record("sqrt", y, {x}, {y}, [y = y.detach()](const Tensor& dy, const NeedsGrad&) -> Grads {
-    return {
-        binary(BinaryOp::Div, dy, binary(BinaryOp::Mul, y, 2.0, "sqrt_backward"), "sqrt_backward")};
+  return record("sqrt", y, {x}, {{"result", y}},
+                [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
+    return {binary(BinaryOp::Div, dy, binary(BinaryOp::Mul, s[0], 2.0, "sqrt_backward"),
+                   "sqrt_backward")};
   });
 }
 
 // y = |x|            dx = dy·sign(x)   (0 at x = 0)
 Tensor abs(const Tensor& x) {
   Tensor y = raw::unary(UnaryOp::Abs, x);
-  return record("abs", y, {x}, {x}, [x](const Tensor& dy, const NeedsGrad&) -> Grads {
+  return record("abs", y, {x}, {{"self", x}},
+                [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
+    const Tensor& x = s[0];
     Tensor sign = binary(BinaryOp::Div, x, raw::unary(UnaryOp::Abs, x), "abs_backward");
     Tensor zero = zeros_like(x), pos = empty(x.shape(), {.dtype = DType::b8, .device = x.device()});
     kernels(x.device()).compare(CompareOp::Ne, x, zero, pos);
-    Tensor s = empty_like(x);
-    kernels(x.device()).where(pos, sign, zero, s);
-    return {binary(BinaryOp::Mul, dy, s, "abs_backward")};
+    Tensor sgn = empty_like(x);
+    kernels(x.device()).where(pos, sign, zero, sgn);
+    return {binary(BinaryOp::Mul, dy, sgn, "abs_backward")};
   });
 }
 

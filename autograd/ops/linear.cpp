@@ -35,8 +35,10 @@ Tensor linear(const Tensor& x_in, const Tensor& w, const Tensor& b) {
   y = detail::as_strided(y, out_shape, contiguous_strides(out_shape), 0);
 
   return record(
-      "linear", y, {x_in, w, b}, {x, w},
-      [x, w, in_shape = x_in.shape(), n, out](const Tensor& dy_in, const NeedsGrad& need) -> Grads {
+      "linear", y, {x_in, w, b}, {{"input", x}, {"weight", w}},
+      [in_shape = x_in.shape(), n, out](const Tensor& dy_in, const NeedsGrad& need,
+                                        const Saved& s) -> Grads {
+        const Tensor &x = s[0], &w = s[1];
         const Kernels& k = kernels(dy_in.device());
         const Tensor dy = detail::as_strided(dy_in, {n, out}, {out, 1}, dy_in.storage_offset());
         Grads g(3);

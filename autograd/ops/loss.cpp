@@ -44,8 +44,10 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, const Cla
   Tensor lse = empty({logits.size(0)}, logits.options());
   if (logits.numel() > 0)
     kernels(logits.device()).cross_entropy_forward(logits, target, rows, lse, p);
-  rows = record("cross_entropy", rows, {logits_in}, {logits},
-                [logits, target, lse, p](const Tensor& dy, const NeedsGrad&) -> Grads {
+  rows = record("cross_entropy", rows, {logits_in},
+                {{"input", logits}, {"target", target}, {"logsumexp", lse}},
+                [p](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
+                  const Tensor &logits = s[0], &target = s[1], &lse = s[2];
                   Tensor dx = empty_like(logits);
                   if (dx.numel() > 0)
                     kernels(dy.device()).cross_entropy_backward(logits, target, lse, dy, dx, p);
@@ -64,10 +66,11 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target_in, const Class
   Tensor rows = empty({log_probs.size(0)}, log_probs.options());
   if (rows.numel() > 0) kernels(log_probs.device()).nll_loss_forward(log_probs, target, rows, p);
   rows =
-      record("nll_loss", rows, {log_probs_in}, {},
-             [target, p, shape = log_probs.shape()](const Tensor& dy, const NeedsGrad&) -> Grads {
+      record("nll_loss", rows, {log_probs_in}, {{"target", target}},
+             [p, shape = log_probs.shape()](const Tensor& dy, const NeedsGrad&,
+                                            const Saved& s) -> Grads {
                Tensor dx = empty(shape, dy.options());
-               if (dx.numel() > 0) kernels(dy.device()).nll_loss_backward(target, dy, dx, p);
+               if (dx.numel() > 0) kernels(dy.device()).nll_loss_backward(s[0], dy, dx, p);
                return {dx};
              });
   return reduce_rows(rows, target, o);

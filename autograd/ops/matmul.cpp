@@ -94,7 +94,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   }
   Tensor y = batch.empty() ? mm(a, b) : bmm(a, b, batch);
   return record(
-      "matmul", y, {a, b}, {a, b}, [a, b, batch](const Tensor& dy, const NeedsGrad& need) -> Grads {
+      "matmul", y, {a, b}, {{"self", a}, {"other", b}},
+      [batch](const Tensor& dy, const NeedsGrad& need, const Saved& s) -> Grads {
+        const Tensor &a = s[0], &b = s[1];
         Grads g(2);
         if (batch.empty()) {  // 2-D: da = dy·bᵀ [M,K], db = aᵀ·dy [K,N]
           if (need[0]) g[0] = mm(dy, detail::permute(b, {1, 0}));

@@ -32,10 +32,11 @@ Tensor max_pool2d(const Tensor& x_in, const Pool2dParams& p) {
   Tensor y = empty(shape, x.options());
   Tensor indices = empty(shape, {.dtype = DType::i64, .device = x.device()});
   if (y.numel() > 0) kernels(x.device()).max_pool2d_forward(x, y, indices, p);
-  return record("max_pool2d", y, {x_in}, {},
-                [indices, p, in_shape = x.shape()](const Tensor& dy, const NeedsGrad&) -> Grads {
+  return record("max_pool2d", y, {x_in}, {{"indices", indices}},
+                [p, in_shape = x.shape()](const Tensor& dy, const NeedsGrad&,
+                                          const Saved& s) -> Grads {
                   Tensor dx = empty(in_shape, dy.options());
-                  if (dx.numel() > 0) kernels(dy.device()).max_pool2d_backward(dy, indices, dx, p);
+                  if (dx.numel() > 0) kernels(dy.device()).max_pool2d_backward(dy, s[0], dx, p);
                   return {dx};
                 });
 }
@@ -47,7 +48,7 @@ Tensor avg_pool2d(const Tensor& x_in, const Pool2dParams& p) {
   Tensor y = empty(shape, x.options());
   if (y.numel() > 0) kernels(x.device()).avg_pool2d_forward(x, y, p);
   return record("avg_pool2d", y, {x_in}, {},
-                [p, in_shape = x.shape()](const Tensor& dy, const NeedsGrad&) -> Grads {
+                [p, in_shape = x.shape()](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
                   Tensor dx = empty(in_shape, dy.options());
                   if (dx.numel() > 0) kernels(dy.device()).avg_pool2d_backward(dy, dx, p);
                   return {dx};

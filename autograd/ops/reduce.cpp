@@ -14,8 +14,9 @@ Tensor extremum(ReduceOp op, const char* name, const Tensor& x, const Shape& dim
   TD_CHECK_SHAPE(x.numel() > 0, name, ": cannot reduce an empty tensor of shape ", x.shape());
   Tensor y = raw::reduce(op, x, dims, keepdim);
   return record(
-      name, y, {x}, {x, y},
-      [x, y = y.detach(), dims, keepdim](const Tensor& dy, const NeedsGrad&) -> Grads {
+      name, y, {x}, {{"self", x}, {"result", y}},
+      [dims, keepdim](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
+        const Tensor &x = s[0], &y = s[1];
         const Kernels& k = kernels(x.device());
         Tensor y_full = raw::expand_reduced(y, x.shape(), dims, keepdim);
         Tensor hit = empty(x.shape(), {.dtype = DType::b8, .device = x.device()});
@@ -35,7 +36,8 @@ Tensor extremum(ReduceOp op, const char* name, const Tensor& x, const Shape& dim
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
   Tensor y = raw::reduce(ReduceOp::Sum, x, dims, keepdim);
   return record("sum", y, {x}, {},
-                [shape = x.shape(), dims, keepdim](const Tensor& dy, const NeedsGrad&) -> Grads {
+                [shape = x.shape(), dims, keepdim](const Tensor& dy, const NeedsGrad&,
+                                                   const Saved&) -> Grads {
                   return {raw::expand_reduced(dy, shape, dims, keepdim)};
                 });
 }
@@ -46,7 +48,7 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
   return record(
       "mean", y, {x}, {},
       [shape = x.shape(), dims, keepdim, count = x.numel() / std::max<int64_t>(y.numel(), 1)](
-          const Tensor& dy, const NeedsGrad&) -> Grads {
+          const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
         return {raw::binary(BinaryOp::Div, raw::expand_reduced(dy, shape, dims, keepdim),
                             double(count), "mean_backward")};
       });

@@ -10,7 +10,7 @@ namespace {
 
 // Views whose backward is "reshape dy to the input's shape" (reshape, flatten, squeeze, ...).
 Tensor reshaped(const char* name, const Tensor& x, const Tensor& y) {
-  return record(name, y, {x}, {}, [shape = x.shape()](const Tensor& dy, const NeedsGrad&) -> Grads {
+  return record(name, y, {x}, {}, [shape = x.shape()](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
     Tensor c = detail::contiguous(dy);
     return {detail::as_strided(c, shape, contiguous_strides(shape), c.storage_offset())};
   });
@@ -67,7 +67,7 @@ Tensor Tensor::permute(const Shape& dims) const {
   Tensor y = detail::permute(*this, perm);
   // y = permute(x, p)       dx = permute(dy, p⁻¹)
   return record("permute", y, {*this}, {},
-                [inv = inverse(perm)](const Tensor& dy, const NeedsGrad&) -> Grads {
+                [inv = inverse(perm)](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
                   return {detail::permute(dy, inv)};
                 });
 }
@@ -99,7 +99,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   Tensor y = detail::as_strided(*this, s, strides(), storage_offset() + start * stride(d));
   // y = x[..., start:start+length, ...]     dx = zeros with dy written into that slice
   return record("narrow", y, {*this}, {},
-                [shape = shape(), d, start](const Tensor& dy, const NeedsGrad&) -> Grads {
+                [shape = shape(), d, start](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
                   Tensor dx = zeros(shape, dy.options());
                   Tensor slice = detail::as_strided(dx, dy.shape(), dx.strides(),
                                                     start * dx.strides()[size_t(d)]);
@@ -149,7 +149,7 @@ Tensor Tensor::expand(const Shape& shape) const {
   Tensor y = detail::expand_to(*this, target, "expand");
   // y = x broadcast to shape      dx = dy summed over the broadcast dims
   return record("expand", y, {*this}, {},
-                [s = this->shape()](const Tensor& dy, const NeedsGrad&) -> Grads {
+                [s = this->shape()](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
                   return {raw::sum_to(dy, s)};
                 });
 }

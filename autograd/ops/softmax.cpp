@@ -30,8 +30,9 @@ Tensor softmax_like(const char* name, KernelFn forward, BackwardKernelFn backwar
   Tensor yl = empty_like(xl);
   if (yl.numel() > 0) (k.*forward)(xl, yl);
   Tensor y = detail::contiguous(swap_last(yl, dim));
-  return record(name, y, {x}, {y},
-                [y = y.detach(), dim, backward](const Tensor& dy, const NeedsGrad&) -> Grads {
+  return record(name, y, {x}, {{"result", y}},
+                [dim, backward](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
+                  const Tensor& y = s[0];
                   Tensor yl = detail::contiguous(swap_last(y, dim)),
                          dyl = detail::contiguous(swap_last(dy, dim));
                   Tensor dxl = empty_like(yl);

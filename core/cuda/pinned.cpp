@@ -71,6 +71,7 @@ void give_back_pinned(void* p, size_t bytes) {
 NonBlockingCopies::NonBlockingCopies() : previous_(t_non_blocking) { t_non_blocking = true; }
 NonBlockingCopies::~NonBlockingCopies() { t_non_blocking = previous_; }
 bool non_blocking_copies() { return t_non_blocking; }
+void set_non_blocking_copies(bool on) { t_non_blocking = on; }
 
 bool is_pinned(const Tensor& t) {
 #if TANDEM_WITH_CUDA

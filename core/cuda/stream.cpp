@@ -17,6 +17,10 @@ cudaStream_t current_stream(int device) {
 
 void set_current_stream(int device, cudaStream_t stream) { t_current[device] = stream; }
 
+std::vector<std::pair<int, cudaStream_t>> current_streams() {
+  return {t_current.begin(), t_current.end()};
+}
+
 Stream::Stream(int device) : device_(device) {
   DeviceGuard guard(device);
   TD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));

@@ -7,12 +7,17 @@
 #pragma once
 
 #include <cuda_runtime.h>
+#include <utility>
+#include <vector>
 
 namespace tandem::cuda {
 
 /// The stream kernels launched from this thread on cuda:device go to.
 cudaStream_t current_stream(int device);
 void set_current_stream(int device, cudaStream_t stream);
+/// Every (device, stream) this thread has set, so that another thread can adopt them
+/// (ThreadLocalState).
+std::vector<std::pair<int, cudaStream_t>> current_streams();
 
 /// An owned stream on one device (non-blocking with respect to the legacy default stream).
 class Stream {

@@ -49,6 +49,7 @@ void Reducer::wait_all_quietly() {
 }
 
 void Reducer::recover_from_failed_backward() {
+  std::lock_guard lk(mutex_);
   if (!in_backward_) return;
   wait_all_quietly();
   reset_iteration();
@@ -89,6 +90,7 @@ void Reducer::launch_ready_buckets() {
 }
 
 void Reducer::mark_ready(size_t i) {
+  std::lock_guard lk(mutex_);
   if (!sync_) return;  // no_sync(): gradients just accumulate in .grad
   if (!in_backward_) {
     // The first gradient of this backward: have the engine call finalize() when it is done.
@@ -103,6 +105,7 @@ void Reducer::mark_ready(size_t i) {
 }
 
 void Reducer::finalize() {
+  std::lock_guard lk(mutex_);
   const trace::Scope span("ddp", trace::enabled() ? "finalize: wait for buckets" : "");
   try {
     finish();

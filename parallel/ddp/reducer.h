@@ -9,6 +9,7 @@
 
 #include <tandem/parallel/comm/communicator.h>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,9 @@ class Reducer {
   std::shared_ptr<Communicator> comm_;
   bool find_unused_;
   Tensor used_;  // find_unused: [params] 1/0 flags, all-reduced with max (on the buckets' device)
+  // Backward may run the parameters' hooks on several threads at once (one per device); every
+  // entry point takes this lock.
+  std::mutex mutex_;
   std::vector<size_t> missing_;  // scratch of finalize(), kept to avoid an allocation per step
   bool sync_ = true;
   bool in_backward_ = false;  // a finalize() callback is queued

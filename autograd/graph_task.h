@@ -1,0 +1,92 @@
+// autograd/graph_task.h — the state of one backward call (PyTorch's GraphTask). Every call to
+// backward owns one: how many gradients each node still waits for, the gradients that have arrived,
+// the error that stopped it, and the callbacks to run when it is done. Nodes of the task run on
+// their devices' threads (ready_queue.h); the calling thread waits until `outstanding` reaches 0.
+// A backward started inside backward (from a hook, or a recompute) is a task of its own whose
+// `parent` is the task that thread was running; queue_callback always goes to the outermost one.
+#pragma once
+
+#include <tandem/autograd/node.h>
+#include <tandem/autograd/thread_local_state.h>
+#include <atomic>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace tandem {
+
+class ReadyQueue;
+
+/// The gradients flowing into one node. With one thread they are summed as they arrive, which is
+/// in decreasing order of their producers' sequence numbers (the ready queue runs the latest
+/// node first, and a producer is always later than what it feeds). With several threads the
+/// arrival order depends on timing, so the parts are kept and summed in that same order when the
+/// node is complete: two runs, or one device and four, give the same bits.
+class InputBuffer {
+ public:
+  /// A gradient from input `edge` of the node with sequence number `producer`.
+  void add(uint64_t producer, size_t edge, Tensor grad, bool keep_parts);
+  /// The sum of everything added.
+  Tensor take();
+
+ private:
+  Tensor sum_;
+  struct Part {
+    uint64_t producer;
+    size_t edge;
+    Tensor grad;
+  };
+  std::vector<Part> parts_;
+};
+
+struct GraphTask {
+  GraphTask(bool retain_graph, std::shared_ptr<ReadyQueue> owner_queue,
+            std::shared_ptr<GraphTask> parent)
+      : retain_graph(retain_graph),
+        state(ThreadLocalState::capture()),
+        owner_queue(std::move(owner_queue)),
+        parent(std::move(parent)) {}
+
+  const bool retain_graph;
+  const ThreadLocalState state;  // the caller's, applied around every node on every thread
+  // The queue of the thread that called backward: it runs the cpu:0 nodes, and it is woken there
+  // when the last node finishes.
+  const std::shared_ptr<ReadyQueue> owner_queue;
+  const std::shared_ptr<GraphTask> parent;  // the task whose node started this one, if any
+  bool keep_parts = false;  // nodes run on several threads: sum gradients in a fixed order
+
+  std::mutex mutex;  // guards the members below
+  std::unordered_map<Node*, int> dependencies;  // gradients each node still waits for
+  std::unordered_map<Node*, InputBuffer> buffers;
+  std::exception_ptr error;  // the first one; the rest of the task is abandoned
+  std::vector<std::function<void()>> callbacks;  // outermost tasks only
+
+  std::atomic<int> outstanding{0};  // nodes queued or running
+  std::atomic<bool> failed{false};
+
+  /// Keeps the first error; later ones (consequences of the first) are dropped.
+  void fail(std::exception_ptr e) {
+    std::lock_guard lk(mutex);
+    if (!error) error = std::move(e);
+    failed = true;
+  }
+  GraphTask* outermost() {
+    GraphTask* t = this;
+    while (t->parent) t = t->parent.get();
+    return t;
+  }
+};
+
+/// One unit of work in a ready queue: run `node` of `task` with gradient `grad`. A null task is a
+/// wake-up for a thread waiting on its queue.
+struct NodeTask {
+  std::shared_ptr<GraphTask> task;
+  Node* node = nullptr;
+  InputBuffer grad;
+};
+
+}  // namespace tandem

@@ -1,0 +1,54 @@
+// autograd/thread_local_state.cpp — capturing and applying the per-thread settings.
+#include <tandem/autograd/grad_mode.h>
+#include <tandem/autograd/thread_local_state.h>
+#include <tandem/core/cuda_device.h>
+#if TANDEM_HAS_CUDA
+#include <tandem/core/cuda/stream.h>
+#endif
+
+namespace tandem {
+namespace {
+
+void apply(const ThreadLocalState& s) {
+  GradMode::set_enabled(s.grad_mode);
+  cuda::set_non_blocking_copies(s.non_blocking_copies);
+  SavedTensorHooks::set_current(s.saved_tensor_hooks);
+#if TANDEM_HAS_CUDA
+  for (const auto& [device, stream] : s.cuda_streams)
+    cuda::set_current_stream(device, static_cast<cudaStream_t>(stream));
+#endif
+}
+
+}  // namespace
+
+ThreadLocalState ThreadLocalState::capture() {
+  ThreadLocalState s;
+  s.grad_mode = GradMode::is_enabled();
+  s.non_blocking_copies = cuda::non_blocking_copies();
+  s.saved_tensor_hooks = SavedTensorHooks::current();
+#if TANDEM_HAS_CUDA
+  for (const auto& [device, stream] : cuda::current_streams())
+    s.cuda_streams.emplace_back(device, static_cast<void*>(stream));
+#endif
+  return s;
+}
+
+ThreadLocalStateGuard::ThreadLocalStateGuard(const ThreadLocalState& state)
+    : previous_(ThreadLocalState::capture()) {
+  apply(state);
+}
+
+ThreadLocalStateGuard::~ThreadLocalStateGuard() {
+#if TANDEM_HAS_CUDA
+  // Streams set under the guard for devices the previous state never touched go back to the
+  // default (the legacy stream) rather than staying behind.
+  for (const auto& [device, stream] : ThreadLocalState::capture().cuda_streams) {
+    bool known = false;
+    for (const auto& [d, s] : previous_.cuda_streams) known |= d == device;
+    if (!known) cuda::set_current_stream(device, cudaStreamLegacy);
+  }
+#endif
+  apply(previous_);
+}
+
+}  // namespace tandem

@@ -1,0 +1,40 @@
+// autograd/thread_local_state.h — the per-thread settings that must follow work into the threads
+// Tandem starts (backward workers, DataLoader workers, DataParallel's replica threads): grad
+// mode, the non-blocking-copies flag, the current CUDA streams and the saved-tensor hooks (autocast
+// joins them when it exists). As PyTorch's at::ThreadLocalState: capture() on the thread that hands
+// the work over, a ThreadLocalStateGuard on the thread that does it.
+//
+//   ThreadLocalState state = ThreadLocalState::capture();
+//   std::thread t([state] { ThreadLocalStateGuard g(state); ... });
+#pragma once
+
+#include <tandem/autograd/saved_tensor.h>
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace tandem {
+
+struct ThreadLocalState {
+  bool grad_mode = true;
+  bool non_blocking_copies = false;
+  std::shared_ptr<const SavedTensorHooksPair> saved_tensor_hooks;
+  std::vector<std::pair<int, void*>> cuda_streams;  // (device, cudaStream_t) this thread set
+
+  /// The calling thread's state.
+  static ThreadLocalState capture();
+};
+
+/// Makes `state` the calling thread's for the scope and restores the previous one after it.
+class ThreadLocalStateGuard {
+ public:
+  explicit ThreadLocalStateGuard(const ThreadLocalState& state);
+  ~ThreadLocalStateGuard();
+  ThreadLocalStateGuard(const ThreadLocalStateGuard&) = delete;
+  ThreadLocalStateGuard& operator=(const ThreadLocalStateGuard&) = delete;
+
+ private:
+  ThreadLocalState previous_;
+};
+
+}  // namespace tandem
