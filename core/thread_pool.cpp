@@ -1,6 +1,9 @@
-// core/thread_pool.cpp — a fixed pool of (n − 1) workers plus the calling thread. One parallel_for
-// runs at a time; a second caller (another thread) runs its range serially instead of waiting, and
-// so does a call from inside a task. That keeps total threads at n however the pool is used.
+// core/thread_pool.cpp — a fixed pool of (n − 1) workers plus the calling threads. Several
+// parallel_for calls may run at once (backward workers of two devices, DataLoader workers): each
+// caller works on its own range, and the workers split themselves fairly among the running calls,
+// so that each of k callers gets about n / k threads. A call from inside a task runs serially.
+// Chunking depends only on the range and n, never on how many threads happen to help, so results
+// are the same bits however the threads were shared.
 #include <pthread.h>
 #include <tandem/core/check.h>
 #include <tandem/core/env.h>
@@ -48,6 +51,19 @@ bool spin_until(std::chrono::microseconds spin, F ready) {
   }
 }
 
+// One parallel_for call. The caller always works on its own job; pool workers join it up to its
+// fair share of the threads.
+struct Job {
+  const std::function<void(int64_t, int64_t)>* fn;
+  int64_t begin, end, chunks;
+  std::atomic<int64_t> next{0};     // the next chunk to claim
+  std::atomic<int64_t> pending{0};  // chunks not yet finished
+  std::atomic<int> helpers{0};      // pool workers inside drain()
+  std::exception_ptr error;         // the first, guarded by Pool::mu_
+
+  bool has_work() const { return next.load() < chunks; }
+};
+
 class Pool {
  public:
   explicit Pool(int n) : n_(n), spin_(spin_time()) {
@@ -63,92 +79,114 @@ class Pool {
   }
   int size() const { return n_; }
 
-  // Runs fn over [begin, end) in `chunks` pieces; false if the pool is busy (caller runs serially).
-  bool run(int64_t begin, int64_t end, int64_t chunks,
+  // Runs fn over [begin, end) in `chunks` pieces, with the caller and up to its share of workers.
+  void run(int64_t begin, int64_t end, int64_t chunks,
            const std::function<void(int64_t, int64_t)>& fn) {
-    std::unique_lock busy(busy_, std::try_to_lock);
-    if (!busy.owns_lock()) return false;
+    Job job;
+    job.fn = &fn;
+    job.begin = begin;
+    job.end = end;
+    job.chunks = chunks;
+    job.pending = chunks;
     {
       std::lock_guard lk(mu_);
-      fn_ = &fn;
-      begin_ = begin;
-      end_ = end;
-      chunks_ = chunks;
-      next_ = 0;
-      pending_ = chunks;
-      error_ = nullptr;
+      jobs_.push_back(&job);
       generation_.fetch_add(1);
     }
     cv_.notify_all();
     t_in_region = true;
-    drain();
+    drain(job);
     t_in_region = false;
-    // The job is over when every chunk is done and every worker has left drain(): only then may
-    // the next job reset the chunk counter.
-    auto done = [&] { return pending_.load() == 0 && active_.load() == 0; };
+    // The job is over when every chunk is done and every helper has left drain(): only then may
+    // it leave the caller's stack.
+    auto done = [&] { return job.pending.load() == 0 && job.helpers.load() == 0; };
     spin_until(spin_, done);
     std::unique_lock lk(mu_);
     done_cv_.wait(lk, done);
-    fn_ = nullptr;
-    if (error_) std::rethrow_exception(error_);
-    return true;
+    std::erase(jobs_, &job);
+    generation_.fetch_add(1);  // a larger share for the jobs left
+    lk.unlock();
+    cv_.notify_all();
+    if (job.error) std::rethrow_exception(job.error);
   }
 
  private:
-  // Takes chunks until none is left; every thread of the job runs this.
-  void drain() {
+  // Takes chunks of `job` until none is left; every thread of the job runs this.
+  void drain(Job& job) {
     for (;;) {
-      const int64_t c = next_.fetch_add(1);
-      if (c >= chunks_) return;
-      const int64_t len = end_ - begin_;
-      const int64_t lo = begin_ + len * c / chunks_, hi = begin_ + len * (c + 1) / chunks_;
+      const int64_t c = job.next.fetch_add(1);
+      if (c >= job.chunks) return;
+      const int64_t len = job.end - job.begin;
+      const int64_t lo = job.begin + len * c / job.chunks,
+                    hi = job.begin + len * (c + 1) / job.chunks;
       try {
-        (*fn_)(lo, hi);
+        (*job.fn)(lo, hi);
       } catch (...) {
         std::lock_guard lk(mu_);
-        if (!error_) error_ = std::current_exception();
+        if (!job.error) job.error = std::current_exception();
       }
-      if (pending_.fetch_sub(1) == 1) {
+      if (job.pending.fetch_sub(1) == 1) {
         std::lock_guard lk(mu_);
         done_cv_.notify_all();
       }
     }
   }
 
+  // The job a free worker should help (under mu_): the one with work left and the fewest
+  // helpers, if that is below its share. Each job's share is n / (running jobs) threads, its
+  // caller included, so two devices computing at once split the cores instead of one taking all.
+  Job* pick() {
+    if (jobs_.empty()) return nullptr;
+    const int share = std::max<int>(1, n_ / int(jobs_.size()));
+    Job* best = nullptr;
+    for (Job* j : jobs_)
+      if (j->has_work() && 1 + j->helpers.load() < share &&
+          (!best || j->helpers.load() < best->helpers.load()))
+        best = j;
+    return best;
+  }
+
   void work() {
     t_in_region = true;
-    uint64_t seen = 0;
+    bool worked = false;  // spin only right after a job: the next one usually follows closely
     for (;;) {
-      spin_until(spin_, [&] { return generation_.load() != seen; });
+      Job* job = nullptr;
       {
+        const auto spin_until_time = std::chrono::steady_clock::now() + spin_;
         std::unique_lock lk(mu_);
-        cv_.wait(lk, [&] { return stop_ || generation_.load() != seen; });
-        if (stop_) return;
-        seen = generation_.load();
-        if (fn_ == nullptr) continue;  // a job that ended before this worker woke
-        ++active_;
+        for (;;) {
+          if (stop_) return;
+          if ((job = pick())) break;
+          const uint64_t seen = generation_.load();
+          const auto left = spin_until_time - std::chrono::steady_clock::now();
+          if (worked && left > left.zero()) {
+            lk.unlock();
+            spin_until(std::chrono::duration_cast<std::chrono::microseconds>(left),
+                       [&] { return generation_.load() != seen; });
+            lk.lock();
+            continue;
+          }
+          cv_.wait(lk, [&] { return stop_ || generation_.load() != seen; });
+        }
+        ++job->helpers;
       }
-      drain();
-      if (active_.fetch_sub(1) == 1) {
+      drain(*job);
+      if (job->helpers.fetch_sub(1) == 1) {
         std::lock_guard lk(mu_);
         done_cv_.notify_all();
       }
+      worked = true;
     }
   }
 
   const int n_;
   const std::chrono::microseconds spin_;  // before a waiting thread blocks
   std::vector<std::thread> workers_;
-  std::mutex busy_, mu_;
+  std::mutex mu_;
   std::condition_variable cv_, done_cv_;
   bool stop_ = false;
-  std::atomic<uint64_t> generation_{0};
-  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-  int64_t begin_ = 0, end_ = 0, chunks_ = 0;
-  std::atomic<int64_t> next_{0};
-  std::atomic<int64_t> pending_{0};
-  std::atomic<int> active_{0};  // workers inside drain()
-  std::exception_ptr error_;
+  std::atomic<uint64_t> generation_{0};  // bumped when a job starts or ends
+  std::vector<Job*> jobs_;               // running, oldest first
 };
 
 int default_threads() {
@@ -214,7 +252,8 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   // A few chunks per thread, claimed dynamically: a thread slowed by the machine (a descheduled
   // vCPU, another process) leaves its unclaimed chunks to the others instead of holding up all.
   const int64_t chunks = std::min<int64_t>(4 * int64_t(p.size()), len / grain);
-  if (chunks <= 1 || !p.run(begin, end, chunks, fn)) fn(begin, end);
+  if (chunks <= 1) return fn(begin, end);
+  p.run(begin, end, chunks, fn);
 }
 
 }  // namespace detail

@@ -1,6 +1,8 @@
 // core/thread_pool.h — the one intra-op thread pool for CPU kernels. Large kernels split their
-// range over it; small ones run on the caller. Nested calls (a kernel inside a pool task, or a
-// DataParallel replica thread) run serially, so the pool never oversubscribes the cores.
+// range over it; small ones run on the caller. When several threads call it at once (the backward
+// workers of cpu:0 and cpu:1, DataLoader workers), the n threads are shared fairly: each of k
+// concurrent calls gets its own thread plus workers up to n / k in all. A call from inside a pool
+// task runs serially, so the pool adds no threads beyond n − 1 workers.
 #pragma once
 
 #include <cstdint>

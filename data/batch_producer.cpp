@@ -2,8 +2,10 @@
 // order from a shared counter, build them outside the lock, and drop each into a ring of
 // `capacity` slots; a worker may only claim batch k once batch k − capacity has been taken, which
 // bounds the memory held by prefetched batches. Kernels the workers run (a dataset that does
-// tensor math in get()) go through core's intra-op pool, which runs concurrent callers serially,
-// so workers add at most num_workers threads of CPU load on top of the pool.
+// tensor math in get()) go through core's intra-op pool, which shares its threads fairly among
+// concurrent callers. Each worker runs under the ThreadLocalState of the thread that made the
+// loader (grad mode, non-blocking copies, current streams).
+#include <tandem/autograd/thread_local_state.h>
 #include <tandem/core/check.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/data/batch_producer.h>
@@ -25,7 +27,10 @@ BatchProducer::BatchProducer(const Dataset& dataset, std::vector<std::vector<int
   slots_.resize(size_t(capacity));
   try {
     for (int w = 0; w < workers; ++w) {
-      workers_.emplace_back([this] { work(); });
+      workers_.emplace_back([this, state = ThreadLocalState::capture()] {
+        ThreadLocalStateGuard guard(state);
+        work();
+      });
 #if defined(__linux__)
       // Named threads show up in top -H and gdb as the data loader's.
       pthread_setname_np(workers_.back().native_handle(),

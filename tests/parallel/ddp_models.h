@@ -46,6 +46,15 @@ struct WithUnused : nn::Module {  // `spare` never takes part in the loss
   Tensor forward(const Tensor& x) { return fc(x.flatten(1)); }
 };
 
+struct WithAuxiliary : nn::Module {  // `side` is trained only by a backward inside backward
+  nn::Linear fc{784, 10}, side{784, 4};
+  void visit(nn::Visitor& v) override {
+    v("fc", fc);
+    v("side", side);
+  }
+  Tensor forward(const Tensor& x) { return fc(x.flatten(1)); }
+};
+
 /// A fixed synthetic dataset: images [n, 1, 28, 28] and labels [n], the same in every process.
 inline std::pair<Tensor, Tensor> synthetic_data(int64_t n) {
   manual_seed(1234);

@@ -191,6 +191,53 @@ TEST(DDP, AFailedBackwardDoesNotBreakTheNextStep) {
   EXPECT_EQ(tandem::testing::read_bytes(dir.file("rank1")), "ok");
 }
 
+// A hook on the output runs a second backward inside the first: an auxiliary loss that is the only
+// one to reach `side`. Its parameters' DDP hooks fire first, inside the inner pass; DDP's
+// end-of-backward callback must still run once, at the end of the outer pass, when `fc` has its
+// gradient too (with a callback list per pass it ran after the inner one and failed with
+// "backward produced no gradient for fc.weight").
+template <typename Forward>
+void step_with_nested_backward(tandem::testing::WithAuxiliary& model, Forward&& forward,
+                               const Tensor& x, const Tensor& y) {
+  Tensor out = forward(x);
+  out.register_hook([&model, x](const Tensor&) {
+    EnableGradGuard grad;  // hooks run under no-grad, as the rest of backward
+    Tensor s = model.side(x.flatten(1));
+    mse_loss(s, zeros(s.shape(), s.options())).backward();
+    return Tensor();
+  });
+  cross_entropy(out, y).backward();
+}
+
+TEST(DDP, ABackwardInsideBackwardFinalizesOnceAtTheEndAndMatchesOneDevice) {
+  using tandem::testing::WithAuxiliary;
+  const Recipe r;
+  constexpr int kWorld = 2;
+  manual_seed(0);
+  WithAuxiliary single;
+  single.to(kFloat64);
+  train(single, kWorld, 0, kWorld * kBatch, r, [&](const Tensor& x, const Tensor& y, bool) {
+    step_with_nested_backward(single, [&](const Tensor& t) { return single.forward(t); }, x, y);
+  });
+  tandem::testing::TempDir dir;
+  const std::string out = dir.file("params.bin");
+  spawn(
+      [&](int rank) {
+        init_process_group({.timeout = 60s});
+        manual_seed(0);
+        WithAuxiliary model;
+        model.to(kFloat64);
+        DistributedDataParallel ddp(model, {.bucket_cap_mb = 0.01, .first_bucket_mb = 0.01});
+        train(model, kWorld, rank, kBatch, r, [&](const Tensor& x, const Tensor& y, bool) {
+          step_with_nested_backward(model, [&](const Tensor& t) { return ddp(t); }, x, y);
+        });
+        if (rank == 0) write_doubles(out, tandem::testing::flat_params(model));
+        destroy_process_group();
+      },
+      kWorld);
+  expect_same(read_doubles(out), tandem::testing::flat_params(single));
+}
+
 TEST(DDP, DifferentModelsOnTheRanksAreAnErrorSayingWhatDiffers) {
   tandem::testing::TempDir dir;
   const std::string out = dir.file("msg.txt");
