@@ -91,11 +91,12 @@ class Pool {
     {
       std::lock_guard lk(mu_);
       jobs_.push_back(&job);
+      running_ = int(jobs_.size());
       generation_.fetch_add(1);
     }
     cv_.notify_all();
     t_in_region = true;
-    drain(job);
+    drain(job, /*helper=*/false);
     t_in_region = false;
     // The job is over when every chunk is done and every helper has left drain(): only then may
     // it leave the caller's stack.
@@ -104,6 +105,7 @@ class Pool {
     std::unique_lock lk(mu_);
     done_cv_.wait(lk, done);
     std::erase(jobs_, &job);
+    running_ = int(jobs_.size());
     generation_.fetch_add(1);  // a larger share for the jobs left
     lk.unlock();
     cv_.notify_all();
@@ -111,9 +113,11 @@ class Pool {
   }
 
  private:
-  // Takes chunks of `job` until none is left; every thread of the job runs this.
-  void drain(Job& job) {
+  // Takes chunks of `job` until none is left; every thread of the job runs this. A helper also
+  // leaves when the job holds more than its share because another job started meanwhile.
+  void drain(Job& job, bool helper) {
     for (;;) {
+      if (helper && job.helpers.load() >= std::max(1, n_ / running_.load())) return;
       const int64_t c = job.next.fetch_add(1);
       if (c >= job.chunks) return;
       const int64_t len = job.end - job.begin;
@@ -170,7 +174,7 @@ class Pool {
         }
         ++job->helpers;
       }
-      drain(*job);
+      drain(*job, /*helper=*/true);
       if (job->helpers.fetch_sub(1) == 1) {
         std::lock_guard lk(mu_);
         done_cv_.notify_all();
@@ -187,6 +191,7 @@ class Pool {
   bool stop_ = false;
   std::atomic<uint64_t> generation_{0};  // bumped when a job starts or ends
   std::vector<Job*> jobs_;               // running, oldest first
+  std::atomic<int> running_{0};          // jobs_.size(), readable without the lock
 };
 
 int default_threads() {

@@ -1,7 +1,12 @@
 // The intra-op pool: results do not depend on the thread count, and errors inside tasks surface.
 #include <array>
 #include <atomic>
+#include <barrier>
+#include <chrono>
 #include <cstdlib>
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include <tandem/core/thread_pool.h>
 #include "support/expect.h"
@@ -82,4 +87,28 @@ TEST(ThreadPool, ABadSpinTimeIsAValueErrorNamingTheVariable) {
   EXPECT_THAT(msg, ::testing::HasSubstr("TANDEM_SPIN_US"));
   set_num_threads(2);
   EXPECT_EQ(values(ones({3}).sum()), std::vector<double>{3});
+}
+
+// Two threads running parallel_for at once (two devices' backward threads) both get pool workers:
+// neither runs serially while the other holds every thread. Each chunk sleeps, so the workers have
+// time to spread; the threads each job saw are counted.
+TEST(ThreadPool, ConcurrentCallersShareTheThreads) {
+  set_num_threads(4);
+  std::barrier start(2);
+  auto run = [&](std::set<std::thread::id>& seen) {
+    std::mutex mu;
+    start.arrive_and_wait();
+    detail::parallel_for(0, 40, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      std::lock_guard lk(mu);
+      seen.insert(std::this_thread::get_id());
+    });
+  };
+  std::set<std::thread::id> a, b;
+  std::thread ta(run, std::ref(a)), tb(run, std::ref(b));
+  ta.join();
+  tb.join();
+  set_num_threads(int(std::max(1u, std::thread::hardware_concurrency())));
+  EXPECT_GE(a.size(), 2u) << "the first caller got no pool worker";
+  EXPECT_GE(b.size(), 2u) << "the second caller got no pool worker";
 }
