@@ -1,10 +1,13 @@
 // tandem/tandem.h — the whole public API in one include.
 #pragma once
 
+#include <tandem/autograd/engine.h>
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/gradcheck.h>
 #include <tandem/autograd/ops/nn_ops.h>
 #include <tandem/autograd/ops/ops.h>
+#include <tandem/autograd/saved_tensor.h>
+#include <tandem/autograd/thread_local_state.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/device.h>
 #include <tandem/core/dtype.h>

@@ -34,6 +34,7 @@ Workers* g_workers = new Workers;
 void before_fork() { g_workers->mutex.lock(); }
 void after_fork_parent() { g_workers->mutex.unlock(); }
 void after_fork_child() {
+  g_workers->mutex.unlock();  // locked by this same thread in before_fork
   g_workers = new Workers;
   t_queue = nullptr;  // the forking thread's own queue may be mid-use by a dead worker
 }

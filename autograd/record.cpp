@@ -3,6 +3,8 @@
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/record.h>
 #include <atomic>
+#include <cstdint>
+#include <mutex>
 
 namespace tandem {
 
@@ -11,19 +13,21 @@ uint64_t next_sequence_nr() {
   return counter.fetch_add(1);
 }
 
-// The impl's slot keeps the state alive as long as the tensor, so a raw pointer from a load stays
-// valid after the loaded shared_ptr is gone.
-AutogradMeta* autograd_meta_if(const Tensor& t) { return t.impl().autograd.load().get(); }
+AutogradMeta* autograd_meta_if(const Tensor& t) {
+  return t.impl().autograd_ptr.load(std::memory_order_acquire);
+}
 
 AutogradMeta& autograd_meta(const Tensor& t) {
-  auto& slot = t.impl().autograd;
-  std::shared_ptr<AutogradMeta> meta = slot.load();
-  if (meta) return *meta;
-  // Two threads may get here at once: the first compare-and-swap wins and the other adopts its
-  // state (compare_exchange_strong loads the winner into `meta`).
-  auto fresh = std::make_shared<AutogradMeta>();
-  if (slot.compare_exchange_strong(meta, fresh)) return *fresh;
-  return *meta;
+  TensorImpl& impl = t.impl();
+  if (AutogradMeta* meta = impl.autograd_ptr.load(std::memory_order_acquire)) return *meta;
+  // First use. Threads racing here take the same lock (one of a few, picked by address, so that
+  // unrelated tensors seldom wait on each other); the first makes the state, the rest find it.
+  static std::mutex locks[16];
+  std::lock_guard lk(locks[(reinterpret_cast<uintptr_t>(&impl) >> 6) % 16]);
+  if (AutogradMeta* meta = impl.autograd_ptr.load(std::memory_order_relaxed)) return *meta;
+  impl.autograd = std::make_shared<AutogradMeta>();
+  impl.autograd_ptr.store(impl.autograd.get(), std::memory_order_release);
+  return *impl.autograd;
 }
 
 std::shared_ptr<Node> gradient_node(const Tensor& t) {

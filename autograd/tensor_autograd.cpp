@@ -80,7 +80,7 @@ void Tensor::retain_grad() const {
   std::weak_ptr<TensorImpl> weak = impl_ptr();
   autograd_meta(*this).grad_fn->pre_hooks.add([weak](const Tensor& g) {
     if (auto impl = weak.lock()) {
-      AutogradMeta& meta = *impl->autograd.load();
+      AutogradMeta& meta = *impl->autograd_ptr.load(std::memory_order_acquire);
       std::lock_guard lk(meta.mutex);
       meta.grad = meta.grad.defined() ? raw::binary(BinaryOp::Add, meta.grad, g, "retain_grad")
                                       : detail::convert(g, g.device(), g.dtype());

@@ -38,10 +38,12 @@ struct TensorImpl {
   int64_t offset = 0;  // in elements, from storage->data()
   DType dtype = DType::f32;
   bool requires_grad = false;  // a leaf that wants .grad, or the output of a recorded op
-  // Null for tensors autograd never touched. Atomic because two threads may reach a tensor's
-  // autograd state first at the same time (two forwards sharing parameters); autograd_meta()
-  // creates it with a compare-and-swap, so both get the same one.
-  std::atomic<std::shared_ptr<AutogradMeta>> autograd;
+  // Autograd state, null for tensors autograd never touched. Two threads may reach it first at
+  // the same time (two forwards sharing parameters), so autograd_meta() (autograd/record.cpp)
+  // creates it under a lock: `autograd` owns it, and `autograd_ptr` publishes it to readers,
+  // which need no lock.
+  std::shared_ptr<AutogradMeta> autograd;
+  std::atomic<AutogradMeta*> autograd_ptr{nullptr};
 };
 
 class Tensor {

@@ -50,6 +50,18 @@ class Jittery : public Dataset {
   int64_t n_, fail_at_;
 };
 
+// Records whether grad mode was on in the thread that built each example.
+class GradModeProbe : public Dataset {
+ public:
+  int64_t size() const override { return 8; }
+  Example get(int64_t i) const override {
+    ++calls;
+    if (GradMode::is_enabled()) ++with_grad;
+    return {full({2}, double(i)), scalar_tensor(double(i), {.dtype = kInt64})};
+  }
+  mutable std::atomic<int> calls{0}, with_grad{0};
+};
+
 int64_t thread_count() {
   return std::distance(std::filesystem::directory_iterator("/proc/self/task"),
                        std::filesystem::directory_iterator());
@@ -244,4 +256,17 @@ TEST(DataLoader, AnEmptyDatasetHasNoBatches) {
   DataLoader loader(ds, {.batch_size = 4, .num_workers = 2});
   EXPECT_EQ(loader.size(), 0);
   EXPECT_TRUE(loader.begin() == loader.end());
+}
+
+// Workers take on the thread-local state of the thread that starts the pass (here: grad mode off):
+// a dataset that computes with tensors records no graph inside an evaluation loop.
+TEST(DataLoader, WorkersRunUnderTheThreadLocalStateOfTheLoop) {
+  const GradModeProbe ds;
+  {
+    NoGradGuard off;
+    DataLoader loader(ds, {.batch_size = 2, .num_workers = 2});
+    for (auto& [x, y] : loader) EXPECT_FALSE(x.requires_grad());
+  }
+  EXPECT_EQ(ds.calls, 8);
+  EXPECT_EQ(ds.with_grad, 0) << "a worker built examples with grad mode on";
 }
