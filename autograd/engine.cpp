@@ -118,7 +118,7 @@ void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
 // Runs one queued node (or drops it, once its task has failed) and wakes the task's owner when it
 // was the last.
 void evaluate(NodeTask& work) {
-  const std::shared_ptr<GraphTask>& task = work.task;
+  std::shared_ptr<GraphTask> task = std::move(work.task);
   Node* node = work.node;
   if (!task->failed) {
     auto outer = std::exchange(t_task, task);
@@ -132,7 +132,13 @@ void evaluate(NodeTask& work) {
     }
     t_task = std::move(outer);
   }
-  if (task->outstanding.fetch_sub(1) == 1) task->owner_queue->push({});
+  // Let go of the task before counting this node done: once the count reaches 0 the caller
+  // returns, and its reference must be the last, so that the task (its error, which the caller is
+  // reading) is destroyed on the caller's thread, not under it.
+  const std::shared_ptr<ReadyQueue> owner = task->owner_queue;
+  GraphTask* const counted = task.get();
+  task.reset();
+  if (counted->outstanding.fetch_sub(1) == 1) owner->push({});
 }
 
 // Counts the gradients each node reachable from `root` will receive, and whether the task's nodes

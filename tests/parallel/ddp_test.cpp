@@ -213,12 +213,7 @@ TEST(DDP, ABackwardInsideBackwardFinalizesOnceAtTheEndAndMatchesOneDevice) {
   using tandem::testing::WithAuxiliary;
   const Recipe r;
   constexpr int kWorld = 2;
-  manual_seed(0);
-  WithAuxiliary single;
-  single.to(kFloat64);
-  train(single, kWorld, 0, kWorld * kBatch, r, [&](const Tensor& x, const Tensor& y, bool) {
-    step_with_nested_backward(single, [&](const Tensor& t) { return single.forward(t); }, x, y);
-  });
+  // The ranks first: a process may not fork once its thread pool runs (TSan refuses it).
   tandem::testing::TempDir dir;
   const std::string out = dir.file("params.bin");
   spawn(
@@ -235,6 +230,12 @@ TEST(DDP, ABackwardInsideBackwardFinalizesOnceAtTheEndAndMatchesOneDevice) {
         destroy_process_group();
       },
       kWorld);
+  manual_seed(0);
+  WithAuxiliary single;
+  single.to(kFloat64);
+  train(single, kWorld, 0, kWorld * kBatch, r, [&](const Tensor& x, const Tensor& y, bool) {
+    step_with_nested_backward(single, [&](const Tensor& t) { return single.forward(t); }, x, y);
+  });
   expect_same(read_doubles(out), tandem::testing::flat_params(single));
 }
 
