@@ -59,10 +59,10 @@ struct GraphTask {
   const std::shared_ptr<GraphTask> parent;  // the task whose node started this one, if any
   bool keep_parts = false;  // nodes run on several threads: sum gradients in a fixed order
 
-  std::mutex mutex;  // guards the members below
+  std::mutex mutex;                             // guards the members below
   std::unordered_map<Node*, int> dependencies;  // gradients each node still waits for
   std::unordered_map<Node*, InputBuffer> buffers;
-  std::exception_ptr error;  // the first one; the rest of the task is abandoned
+  std::exception_ptr error;                      // the first one; the rest of the task is abandoned
   std::vector<std::function<void()>> callbacks;  // outermost tasks only
 
   std::atomic<int> outstanding{0};  // nodes queued or running

@@ -1,6 +1,7 @@
 // autograd/hooks.h — a list of hooks that threads may add to, remove from and run at once.
-// Adding returns a HookHandle (core/hook_handle.h) whose remove() takes the hook out again. Backward runs a snapshot, copied under the lock, so a hook may remove itself or register
-// another while it runs.
+// Adding returns a HookHandle (core/hook_handle.h) whose remove() takes the hook out again.
+// Backward runs a snapshot, copied under the lock, so a hook may remove itself or register another
+// while it runs.
 #pragma once
 
 #include <tandem/core/hook_handle.h>

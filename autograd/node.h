@@ -41,7 +41,7 @@ struct Node {
   std::vector<Edge> next;    // one per input
   std::vector<SavedTensor> saved;
   HookList<TensorHook> pre_hooks;  // register_hook on the (non-leaf) output
-  Tensor leaf;  // accumulator nodes only: the leaf whose .grad this node writes
+  Tensor leaf;                     // accumulator nodes only: the leaf whose .grad this node writes
   bool released = false;
 
   bool is_accumulator() const { return leaf.defined(); }

@@ -61,7 +61,7 @@ class SavedTensor {
 
  private:
   const char* name_ = "";
-  Tensor data_;  // without hooks: the tensor itself, detached (no cycle through its grad_fn)
+  Tensor data_;      // without hooks: the tensor itself, detached (no cycle through its grad_fn)
   std::any packed_;  // with hooks: what pack returned
   std::shared_ptr<const SavedTensorHooksPair> hooks_;
   std::weak_ptr<Storage> storage_;  // the original's storage and version, for the check

@@ -62,8 +62,7 @@ HookHandle Tensor::register_hook(std::function<Tensor(const Tensor&)> fn) const 
   return autograd_meta(*this).grad_fn->pre_hooks.add(std::move(fn));
 }
 
-HookHandle Tensor::register_post_accumulate_grad_hook(
-    std::function<void(const Tensor&)> fn) const {
+HookHandle Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> fn) const {
   TD_CHECK_AS(AutogradError, requires_grad() && is_leaf(),
               "register_post_accumulate_grad_hook: only leaf tensors "
               "that require grad accumulate a .grad (",

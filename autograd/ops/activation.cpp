@@ -13,10 +13,10 @@ Tensor relu(const Tensor& x) {
   Tensor y = raw::unary(UnaryOp::Relu, x);
   return record("relu", y, {x}, {{"self", x}},
                 [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
-    Tensor dx = empty_like(dy);
-    kernels(dy.device()).relu_backward(detail::contiguous(s[0]), dy, dx);
-    return {dx};
-  });
+                  Tensor dx = empty_like(dy);
+                  kernels(dy.device()).relu_backward(detail::contiguous(s[0]), dy, dx);
+                  return {dx};
+                });
 }
 
 // sigmoid(x) = 1 / (1 + e⁻ˣ)  dx = dy · y(1 − y)
@@ -37,10 +37,10 @@ Tensor tanh(const Tensor& x) {
   Tensor y = raw::unary(UnaryOp::Tanh, x);
   return record("tanh", y, {x}, {{"result", y}},
                 [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
-    Tensor dx = empty_like(dy);
-    kernels(dy.device()).tanh_backward(s[0], dy, dx);
-    return {dx};
-  });
+                  Tensor dx = empty_like(dy);
+                  kernels(dy.device()).tanh_backward(s[0], dy, dx);
+                  return {dx};
+                });
 }
 
 // gelu(x) = x·Φ(x)           dx = dy · (Φ(x) + x·φ(x))
@@ -49,10 +49,10 @@ Tensor gelu(const Tensor& x) {
   Tensor y = raw::unary(UnaryOp::Gelu, x);
   return record("gelu", y, {x}, {{"self", x}},
                 [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
-    Tensor dx = empty_like(dy);
-    kernels(dy.device()).gelu_backward(detail::contiguous(s[0]), dy, dx);
-    return {dx};
-  });
+                  Tensor dx = empty_like(dy);
+                  kernels(dy.device()).gelu_backward(detail::contiguous(s[0]), dy, dx);
+                  return {dx};
+                });
 }
 
 Tensor Tensor::relu() const { return tandem::relu(*this); }

@@ -50,27 +50,26 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     kernels(a.device())
         .where(detail::expand_to(cond, shape, "where"), detail::expand_to(a, shape, "where"),
                detail::expand_to(b, shape, "where"), y);
-  return record(
-      "where", y, {a, b}, {{"condition", cond}},
-      [sa = a.shape(), sb = b.shape()](const Tensor& dy, const NeedsGrad& need,
-                                       const Saved& s) -> Grads {
-        const Kernels& k = kernels(dy.device());
-        const Tensor c = detail::expand_to(s[0], dy.shape(), "where_backward");
-        const Tensor zero =
-            detail::expand_to(zeros({}, dy.options()), dy.shape(), "where_backward");
-        Grads g(2);
-        if (need[0]) {
-          Tensor da = empty_like(dy);
-          k.where(c, dy, zero, da);
-          g[0] = raw::sum_to(da, sa);
-        }
-        if (need[1]) {
-          Tensor db = empty_like(dy);
-          k.where(c, zero, dy, db);
-          g[1] = raw::sum_to(db, sb);
-        }
-        return g;
-      });
+  return record("where", y, {a, b}, {{"condition", cond}},
+                [sa = a.shape(), sb = b.shape()](const Tensor& dy, const NeedsGrad& need,
+                                                 const Saved& s) -> Grads {
+                  const Kernels& k = kernels(dy.device());
+                  const Tensor c = detail::expand_to(s[0], dy.shape(), "where_backward");
+                  const Tensor zero =
+                      detail::expand_to(zeros({}, dy.options()), dy.shape(), "where_backward");
+                  Grads g(2);
+                  if (need[0]) {
+                    Tensor da = empty_like(dy);
+                    k.where(c, dy, zero, da);
+                    g[0] = raw::sum_to(da, sa);
+                  }
+                  if (need[1]) {
+                    Tensor db = empty_like(dy);
+                    k.where(c, zero, dy, db);
+                    g[1] = raw::sum_to(db, sb);
+                  }
+                  return g;
+                });
 }
 
 Tensor Tensor::eq(const Tensor& other) const { return tandem::eq(*this, other); }

@@ -14,11 +14,11 @@ namespace {
 Tensor copied(const char* name, const Tensor& x, Device device, DType dtype) {
   Tensor y = detail::convert(x, device, dtype);
   if (!is_floating(dtype)) return y;  // an integer copy is the end of the graph
-  return record(
-      name, y, {x}, {},
-      [from = x.device(), from_dtype = x.dtype()](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
-        return {detail::convert(dy, from, from_dtype)};
-      });
+  return record(name, y, {x}, {},
+                [from = x.device(), from_dtype = x.dtype()](const Tensor& dy, const NeedsGrad&,
+                                                            const Saved&) -> Grads {
+                  return {detail::convert(dy, from, from_dtype)};
+                });
 }
 
 }  // namespace

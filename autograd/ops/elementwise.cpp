@@ -39,29 +39,31 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 // y = a·b            da = dy·b      db = dy·a
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor y = binary(BinaryOp::Mul, a, b, "mul");
-  return record("mul", y, {a, b}, {{"a", a}, {"b", b}},
-                [](const Tensor& dy, const NeedsGrad& need, const Saved& s) -> Grads {
-    const Tensor &a = s[0], &b = s[1];
-    return {need[0] ? sum_to(binary(BinaryOp::Mul, dy, b, "mul_backward"), a.shape()) : Tensor(),
+  return record(
+      "mul", y, {a, b}, {{"a", a}, {"b", b}},
+      [](const Tensor& dy, const NeedsGrad& need, const Saved& s) -> Grads {
+        const Tensor &a = s[0], &b = s[1];
+        return {
+            need[0] ? sum_to(binary(BinaryOp::Mul, dy, b, "mul_backward"), a.shape()) : Tensor(),
             need[1] ? sum_to(binary(BinaryOp::Mul, dy, a, "mul_backward"), b.shape()) : Tensor()};
-  });
+      });
 }
 
 // y = a / b          da = dy / b    db = −dy·y / b
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor y = binary(BinaryOp::Div, a, b, "div");
-  return record(
-      "div", y, {a, b}, {{"b", b}, {"result", y}},
-      [sa = a.shape()](const Tensor& dy, const NeedsGrad& need, const Saved& s) -> Grads {
-        const Tensor &b = s[0], &y = s[1];
-        Grads g(2);
-        Tensor dy_b = binary(BinaryOp::Div, dy, b, "div_backward");
-        if (need[0]) g[0] = sum_to(dy_b, sa);
-        if (need[1])
-          g[1] = sum_to(raw::unary(UnaryOp::Neg, binary(BinaryOp::Mul, dy_b, y, "div_backward")),
+  return record("div", y, {a, b}, {{"b", b}, {"result", y}},
+                [sa = a.shape()](const Tensor& dy, const NeedsGrad& need, const Saved& s) -> Grads {
+                  const Tensor &b = s[0], &y = s[1];
+                  Grads g(2);
+                  Tensor dy_b = binary(BinaryOp::Div, dy, b, "div_backward");
+                  if (need[0]) g[0] = sum_to(dy_b, sa);
+                  if (need[1])
+                    g[1] = sum_to(
+                        raw::unary(UnaryOp::Neg, binary(BinaryOp::Mul, dy_b, y, "div_backward")),
                         b.shape());
-        return g;
-      });
+                  return g;
+                });
 }
 
 // y = xᵉ             dx = dy·e·xᵉ⁻¹
@@ -70,11 +72,11 @@ Tensor pow(const Tensor& x, double e) {
   Tensor y = binary(BinaryOp::Pow, x, e, "pow");
   return record("pow", y, {x}, {{"self", x}},
                 [e](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
-    const Tensor& x = s[0];
-    Tensor d =
-        binary(BinaryOp::Mul, binary(BinaryOp::Pow, x, e - 1, "pow_backward"), e, "pow_backward");
-    return {binary(BinaryOp::Mul, dy, d, "pow_backward")};
-  });
+                  const Tensor& x = s[0];
+                  Tensor d = binary(BinaryOp::Mul, binary(BinaryOp::Pow, x, e - 1, "pow_backward"),
+                                    e, "pow_backward");
+                  return {binary(BinaryOp::Mul, dy, d, "pow_backward")};
+                });
 }
 
 // y = aᵇ             da = dy·b·aᵇ⁻¹   db = dy·y·ln a
@@ -147,8 +149,8 @@ Tensor exp(const Tensor& x) {
   Tensor y = raw::unary(UnaryOp::Exp, x);
   return record("exp", y, {x}, {{"result", y}},
                 [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
-    return {binary(BinaryOp::Mul, dy, s[0], "exp_backward")};
-  });
+                  return {binary(BinaryOp::Mul, dy, s[0], "exp_backward")};
+                });
 }
 
 // y = ln x           dx = dy / x
@@ -156,18 +158,19 @@ Tensor log(const Tensor& x) {
   Tensor y = raw::unary(UnaryOp::Log, x);
   return record("log", y, {x}, {{"self", x}},
                 [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
-    return {binary(BinaryOp::Div, dy, s[0], "log_backward")};
-  });
+                  return {binary(BinaryOp::Div, dy, s[0], "log_backward")};
+                });
 }
 
 // y = √x             dx = dy / (2y)
 Tensor sqrt(const Tensor& x) {
   Tensor y = raw::unary(UnaryOp::Sqrt, x);
-  return record("sqrt", y, {x}, {{"result", y}},
-                [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
-    return {binary(BinaryOp::Div, dy, binary(BinaryOp::Mul, s[0], 2.0, "sqrt_backward"),
-                   "sqrt_backward")};
-  });
+  return record(
+      "sqrt", y, {x}, {{"result", y}},
+      [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
+        return {binary(BinaryOp::Div, dy, binary(BinaryOp::Mul, s[0], 2.0, "sqrt_backward"),
+                       "sqrt_backward")};
+      });
 }
 
 // y = |x|            dx = dy·sign(x)   (0 at x = 0)
@@ -175,14 +178,16 @@ Tensor abs(const Tensor& x) {
   Tensor y = raw::unary(UnaryOp::Abs, x);
   return record("abs", y, {x}, {{"self", x}},
                 [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
-    const Tensor& x = s[0];
-    Tensor sign = binary(BinaryOp::Div, x, raw::unary(UnaryOp::Abs, x), "abs_backward");
-    Tensor zero = zeros_like(x), pos = empty(x.shape(), {.dtype = DType::b8, .device = x.device()});
-    kernels(x.device()).compare(CompareOp::Ne, x, zero, pos);
-    Tensor sgn = empty_like(x);
-    kernels(x.device()).where(pos, sign, zero, sgn);
-    return {binary(BinaryOp::Mul, dy, sgn, "abs_backward")};
-  });
+                  const Tensor& x = s[0];
+                  Tensor sign =
+                      binary(BinaryOp::Div, x, raw::unary(UnaryOp::Abs, x), "abs_backward");
+                  Tensor zero = zeros_like(x),
+                         pos = empty(x.shape(), {.dtype = DType::b8, .device = x.device()});
+                  kernels(x.device()).compare(CompareOp::Ne, x, zero, pos);
+                  Tensor sgn = empty_like(x);
+                  kernels(x.device()).where(pos, sign, zero, sgn);
+                  return {binary(BinaryOp::Mul, dy, sgn, "abs_backward")};
+                });
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

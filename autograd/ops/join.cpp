@@ -59,13 +59,14 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   if (!any_requires_grad(tensors)) return out;
   std::vector<int64_t> sizes;
   for (const Tensor& t : tensors) sizes.push_back(t.size(d));
-  return record("cat", out, tensors, {},
-                [d, offsets, sizes](const Tensor& dy, const NeedsGrad& need, const Saved&) -> Grads {
-                  Grads dx(sizes.size());
-                  for (size_t i = 0; i < sizes.size(); ++i)
-                    if (need[i]) dx[i] = dy.narrow(d, offsets[i], sizes[i]).contiguous();
-                  return dx;
-                });
+  return record(
+      "cat", out, tensors, {},
+      [d, offsets, sizes](const Tensor& dy, const NeedsGrad& need, const Saved&) -> Grads {
+        Grads dx(sizes.size());
+        for (size_t i = 0; i < sizes.size(); ++i)
+          if (need[i]) dx[i] = dy.narrow(d, offsets[i], sizes[i]).contiguous();
+        return dx;
+      });
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {

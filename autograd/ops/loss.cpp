@@ -65,14 +65,13 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target_in, const Class
   const ClassLossParams p{o.ignore_index, 0.0};
   Tensor rows = empty({log_probs.size(0)}, log_probs.options());
   if (rows.numel() > 0) kernels(log_probs.device()).nll_loss_forward(log_probs, target, rows, p);
-  rows =
-      record("nll_loss", rows, {log_probs_in}, {{"target", target}},
-             [p, shape = log_probs.shape()](const Tensor& dy, const NeedsGrad&,
-                                            const Saved& s) -> Grads {
-               Tensor dx = empty(shape, dy.options());
-               if (dx.numel() > 0) kernels(dy.device()).nll_loss_backward(s[0], dy, dx, p);
-               return {dx};
-             });
+  rows = record(
+      "nll_loss", rows, {log_probs_in}, {{"target", target}},
+      [p, shape = log_probs.shape()](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
+        Tensor dx = empty(shape, dy.options());
+        if (dx.numel() > 0) kernels(dy.device()).nll_loss_backward(s[0], dy, dx, p);
+        return {dx};
+      });
   return reduce_rows(rows, target, o);
 }
 

@@ -93,41 +93,40 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                              Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
   }
   Tensor y = batch.empty() ? mm(a, b) : bmm(a, b, batch);
-  return record(
-      "matmul", y, {a, b}, {{"self", a}, {"other", b}},
-      [batch](const Tensor& dy, const NeedsGrad& need, const Saved& s) -> Grads {
-        const Tensor &a = s[0], &b = s[1];
-        Grads g(2);
-        if (batch.empty()) {  // 2-D: da = dy·bᵀ [M,K], db = aᵀ·dy [K,N]
-          if (need[0]) g[0] = mm(dy, detail::permute(b, {1, 0}));
-          if (need[1]) g[1] = mm(detail::permute(a, {1, 0}), dy);
-          return g;
-        }
-        // Batched: work on [B, R, C] (a 2-D operand stays shared), then sum the broadcast batch
-        // dims back to each input's shape.
-        auto full = [&](int64_t r, int64_t c) {
-          Shape s = batch;
-          s.push_back(r);
-          s.push_back(c);
-          return s;
-        };
-        auto as3 = [&](const Tensor& t, int64_t r, int64_t c) {
-          return t.dim() == 2 ? detail::contiguous(t)
-                              : flatten_batch(detail::expand_to(t, full(r, c), "matmul"));
-        };
-        auto unflatten = [&](const Tensor& t3, const Shape& shape) {
-          return detail::as_strided(t3, shape, contiguous_strides(shape), 0);
-        };
-        const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
-        const Tensor dy3 = flatten_batch(dy);
-        if (need[0])
-          g[0] =
-              raw::sum_to(unflatten(gemm3(dy3, as3(b, k, n), false, true), full(m, k)), a.shape());
-        if (need[1])
-          g[1] =
-              raw::sum_to(unflatten(gemm3(as3(a, m, k), dy3, true, false), full(k, n)), b.shape());
-        return g;
-      });
+  return record("matmul", y, {a, b}, {{"self", a}, {"other", b}},
+                [batch](const Tensor& dy, const NeedsGrad& need, const Saved& s) -> Grads {
+                  const Tensor &a = s[0], &b = s[1];
+                  Grads g(2);
+                  if (batch.empty()) {  // 2-D: da = dy·bᵀ [M,K], db = aᵀ·dy [K,N]
+                    if (need[0]) g[0] = mm(dy, detail::permute(b, {1, 0}));
+                    if (need[1]) g[1] = mm(detail::permute(a, {1, 0}), dy);
+                    return g;
+                  }
+                  // Batched: work on [B, R, C] (a 2-D operand stays shared), then sum the broadcast
+                  // batch dims back to each input's shape.
+                  auto full = [&](int64_t r, int64_t c) {
+                    Shape s = batch;
+                    s.push_back(r);
+                    s.push_back(c);
+                    return s;
+                  };
+                  auto as3 = [&](const Tensor& t, int64_t r, int64_t c) {
+                    return t.dim() == 2 ? detail::contiguous(t)
+                                        : flatten_batch(detail::expand_to(t, full(r, c), "matmul"));
+                  };
+                  auto unflatten = [&](const Tensor& t3, const Shape& shape) {
+                    return detail::as_strided(t3, shape, contiguous_strides(shape), 0);
+                  };
+                  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+                  const Tensor dy3 = flatten_batch(dy);
+                  if (need[0])
+                    g[0] = raw::sum_to(unflatten(gemm3(dy3, as3(b, k, n), false, true), full(m, k)),
+                                       a.shape());
+                  if (need[1])
+                    g[1] = raw::sum_to(unflatten(gemm3(as3(a, m, k), dy3, true, false), full(k, n)),
+                                       b.shape());
+                  return g;
+                });
 }
 
 Tensor Tensor::matmul(const Tensor& other) const { return tandem::matmul(*this, other); }

@@ -32,13 +32,13 @@ Tensor max_pool2d(const Tensor& x_in, const Pool2dParams& p) {
   Tensor y = empty(shape, x.options());
   Tensor indices = empty(shape, {.dtype = DType::i64, .device = x.device()});
   if (y.numel() > 0) kernels(x.device()).max_pool2d_forward(x, y, indices, p);
-  return record("max_pool2d", y, {x_in}, {{"indices", indices}},
-                [p, in_shape = x.shape()](const Tensor& dy, const NeedsGrad&,
-                                          const Saved& s) -> Grads {
-                  Tensor dx = empty(in_shape, dy.options());
-                  if (dx.numel() > 0) kernels(dy.device()).max_pool2d_backward(dy, s[0], dx, p);
-                  return {dx};
-                });
+  return record(
+      "max_pool2d", y, {x_in}, {{"indices", indices}},
+      [p, in_shape = x.shape()](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
+        Tensor dx = empty(in_shape, dy.options());
+        if (dx.numel() > 0) kernels(dy.device()).max_pool2d_backward(dy, s[0], dx, p);
+        return {dx};
+      });
 }
 
 // y = mean over each window         dx[window] += dy / window size
@@ -47,12 +47,13 @@ Tensor avg_pool2d(const Tensor& x_in, const Pool2dParams& p) {
   const Tensor x = detail::contiguous(x_in);
   Tensor y = empty(shape, x.options());
   if (y.numel() > 0) kernels(x.device()).avg_pool2d_forward(x, y, p);
-  return record("avg_pool2d", y, {x_in}, {},
-                [p, in_shape = x.shape()](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
-                  Tensor dx = empty(in_shape, dy.options());
-                  if (dx.numel() > 0) kernels(dy.device()).avg_pool2d_backward(dy, dx, p);
-                  return {dx};
-                });
+  return record(
+      "avg_pool2d", y, {x_in}, {},
+      [p, in_shape = x.shape()](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
+        Tensor dx = empty(in_shape, dy.options());
+        if (dx.numel() > 0) kernels(dy.device()).avg_pool2d_backward(dy, dx, p);
+        return {dx};
+      });
 }
 
 }  // namespace tandem

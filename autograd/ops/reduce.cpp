@@ -36,10 +36,8 @@ Tensor extremum(ReduceOp op, const char* name, const Tensor& x, const Shape& dim
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
   Tensor y = raw::reduce(ReduceOp::Sum, x, dims, keepdim);
   return record("sum", y, {x}, {},
-                [shape = x.shape(), dims, keepdim](const Tensor& dy, const NeedsGrad&,
-                                                   const Saved&) -> Grads {
-                  return {raw::expand_reduced(dy, shape, dims, keepdim)};
-                });
+                [shape = x.shape(), dims, keepdim](const Tensor& dy, const NeedsGrad&, const Saved&)
+                    -> Grads { return {raw::expand_reduced(dy, shape, dims, keepdim)}; });
 }
 
 // y = Σ x / K over dims      dx = dy / K broadcast back

@@ -10,10 +10,12 @@ namespace {
 
 // Views whose backward is "reshape dy to the input's shape" (reshape, flatten, squeeze, ...).
 Tensor reshaped(const char* name, const Tensor& x, const Tensor& y) {
-  return record(name, y, {x}, {}, [shape = x.shape()](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
-    Tensor c = detail::contiguous(dy);
-    return {detail::as_strided(c, shape, contiguous_strides(shape), c.storage_offset())};
-  });
+  return record(
+      name, y, {x}, {},
+      [shape = x.shape()](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
+        Tensor c = detail::contiguous(dy);
+        return {detail::as_strided(c, shape, contiguous_strides(shape), c.storage_offset())};
+      });
 }
 
 // Inverse of a permutation.
@@ -98,14 +100,15 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   s[size_t(d)] = length;
   Tensor y = detail::as_strided(*this, s, strides(), storage_offset() + start * stride(d));
   // y = x[..., start:start+length, ...]     dx = zeros with dy written into that slice
-  return record("narrow", y, {*this}, {},
-                [shape = shape(), d, start](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
-                  Tensor dx = zeros(shape, dy.options());
-                  Tensor slice = detail::as_strided(dx, dy.shape(), dx.strides(),
-                                                    start * dx.strides()[size_t(d)]);
-                  kernels(dx.device()).copy(dy, slice);
-                  return {dx};
-                });
+  return record(
+      "narrow", y, {*this}, {},
+      [shape = shape(), d, start](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
+        Tensor dx = zeros(shape, dy.options());
+        Tensor slice =
+            detail::as_strided(dx, dy.shape(), dx.strides(), start * dx.strides()[size_t(d)]);
+        kernels(dx.device()).copy(dy, slice);
+        return {dx};
+      });
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {

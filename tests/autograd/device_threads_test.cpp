@@ -6,9 +6,9 @@
 #include <tandem/autograd/thread_local_state.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/trace.h>
-#include <nlohmann/json.hpp>
 #include <atomic>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "data/temp_dir.h"
@@ -146,7 +146,9 @@ TEST(DeviceThreads, TwoThreadsRunningBackwardOnSharedLeavesSumTheirGradients) {
   auto work = [&](double scale) {
     for (int i = 0; i < kSteps; ++i) {
       Tensor x = full({8, 64}, scale, {.dtype = kFloat64});
-      (linear(x, w, Tensor()).sum() + linear(x.to(Device::cpu(1)), w1, Tensor()).sum().to(Device::cpu())).backward();
+      (linear(x, w, Tensor()).sum() +
+       linear(x.to(Device::cpu(1)), w1, Tensor()).sum().to(Device::cpu()))
+          .backward();
     }
   };
   std::thread a(work, 1.0), b(work, 2.0);
@@ -173,7 +175,7 @@ TEST(DeviceThreads, NestedBackwardHandsItsCallbacksToTheOutermostPass) {
   });
   Tensor h = w * 3.0;
   h.register_hook([&](const Tensor& g) {
-    EnableGradGuard grad;  // hooks run under no-grad, as the rest of backward
+    EnableGradGuard grad;              // hooks run under no-grad, as the rest of backward
     (other * other).sum().backward();  // a backward inside backward, on another device
     log("inner done");
     return g;

@@ -17,7 +17,8 @@ using ::testing::HasSubstr;
 TEST(SavedTensor, ModifyingOneInPlaceNamesTheOpAndTheTensor) {
   Tensor w = tensor({1.0, 2.0}).requires_grad_();
   Tensor x = tensor({3.0, 4.0});
-  Tensor y = linear(x.reshape({1, 2}), w.reshape({1, 2}), Tensor()).sum();  // linear saved x as "input"
+  Tensor y =
+      linear(x.reshape({1, 2}), w.reshape({1, 2}), Tensor()).sum();  // linear saved x as "input"
   x.mul_(2);
   const std::string msg = error_message<AutogradError>([&] { y.backward(); });
   EXPECT_THAT(msg, HasSubstr("backward of 'linear'"));

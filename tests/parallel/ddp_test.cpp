@@ -224,7 +224,8 @@ TEST(DDP, ABackwardInsideBackwardFinalizesOnceAtTheEndAndMatchesOneDevice) {
         model.to(kFloat64);
         DistributedDataParallel ddp(model, {.bucket_cap_mb = 0.01, .first_bucket_mb = 0.01});
         train(model, kWorld, rank, kBatch, r, [&](const Tensor& x, const Tensor& y, bool) {
-          step_with_nested_backward(model, [&](const Tensor& t) { return ddp(t); }, x, y);
+          step_with_nested_backward(
+              model, [&](const Tensor& t) { return ddp(t); }, x, y);
         });
         if (rank == 0) write_doubles(out, tandem::testing::flat_params(model));
         destroy_process_group();
@@ -234,7 +235,8 @@ TEST(DDP, ABackwardInsideBackwardFinalizesOnceAtTheEndAndMatchesOneDevice) {
   WithAuxiliary single;
   single.to(kFloat64);
   train(single, kWorld, 0, kWorld * kBatch, r, [&](const Tensor& x, const Tensor& y, bool) {
-    step_with_nested_backward(single, [&](const Tensor& t) { return single.forward(t); }, x, y);
+    step_with_nested_backward(
+        single, [&](const Tensor& t) { return single.forward(t); }, x, y);
   });
   expect_same(read_doubles(out), tandem::testing::flat_params(single));
 }
