@@ -6,6 +6,7 @@
 #include <tandem/parallel/comm/communicator.h>
 #include <tandem/parallel/comm/gloo_communicator.h>
 #include <tandem/parallel/comm/nccl_communicator.h>
+#include <tandem/parallel/data_parallel/data_parallel.h>
 #include <tandem/parallel/ddp/bucket_plan.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/ddp/reducer.h>

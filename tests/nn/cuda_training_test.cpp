@@ -2,6 +2,7 @@
 // (conv, pooling, linear, cross-entropy; SGD-momentum and Adam) from the same weights and data end
 // with the same parameters, within 1e-4 absolute + 1e-3 relative in float32. Skipped, visibly,
 // without a GPU.
+#include "parallel/ddp_models.h"
 #include "support/expect.h"
 
 using namespace tandem;
@@ -29,12 +30,7 @@ std::vector<Tensor> train(Device device, bool adam) {
   manual_seed(3);
   SmallCnn model;
   model.to(device);
-  std::unique_ptr<optim::Optimizer> opt;
-  if (adam)
-    opt = std::make_unique<optim::Adam>(model.parameters(), optim::AdamOptions{.lr = 1e-2});
-  else
-    opt = std::make_unique<optim::SGD>(model.parameters(),
-                                       optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+  auto opt = tandem::testing::make_optimizer(model, adam);
   manual_seed(4);
   const Tensor x = randn({8, 1, 28, 28}).to(device);
   const Tensor y = tensor({0, 1, 2, 3, 4, 5, 6, 7}, {.dtype = kInt64}).to(device);

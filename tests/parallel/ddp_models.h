@@ -3,9 +3,12 @@
 // share), so any difference is DDP's.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <tandem/tandem.h>
+#include <cmath>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -62,6 +65,26 @@ inline std::pair<Tensor, Tensor> synthetic_data(int64_t n) {
   std::vector<int64_t> labels(size_t(n), 0);
   for (int64_t i = 0; i < n; ++i) labels[size_t(i)] = (i * 7 + i / 3) % 10;
   return {x, from_vector(labels, {n})};
+}
+
+/// The optimizers the equivalence tests train with: SGD with momentum 0.9, or Adam.
+inline std::unique_ptr<optim::Optimizer> make_optimizer(nn::Module& m, bool adam) {
+  if (adam) return std::make_unique<optim::Adam>(m.parameters(), optim::AdamOptions{.lr = 1e-2});
+  return std::make_unique<optim::SGD>(m.parameters(),
+                                      optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+}
+
+/// Flat parameters that agree to 1e-10 absolute + 1e-8 relative; the worst difference otherwise.
+inline void expect_same_params(const std::vector<double>& a, const std::vector<double>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  double worst = 0;
+  size_t bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double err = std::abs(a[i] - b[i]);
+    worst = std::max(worst, err);
+    if (err > 1e-10 + 1e-8 * std::abs(b[i])) ++bad;
+  }
+  EXPECT_EQ(bad, 0u) << "of " << a.size() << " parameters; worst |difference| " << worst;
 }
 
 /// All parameters, flattened and concatenated, as doubles (what the tests compare).

@@ -35,12 +35,7 @@ template <typename M, typename Step>
 void train(M& model, int world, int rank, int64_t per_rank, const Recipe& r, Step&& step_fn) {
   auto [x32, y] = tandem::testing::synthetic_data(kSteps * r.accumulate * world * kBatch);
   const Tensor x = x32.to(kFloat64);
-  std::unique_ptr<optim::Optimizer> opt;
-  if (r.adam)
-    opt = std::make_unique<optim::Adam>(model.parameters(), optim::AdamOptions{.lr = 1e-2});
-  else
-    opt = std::make_unique<optim::SGD>(model.parameters(),
-                                       optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+  auto opt = tandem::testing::make_optimizer(model, r.adam);
   int64_t start = 0;
   for (int s = 0; s < kSteps; ++s) {
     opt->zero_grad();
@@ -94,15 +89,7 @@ std::vector<double> distributed(const Recipe& r, int world) {
 }
 
 void expect_same(const std::vector<double>& a, const std::vector<double>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  double worst = 0;
-  size_t bad = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double err = std::abs(a[i] - b[i]);
-    worst = std::max(worst, err);
-    if (err > 1e-10 + 1e-8 * std::abs(b[i])) ++bad;
-  }
-  EXPECT_EQ(bad, 0u) << "of " << a.size() << " parameters; worst |difference| " << worst;
+  tandem::testing::expect_same_params(a, b);
 }
 
 TEST(DDP, TwoRanksTrainTheMlpAsOneDeviceWithTheFullBatch) {

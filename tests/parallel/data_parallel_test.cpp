@@ -1,0 +1,170 @@
+// tests/parallel/data_parallel_test.cpp — DataParallel is single-device training, split within one
+// process: over 2 and 3 virtual CPU devices, with the same data and initial weights, the module's
+// parameters after 5 steps match one device's to 1e-10 absolute + 1e-8 relative (float64; what
+// remains is the order of sums), even when the batch does not divide evenly.
+#include <tandem/parallel/data_parallel/data_parallel.h>
+
+#include "parallel/ddp_models.h"
+#include "support/expect.h"
+
+namespace tandem::parallel {
+namespace {
+
+using tandem::testing::error_message;
+using tandem::testing::Mlp;
+using ::testing::HasSubstr;
+
+constexpr int kSteps = 5;
+
+std::vector<Device> cpus(int n) {
+  std::vector<Device> d;
+  for (int k = 0; k < n; ++k) d.push_back(Device::cpu(k));
+  return d;
+}
+
+// Trains a float64 Mlp for kSteps on batches of `batch`; `loss(x, y)` runs the model and the loss.
+template <typename Loss>
+void train(Mlp& model, bool adam, int64_t batch, Loss&& loss) {
+  auto [x32, y] = tandem::testing::synthetic_data(kSteps * batch);
+  const Tensor x = x32.to(kFloat64);
+  auto opt = tandem::testing::make_optimizer(model, adam);
+  for (int s = 0; s < kSteps; ++s) {
+    opt->zero_grad();
+    loss(x.narrow(0, s * batch, batch), y.narrow(0, s * batch, batch)).backward();
+    opt->step();
+  }
+}
+
+std::vector<double> one_device(bool adam, int64_t batch) {
+  manual_seed(0);
+  Mlp model;
+  model.to(kFloat64);
+  train(model, adam, batch,
+        [&](const Tensor& x, const Tensor& y) { return cross_entropy(model.forward(x), y); });
+  return tandem::testing::flat_params(model);
+}
+
+// With `criterion`, each device computes the loss of its own shard (DataParallelCriterion).
+std::vector<double> data_parallel(bool adam, int64_t batch, int devices, bool criterion = false) {
+  manual_seed(0);
+  Mlp init;
+  init.to(kFloat64);
+  DataParallel<Mlp> dp(init, {.device_ids = cpus(devices)});
+  const DataParallelCriterion loss(
+      [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); });
+  train(dp.module(), adam, batch, [&](const Tensor& x, const Tensor& y) {
+    return criterion ? loss(dp.forward_shards(x), y) : cross_entropy(dp(x), y);
+  });
+  return tandem::testing::flat_params(dp.module());
+}
+
+void expect_same(const std::vector<double>& a, const std::vector<double>& b) {
+  tandem::testing::expect_same_params(a, b);
+}
+
+TEST(DataParallel, TwoDevicesTrainAsOneWithSgdMomentum) {
+  expect_same(data_parallel(false, 8, 2), one_device(false, 8));
+}
+
+TEST(DataParallel, ThreeDevicesTrainAsOneWithAdam) {
+  expect_same(data_parallel(true, 9, 3), one_device(true, 9));
+}
+
+TEST(DataParallel, UnevenChunksBatch7OnThreeDevicesTrainAsOne) {
+  expect_same(data_parallel(false, 7, 3), one_device(false, 7));
+  expect_same(data_parallel(true, 7, 3), one_device(true, 7));
+}
+
+TEST(DataParallel, WithTheCriterionOnEachDeviceUnevenChunksTrainAsOne) {
+  expect_same(data_parallel(false, 7, 3, true), one_device(false, 7));
+  expect_same(data_parallel(true, 8, 2, true), one_device(true, 8));
+}
+
+TEST(DataParallel, TheCriterionLeavesOutputsOnTheirDevicesAndReturnsTheBatchMean) {
+  manual_seed(0);
+  DataParallel<Mlp> dp(Mlp{}, {.device_ids = cpus(3)});
+  auto [x, y] = tandem::testing::synthetic_data(7);
+  const std::vector<Tensor> shards = dp.forward_shards(x);
+  ASSERT_EQ(shards.size(), 3u);
+  for (size_t k = 0; k < shards.size(); ++k) EXPECT_EQ(shards[k].device(), Device::cpu(int(k)));
+  EXPECT_EQ(shards[2].size(0), 1);  // chunk(7, 3): 3, 3, 1
+  const DataParallelCriterion loss(
+      [](const Tensor& out, const Tensor& t) { return cross_entropy(out, t); });
+  const Tensor l = loss(shards, y);
+  EXPECT_EQ(l.device(), Device::cpu());
+  EXPECT_NEAR(l.item(), cross_entropy(dp(x), y).item(), 1e-5);
+}
+
+TEST(DataParallel, GradientsReachTheModulesOwnParameters) {
+  manual_seed(0);
+  DataParallel<Mlp> dp(Mlp{}, {.device_ids = cpus(2)});
+  const Tensor before = dp.module().fc1.weight.clone();
+  optim::SGD opt(dp.module().parameters(), {.lr = 0.5});
+  auto [x, y] = tandem::testing::synthetic_data(8);
+  cross_entropy(dp(x), y).backward();
+  for (Tensor& p : dp.module().parameters()) {
+    ASSERT_TRUE(p.grad().defined()) << "a replica's gradient did not reach the module";
+    EXPECT_EQ(p.grad().device(), Device::cpu());
+  }
+  opt.step();
+  EXPECT_FALSE(tandem::testing::all_close(dp.module().fc1.weight, before));
+}
+
+TEST(DataParallel, ASmallBatchUsesFewerDevices) {
+  manual_seed(0);
+  DataParallel<Mlp> dp(Mlp{}, {.device_ids = cpus(3)});
+  auto [x, y] = tandem::testing::synthetic_data(2);  // chunk(2, 3) gives 2 pieces
+  const Tensor out = dp(x);
+  EXPECT_EQ(out.shape(), (Shape{2, 10}));
+  EXPECT_EQ(out.device(), Device::cpu());
+}
+
+TEST(DataParallel, EvaluationUnderNoGradRecordsNothing) {
+  manual_seed(0);
+  DataParallel<Mlp> dp(Mlp{}, {.device_ids = cpus(2)});
+  auto [x, y] = tandem::testing::synthetic_data(6);
+  const Tensor with_grad = dp(x).detach();
+  NoGradGuard off;
+  const Tensor out = dp(x);
+  EXPECT_FALSE(out.requires_grad());
+  EXPECT_TRUE(tandem::testing::all_close(out, with_grad, 1e-6, 1e-6));
+}
+
+struct Failing : nn::Module {
+  nn::Linear fc{4, 2};
+  void visit(nn::Visitor& v) override { v("fc", fc); }
+  Tensor forward(const Tensor& x) {
+    if (x.device() == Device::cpu(1)) throw ShapeError("this replica fails on purpose");
+    return fc(x);
+  }
+};
+
+TEST(DataParallel, AnExceptionInAReplicaNamesItsDeviceAndNothingHangs) {
+  DataParallel<Failing> dp(Failing{}, {.device_ids = cpus(2)});
+  const std::string msg = error_message<ShapeError>([&] { dp(ones({4, 4})); });
+  EXPECT_THAT(msg, HasSubstr("replica 1 on cpu:1"));
+  EXPECT_THAT(msg, HasSubstr("fails on purpose"));
+  DataParallel<Mlp> ok(Mlp{}, {.device_ids = cpus(2)});
+  EXPECT_EQ(ok(ones({4, 784})).shape(), (Shape{4, 10}));  // the replica threads still work
+}
+
+TEST(DataParallel, BadDeviceListsAndMisplacedModulesAreClearErrors) {
+  EXPECT_THAT(error_message<DeviceError>([] {
+                DataParallel<Mlp>(Mlp{}, {.device_ids = {Device::cpu(1), Device::cpu(0)}});
+              }),
+              HasSubstr("is on cpu, but the module must be on device_ids[0] = cpu:1"));
+  EXPECT_THAT(error_message<ValueError>([] {
+                DataParallel<Mlp>(Mlp{}, {.device_ids = {Device::cpu(0), Device::cpu(0)}});
+              }),
+              HasSubstr("listed twice"));
+  DataParallel<Mlp> twice(
+      Mlp{}, {.device_ids = {Device::cpu(0), Device::cpu(0)}, .allow_duplicate_devices = true});
+  EXPECT_EQ(twice(ones({4, 784})).shape(), (Shape{4, 10}));
+  EXPECT_THAT(error_message<DeviceError>([] {
+                DataParallel<Mlp>(Mlp{}, {.device_ids = {Device::cpu(0), Device::cuda(0)}});
+              }),
+              HasSubstr("mix"));
+}
+
+}  // namespace
+}  // namespace tandem::parallel
