@@ -11,11 +11,13 @@
 //   save_model(dp.module(), "net.safetensors");  // the module, not the wrapper
 #pragma once
 
+#include <tandem/core/check.h>
 #include <tandem/parallel/data_parallel/criterion.h>
 #include <tandem/parallel/data_parallel/parallel_apply.h>
 #include <tandem/parallel/data_parallel/replicate.h>
 #include <tandem/parallel/data_parallel/scatter_gather.h>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -29,6 +31,72 @@ struct DataParallelOptions {
 };
 
 namespace detail {
+// How forward_shards scatters each argument: the pieces (one per replica) of a Tensor, of a
+// vector of tensors, of a tuple of tensors, or a non-tensor value shared by every replica.
+template <typename T>
+struct Shared {
+  const T& value;
+};
+inline std::vector<Tensor> scatter_argument(const Tensor& t, const std::vector<Device>& d,
+                                            int64_t dim) {
+  return scatter(t, d, dim);
+}
+inline std::vector<std::vector<Tensor>> scatter_argument(const std::vector<Tensor>& ts,
+                                                         const std::vector<Device>& d,
+                                                         int64_t dim) {
+  return scatter(ts, d, dim);
+}
+template <typename... T>
+std::vector<std::tuple<T...>> scatter_argument(const std::tuple<T...>& ts,
+                                               const std::vector<Device>& d, int64_t dim) {
+  std::vector<Tensor> flat =
+      std::apply([](const auto&... t) { return std::vector<Tensor>{t...}; }, ts);
+  std::vector<std::vector<Tensor>> cut = scatter(flat, d, dim);
+  std::vector<std::tuple<T...>> out;
+  for (auto& piece : cut)
+    out.push_back([&]<size_t... I>(std::index_sequence<I...>) {
+      return std::tuple<T...>{piece[I]...};
+    }(std::index_sequence_for<T...>{}));
+  return out;
+}
+template <typename T>
+Shared<T> scatter_argument(const T& value, const std::vector<Device>&, int64_t) {
+  return {value};
+}
+
+template <typename T>
+const T& piece(const std::vector<T>& pieces, size_t k) {
+  return pieces[k];
+}
+template <typename T>
+const T& piece(const Shared<T>& shared, size_t) {
+  return shared.value;
+}
+
+template <typename T>
+size_t pieces_of(const std::vector<T>& p) {
+  return p.size();
+}
+template <typename T>
+size_t pieces_of(const Shared<T>&) {
+  return 0;  // a shared value fits any number of replicas
+}
+/// How many replicas run: the pieces every scattered argument was cut into (they must agree).
+template <typename... P>
+size_t piece_count(const P&... p) {
+  size_t n = 0;
+  for (size_t count : {pieces_of(p)...}) {
+    if (count == 0) continue;
+    TD_CHECK_SHAPE(n == 0 || n == count,
+                   "DataParallel: the inputs cut into different numbers "
+                   "of pieces (",
+                   n, " and ", count, "); give every tensor the same batch size");
+    n = count;
+  }
+  TD_CHECK_VALUE(n > 0, "DataParallel: no tensor among the inputs to scatter");
+  return n;
+}
+
 /// The checked device list: one device type, no duplicates unless allowed, and the module's
 /// parameters on the first. Errors name the offending device or parameter.
 std::vector<Device> check_data_parallel(nn::Module& module, const DataParallelOptions& options);
@@ -47,22 +115,33 @@ class DataParallel {
   M& module() { return module_; }
   const std::vector<Device>& devices() const { return devices_; }
 
-  /// The replicas' outputs gathered on output_device.
-  Tensor forward(const Tensor& x) {
-    if (devices_.size() == 1) return module_.forward(x).to(output_device_);
-    return gather(forward_shards(x), output_device_, dim_);
+  /// The replicas' outputs gathered on output_device. Arguments are scattered by kind: a Tensor
+  /// is cut along `dim`, a vector or tuple of tensors element by element, and anything else
+  /// (a flag, a scale) is passed to every replica as it is.
+  template <typename... Args>
+  Tensor forward(const Args&... args) {
+    if (devices_.size() == 1) return module_.forward(args...).to(output_device_);
+    return gather(forward_shards(args...), output_device_, dim_);
   }
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  template <typename... Args>
+  Tensor operator()(const Args&... args) {
+    return forward(args...);
+  }
 
   /// The replicas' outputs, each left on its device (for DataParallelCriterion).
-  std::vector<Tensor> forward_shards(const Tensor& x) {
-    if (devices_.size() == 1) return {module_.forward(x)};
-    std::vector<Tensor> pieces = scatter(x, devices_, dim_);
+  template <typename... Args>
+  std::vector<Tensor> forward_shards(const Args&... args) {
+    if (devices_.size() == 1) return {module_.forward(args...)};
+    auto pieces = std::make_tuple(detail::scatter_argument(args, devices_, dim_)...);
     // A small batch may give fewer pieces than devices: only those replicas run.
-    const std::vector<Device> used(devices_.begin(), devices_.begin() + pieces.size());
+    const size_t n = std::apply([](const auto&... p) { return detail::piece_count(p...); }, pieces);
+    const std::vector<Device> used(devices_.begin(), devices_.begin() + n);
     std::vector<M> replicas = replicate(module_, used);
     std::vector<Tensor> outputs(used.size());
-    parallel_apply(used, [&](size_t k) { outputs[k] = replicas[k].forward(pieces[k]); });
+    parallel_apply(used, [&](size_t k) {
+      outputs[k] = std::apply(
+          [&](const auto&... p) { return replicas[k].forward(detail::piece(p, k)...); }, pieces);
+    });
     return outputs;
   }
 

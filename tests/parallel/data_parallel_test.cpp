@@ -130,6 +130,35 @@ TEST(DataParallel, EvaluationUnderNoGradRecordsNothing) {
   EXPECT_TRUE(tandem::testing::all_close(out, with_grad, 1e-6, 1e-6));
 }
 
+struct SeveralInputs : nn::Module {
+  nn::Linear a{4, 3}, b{5, 3};
+  void visit(nn::Visitor& v) override {
+    v("a", a);
+    v("b", b);
+  }
+  Tensor forward(const Tensor& x, const std::vector<Tensor>& extra, double scale) {
+    return (a(x) + b(extra[0])) * scale + extra[1];
+  }
+  Tensor forward(const std::tuple<Tensor, Tensor>& xy) {
+    return a(std::get<0>(xy)) * std::get<1>(xy);
+  }
+};
+
+TEST(DataParallel, VectorTupleAndPlainArgumentsAreScatteredByKind) {
+  manual_seed(0);
+  SeveralInputs m;
+  const Tensor x = randn({7, 4}), e0 = randn({7, 5}), e1 = randn({7, 3});
+  const Tensor expected = m.forward(x, {e0, e1}, 2.0);
+  const Tensor expected_tuple = m.forward(std::make_tuple(x, e1));
+  DataParallel<SeveralInputs> dp(m, {.device_ids = cpus(3)});
+  EXPECT_TRUE(tandem::testing::all_close(dp(x, std::vector<Tensor>{e0, e1}, 2.0), expected));
+  EXPECT_TRUE(tandem::testing::all_close(dp(std::make_tuple(x, e1)), expected_tuple));
+  EXPECT_THAT(error_message<ShapeError>([&] {
+                dp(x.narrow(0, 0, 2), std::vector<Tensor>{e0, e1}, 2.0);
+              }),
+              HasSubstr("different numbers of pieces"));
+}
+
 struct Failing : nn::Module {
   nn::Linear fc{4, 2};
   void visit(nn::Visitor& v) override { v("fc", fc); }
