@@ -87,7 +87,9 @@ Tensor record(const char* name, Tensor output, std::span<const Tensor> inputs,
     node->next.push_back({gradient_node(t), t.shape(), t.dtype(), t.device()});
   }
   node->saved.reserve(saved.size());
-  for (const ToSave& s : saved) node->saved.emplace_back(s.name, s.tensor);
+  for (const ToSave& s : saved)
+    node->saved.emplace_back(s.name, s.tensor,
+                             s.tensor.defined() && s.tensor.impl_ptr() == output.impl_ptr());
   output.impl().requires_grad = true;
   autograd_meta(output).grad_fn = std::move(node);
   return output;

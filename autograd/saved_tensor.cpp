@@ -23,30 +23,34 @@ void SavedTensorHooks::set_current(std::shared_ptr<const SavedTensorHooksPair> h
   t_hooks = std::move(hooks);
 }
 
-SavedTensor::SavedTensor(const char* name, const Tensor& t) : name_(name) {
+SavedTensor::SavedTensor(const char* name, const Tensor& t, bool is_output) : name_(name) {
   if (!t.defined()) return;
   defined_ = true;
   storage_ = t.impl().storage;
   version_ = t.version();
+  hooks_ = t_hooks;
+  if (!hooks_) {
+    data_ = is_output ? t.detach() : t;
+    return;
+  }
   shape_ = t.shape();
   dtype_ = t.dtype();
   device_ = t.device();
-  hooks_ = t_hooks;
-  if (!hooks_) {
-    data_ = t.detach();
-    return;
-  }
   // The hook runs as user code outside backward's bookkeeping: whatever it computes (a copy to
   // another device) is not part of the graph.
   NoGradGuard no_grad;
   packed_ = hooks_->pack(t.detach());
 }
 
+std::string SavedTensor::saved_as() const {
+  return data_.defined() ? describe(data_) : str(shape_, " ", dtype_, " on ", device_);
+}
+
 Tensor SavedTensor::unpack(const char* op) const {
   if (!defined_) return Tensor();
   const auto storage = storage_.lock();
   TD_CHECK_AS(AutogradError, !storage || storage->version() == version_, "backward of '", op,
-              "': the tensor it saved as '", name_, "' (", shape_, " ", dtype_, " on ", device_,
+              "': the tensor it saved as '", name_, "' (", saved_as(),
               ") was modified by an in-place op (version ", version_, " when saved, ",
               storage ? storage->version() : 0,
               " now), so its gradient would be wrong\n  hint: use an out-of-place op, or clone() "
@@ -61,7 +65,7 @@ Tensor SavedTensor::unpack(const char* op) const {
               t.defined() && t.shape() == shape_ && t.dtype() == dtype_ && t.device() == device_,
               "backward of '", op, "': the unpack hook gave back ",
               t.defined() ? describe(t) : std::string("an undefined tensor"), " for '", name_,
-              "', which was saved as ", shape_, " ", dtype_, " on ", device_,
+              "', which was saved as ", saved_as(),
               "\n  hint: unpack must return the tensor as it was packed (move it back to its "
               "device)");
   return t;

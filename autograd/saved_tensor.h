@@ -52,24 +52,29 @@ class SavedTensor {
  public:
   SavedTensor() = default;
   /// Saves `t` (undefined is allowed and unpacks to undefined). Runs the current pack hook.
-  SavedTensor(const char* name, const Tensor& t);
+  /// `is_output`: `t` is the op's own output, kept detached so that it does not hold its own
+  /// grad_fn (a cycle: output -> node -> saved output).
+  SavedTensor(const char* name, const Tensor& t, bool is_output);
 
-  /// The tensor for `op`'s backward on `device`. Throws AutogradError naming the op and this
-  /// tensor when it was modified in place after it was saved, or when an unpack hook gives back a
-  /// tensor of another shape, dtype or device.
+  /// The tensor for `op`'s backward. Throws AutogradError naming the op and this tensor when it
+  /// was modified in place after it was saved, or when an unpack hook gives back a tensor of
+  /// another shape, dtype or device.
   Tensor unpack(const char* op) const;
 
  private:
+  std::string saved_as() const;  // "[2, 3] float32 on cpu", for messages
+
   const char* name_ = "";
-  Tensor data_;      // without hooks: the tensor itself, detached (no cycle through its grad_fn)
-  std::any packed_;  // with hooks: what pack returned
-  std::shared_ptr<const SavedTensorHooksPair> hooks_;
+  bool defined_ = false;
   std::weak_ptr<Storage> storage_;  // the original's storage and version, for the check
   uint64_t version_ = 0;
+  Tensor data_;  // without hooks: the tensor itself
+  // With hooks: what pack returned, and what the tensor was, to check what unpack gives back.
+  std::shared_ptr<const SavedTensorHooksPair> hooks_;
+  std::any packed_;
   Shape shape_;
   DType dtype_ = DType::f32;
   Device device_;
-  bool defined_ = false;
 };
 
 }  // namespace tandem

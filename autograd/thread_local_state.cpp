@@ -35,18 +35,19 @@ ThreadLocalState ThreadLocalState::capture() {
 
 ThreadLocalStateGuard::ThreadLocalStateGuard(const ThreadLocalState& state)
     : previous_(ThreadLocalState::capture()) {
+  // Streams `state` sets on devices the previous state never touched go back to the default (the
+  // legacy stream) afterwards rather than staying behind.
+  for (const auto& [device, stream] : state.cuda_streams) {
+    bool known = false;
+    for (const auto& [d, s] : previous_.cuda_streams) known |= d == device;
+    if (!known) reset_to_default_.push_back(device);
+  }
   apply(state);
 }
 
 ThreadLocalStateGuard::~ThreadLocalStateGuard() {
 #if TANDEM_HAS_CUDA
-  // Streams set under the guard for devices the previous state never touched go back to the
-  // default (the legacy stream) rather than staying behind.
-  for (const auto& [device, stream] : ThreadLocalState::capture().cuda_streams) {
-    bool known = false;
-    for (const auto& [d, s] : previous_.cuda_streams) known |= d == device;
-    if (!known) cuda::set_current_stream(device, cudaStreamLegacy);
-  }
+  for (int device : reset_to_default_) cuda::set_current_stream(device, cudaStreamLegacy);
 #endif
   apply(previous_);
 }

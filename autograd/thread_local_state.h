@@ -35,6 +35,7 @@ class ThreadLocalStateGuard {
 
  private:
   ThreadLocalState previous_;
+  std::vector<int> reset_to_default_;  // devices whose stream only `state` set
 };
 
 }  // namespace tandem
