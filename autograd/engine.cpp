@@ -10,7 +10,10 @@
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/kernels/kernels.h>
 #include <tandem/core/layout.h>
+#include <tandem/core/thread_pool.h>
 #include <tandem/core/trace.h>
+#include <algorithm>
+#include <optional>
 #include <unordered_set>
 
 namespace tandem {
@@ -124,6 +127,8 @@ void evaluate(NodeTask& work) {
     auto outer = std::exchange(t_task, task);
     try {
       ThreadLocalStateGuard state(task->state);
+      std::optional<IntraOpThreadsGuard> share;
+      if (task->intra_op_share > 0) share.emplace(task->intra_op_share);
       NoGradGuard no_grad;
       run_node(task, node, work.grad.take());
     } catch (...) {
@@ -144,19 +149,22 @@ void evaluate(NodeTask& work) {
 // Counts the gradients each node reachable from `root` will receive, and whether the task's nodes
 // run on more than one thread.
 void count_dependencies(GraphTask& task, Node* root) {
-  std::unordered_set<Device> threads;
+  std::unordered_set<Device> threads, cpu_threads;
   std::vector<Node*> stack{root};
   task.dependencies[root] = 0;
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
-    threads.insert(runs_on_caller(n->device) ? Device::cpu(0) : n->device);
+    const Device thread = runs_on_caller(n->device) ? Device::cpu(0) : n->device;
+    threads.insert(thread);
+    if (thread.is_cpu()) cpu_threads.insert(thread);
     for (const Edge& e : n->next) {
       if (!e.node) continue;
       if (task.dependencies[e.node.get()]++ == 0) stack.push_back(e.node.get());
     }
   }
   task.keep_parts = threads.size() > 1;
+  task.cpu_threads = std::max<int>(1, int(cpu_threads.size()));
 }
 
 void run_callbacks(const std::shared_ptr<GraphTask>& task) {
@@ -219,6 +227,10 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
   const std::shared_ptr<ReadyQueue> queue = local_queue();
   auto task = std::make_shared<GraphTask>(retain_graph, queue, t_task);
   count_dependencies(*task, start.get());
+  // CPU nodes of several devices run at once on their threads: each takes its share of the
+  // caller's intra-op threads instead of all of them (core/thread_pool.h says why).
+  if (task->cpu_threads > 1)
+    task->intra_op_share = std::max(1, intra_op_threads() / task->cpu_threads);
   InputBuffer first;
   first.add(UINT64_MAX, 0, grad, false);
   push_ready(task, start.get(), std::move(first));

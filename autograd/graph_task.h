@@ -58,6 +58,8 @@ struct GraphTask {
   const std::shared_ptr<ReadyQueue> owner_queue;
   const std::shared_ptr<GraphTask> parent;  // the task whose node started this one, if any
   bool keep_parts = false;  // nodes run on several threads: sum gradients in a fixed order
+  int cpu_threads = 1;      // the threads that run this task's CPU nodes (caller, cpu:N workers)
+  int intra_op_share = 0;   // with several: each one's cap on intra-op threads (0: none)
 
   std::mutex mutex;                             // guards the members below
   std::unordered_map<Node*, int> dependencies;  // gradients each node still waits for

@@ -2,6 +2,7 @@
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/thread_local_state.h>
 #include <tandem/core/cuda_device.h>
+#include <tandem/core/thread_pool.h>
 #if TANDEM_HAS_CUDA
 #include <tandem/core/cuda/stream.h>
 #endif
@@ -13,6 +14,7 @@ void apply(const ThreadLocalState& s) {
   GradMode::set_enabled(s.grad_mode);
   cuda::set_non_blocking_copies(s.non_blocking_copies);
   SavedTensorHooks::set_current(s.saved_tensor_hooks);
+  detail::set_intra_op_threads_cap(s.intra_op_threads_cap);
 #if TANDEM_HAS_CUDA
   for (const auto& [device, stream] : s.cuda_streams)
     cuda::set_current_stream(device, static_cast<cudaStream_t>(stream));
@@ -26,6 +28,7 @@ ThreadLocalState ThreadLocalState::capture() {
   s.grad_mode = GradMode::is_enabled();
   s.non_blocking_copies = cuda::non_blocking_copies();
   s.saved_tensor_hooks = SavedTensorHooks::current();
+  s.intra_op_threads_cap = detail::intra_op_threads_cap();
 #if TANDEM_HAS_CUDA
   for (const auto& [device, stream] : cuda::current_streams())
     s.cuda_streams.emplace_back(device, static_cast<void*>(stream));

@@ -1,8 +1,9 @@
 // autograd/thread_local_state.h — the per-thread settings that must follow work into the threads
 // Tandem starts (backward workers, DataLoader workers, DataParallel's replica threads): grad
-// mode, the non-blocking-copies flag, the current CUDA streams and the saved-tensor hooks (autocast
-// joins them when it exists). As PyTorch's at::ThreadLocalState: capture() on the thread that hands
-// the work over, a ThreadLocalStateGuard on the thread that does it.
+// mode, the non-blocking-copies flag, the current CUDA streams, the saved-tensor hooks and the cap
+// on intra-op threads (autocast joins them when it exists). As PyTorch's at::ThreadLocalState:
+// capture() on the thread that hands the work over, a ThreadLocalStateGuard on the thread that
+// does it.
 //
 //   ThreadLocalState state = ThreadLocalState::capture();
 //   std::thread t([state] { ThreadLocalStateGuard g(state); ... });
@@ -20,6 +21,7 @@ struct ThreadLocalState {
   bool non_blocking_copies = false;
   std::shared_ptr<const SavedTensorHooksPair> saved_tensor_hooks;
   std::vector<std::pair<int, void*>> cuda_streams;  // (device, cudaStream_t) this thread set
+  int intra_op_threads_cap = 0;                     // IntraOpThreadsGuard's; 0: none
 
   /// The calling thread's state.
   static ThreadLocalState capture();

@@ -26,6 +26,7 @@ namespace tandem {
 namespace {
 
 thread_local bool t_in_region = false;
+thread_local int t_cap = 0;  // IntraOpThreadsGuard's cap on this thread's threads; 0: none
 
 // Waits until ready() holds, spinning for up to spin_time() first. Ops follow one another within
 // microseconds in a training step, but the serial work between two parallel ops (autograd
@@ -56,6 +57,7 @@ bool spin_until(std::chrono::microseconds spin, F ready) {
 struct Job {
   const std::function<void(int64_t, int64_t)>* fn;
   int64_t begin, end, chunks;
+  int max_threads;                  // the caller's intra-op cap, the caller included
   std::atomic<int64_t> next{0};     // the next chunk to claim
   std::atomic<int64_t> pending{0};  // chunks not yet finished
   std::atomic<int> helpers{0};      // pool workers inside drain()
@@ -80,13 +82,14 @@ class Pool {
   int size() const { return n_; }
 
   // Runs fn over [begin, end) in `chunks` pieces, with the caller and up to its share of workers.
-  void run(int64_t begin, int64_t end, int64_t chunks,
+  void run(int64_t begin, int64_t end, int64_t chunks, int max_threads,
            const std::function<void(int64_t, int64_t)>& fn) {
     Job job;
     job.fn = &fn;
     job.begin = begin;
     job.end = end;
     job.chunks = chunks;
+    job.max_threads = max_threads;
     job.pending = chunks;
     {
       std::lock_guard lk(mu_);
@@ -117,7 +120,7 @@ class Pool {
   // leaves when the job holds more than its share because another job started meanwhile.
   void drain(Job& job, bool helper) {
     for (;;) {
-      if (helper && job.helpers.load() >= std::max(1, n_ / running_.load())) return;
+      if (helper && job.helpers.load() >= share(job, running_.load())) return;
       const int64_t c = job.next.fetch_add(1);
       if (c >= job.chunks) return;
       const int64_t len = job.end - job.begin;
@@ -141,13 +144,17 @@ class Pool {
   // caller included, so two devices computing at once split the cores instead of one taking all.
   Job* pick() {
     if (jobs_.empty()) return nullptr;
-    const int share = std::max<int>(1, n_ / int(jobs_.size()));
     Job* best = nullptr;
     for (Job* j : jobs_)
-      if (j->has_work() && 1 + j->helpers.load() < share &&
+      if (j->has_work() && 1 + j->helpers.load() < share(*j, int(jobs_.size())) &&
           (!best || j->helpers.load() < best->helpers.load()))
         best = j;
     return best;
+  }
+
+  // The threads `job` may have, its caller included, while `running` jobs share the pool.
+  int share(const Job& job, int running) const {
+    return std::max(1, std::min(n_ / std::max(1, running), job.max_threads));
   }
 
   void work() {
@@ -243,9 +250,22 @@ void set_num_threads(int n) {
 
 int get_num_threads() { return pool().size(); }
 
+int intra_op_threads() {
+  const int n = get_num_threads();
+  return t_cap > 0 ? std::min(t_cap, n) : n;
+}
+
+IntraOpThreadsGuard::IntraOpThreadsGuard(int n) : previous_(t_cap) {
+  TD_CHECK_VALUE(n >= 1, "IntraOpThreadsGuard: expected at least 1 thread, but got ", n);
+  t_cap = previous_ > 0 ? std::min(previous_, n) : n;
+}
+IntraOpThreadsGuard::~IntraOpThreadsGuard() { t_cap = previous_; }
+
 namespace detail {
 
 bool in_parallel_region() { return t_in_region; }
+int intra_op_threads_cap() { return t_cap; }
+void set_intra_op_threads_cap(int cap) { t_cap = cap; }
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn) {
@@ -258,7 +278,19 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   // vCPU, another process) leaves its unclaimed chunks to the others instead of holding up all.
   const int64_t chunks = std::min<int64_t>(4 * int64_t(p.size()), len / grain);
   if (chunks <= 1) return fn(begin, end);
-  p.run(begin, end, chunks, fn);
+  const int max_threads = t_cap > 0 ? std::min(t_cap, p.size()) : p.size();
+  if (max_threads == 1) {
+    // The same chunks, in order, on this thread (nested calls inside serial, as in the pool): the
+    // same bits as a pool run.
+    struct InRegion {
+      InRegion() { t_in_region = true; }
+      ~InRegion() { t_in_region = false; }
+    } in_region;
+    for (int64_t c = 0; c < chunks; ++c)
+      fn(begin + len * c / chunks, begin + len * (c + 1) / chunks);
+    return;
+  }
+  p.run(begin, end, chunks, max_threads, fn);
 }
 
 }  // namespace detail

@@ -15,12 +15,35 @@ namespace tandem {
 void set_num_threads(int n);
 int get_num_threads();
 
+/// The intra-op threads this thread's kernels may use: get_num_threads(), or less inside an
+/// IntraOpThreadsGuard. Threads that compute side by side on purpose (DataParallel's replicas, a
+/// backward spread over several devices' threads) each take their share of the cores this way;
+/// with a share of 1 a kernel runs on its own thread and leaves the pool's workers asleep, instead
+/// of having them join whichever thread is alone for a moment and then compete for the cores.
+int intra_op_threads();
+
+/// Caps the calling thread's intra-op threads at n (>= 1) for the scope (never raises the cap).
+/// The results are the same bits whatever the cap: kernels are split into the same chunks.
+class IntraOpThreadsGuard {
+ public:
+  explicit IntraOpThreadsGuard(int n);
+  ~IntraOpThreadsGuard();
+  IntraOpThreadsGuard(const IntraOpThreadsGuard&) = delete;
+  IntraOpThreadsGuard& operator=(const IntraOpThreadsGuard&) = delete;
+
+ private:
+  int previous_;
+};
+
 namespace detail {
 /// Calls fn(lo, hi) over chunks of [begin, end) of at least `grain` items, in parallel when the
 /// range is large enough and the caller is not already inside the pool.
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
 bool in_parallel_region();
+/// The raw cap behind intra_op_threads() (0: none), carried by ThreadLocalState.
+int intra_op_threads_cap();
+void set_intra_op_threads_cap(int cap);
 }  // namespace detail
 
 }  // namespace tandem

@@ -31,33 +31,49 @@ struct DataParallelOptions {
 };
 
 namespace detail {
-// How forward_shards scatters each argument: the pieces (one per replica) of a Tensor, of a
-// vector of tensors, of a tuple of tensors, or a non-tensor value shared by every replica.
+// How forward_shards scatters each argument: a Tensor, a vector or tuple of tensors, or a struct
+// of tensors (TensorStruct) is cut into pieces, one per replica; anything else (a flag, a scale)
+// is shared by every replica. `batch` is the size along dim of what was cut (-1: shared).
+template <typename T>
+struct Scattered {
+  std::vector<T> pieces;
+  int64_t batch;
+};
 template <typename T>
 struct Shared {
   const T& value;
 };
-inline std::vector<Tensor> scatter_argument(const Tensor& t, const std::vector<Device>& d,
-                                            int64_t dim) {
-  return scatter(t, d, dim);
+inline Scattered<Tensor> scatter_argument(const Tensor& t, const std::vector<Device>& d,
+                                          int64_t dim) {
+  return {scatter(t, d, dim), t.size(dim)};
 }
-inline std::vector<std::vector<Tensor>> scatter_argument(const std::vector<Tensor>& ts,
-                                                         const std::vector<Device>& d,
-                                                         int64_t dim) {
-  return scatter(ts, d, dim);
+inline Scattered<std::vector<Tensor>> scatter_argument(const std::vector<Tensor>& ts,
+                                                       const std::vector<Device>& d, int64_t dim) {
+  TD_CHECK_VALUE(!ts.empty(), "DataParallel: an empty vector of tensors cannot be scattered");
+  return {scatter(ts, d, dim), ts[0].size(dim)};
 }
 template <typename... T>
-std::vector<std::tuple<T...>> scatter_argument(const std::tuple<T...>& ts,
-                                               const std::vector<Device>& d, int64_t dim) {
+Scattered<std::tuple<T...>> scatter_argument(const std::tuple<T...>& ts,
+                                             const std::vector<Device>& d, int64_t dim) {
   std::vector<Tensor> flat =
       std::apply([](const auto&... t) { return std::vector<Tensor>{t...}; }, ts);
   std::vector<std::vector<Tensor>> cut = scatter(flat, d, dim);
-  std::vector<std::tuple<T...>> out;
+  Scattered<std::tuple<T...>> out{{}, flat.at(0).size(dim)};
   for (auto& piece : cut)
-    out.push_back([&]<size_t... I>(std::index_sequence<I...>) {
+    out.pieces.push_back([&]<size_t... I>(std::index_sequence<I...>) {
       return std::tuple<T...>{piece[I]...};
     }(std::index_sequence_for<T...>{}));
   return out;
+}
+template <TensorStruct T>
+Scattered<T> scatter_argument(const T& value, const std::vector<Device>& d, int64_t dim) {
+  std::vector<T> pieces = scatter(value, d, dim);  // checks that every member has one size
+  T copy = value;
+  int64_t batch = -1;
+  copy.for_each_tensor([&](Tensor& t) {
+    if (batch < 0) batch = t.size(dim);
+  });
+  return {std::move(pieces), batch};
 }
 template <typename T>
 Shared<T> scatter_argument(const T& value, const std::vector<Device>&, int64_t) {
@@ -65,8 +81,8 @@ Shared<T> scatter_argument(const T& value, const std::vector<Device>&, int64_t) 
 }
 
 template <typename T>
-const T& piece(const std::vector<T>& pieces, size_t k) {
-  return pieces[k];
+const T& piece(const Scattered<T>& scattered, size_t k) {
+  return scattered.pieces[k];
 }
 template <typename T>
 const T& piece(const Shared<T>& shared, size_t) {
@@ -74,24 +90,26 @@ const T& piece(const Shared<T>& shared, size_t) {
 }
 
 template <typename T>
-size_t pieces_of(const std::vector<T>& p) {
-  return p.size();
+std::pair<size_t, int64_t> pieces_of(const Scattered<T>& s) {
+  return {s.pieces.size(), s.batch};
 }
 template <typename T>
-size_t pieces_of(const Shared<T>&) {
-  return 0;  // a shared value fits any number of replicas
+std::pair<size_t, int64_t> pieces_of(const Shared<T>&) {
+  return {0, -1};  // a shared value fits any number of replicas
 }
-/// How many replicas run: the pieces every scattered argument was cut into (they must agree).
+/// How many replicas run: the pieces every scattered argument was cut into. All of them must
+/// have the same batch size, or their pieces would not belong together.
 template <typename... P>
-size_t piece_count(const P&... p) {
+size_t piece_count(int64_t dim, const P&... p) {
   size_t n = 0;
-  for (size_t count : {pieces_of(p)...}) {
+  int64_t batch = -1;
+  for (auto [count, size] : {pieces_of(p)...}) {
     if (count == 0) continue;
-    TD_CHECK_SHAPE(n == 0 || n == count,
-                   "DataParallel: the inputs cut into different numbers "
-                   "of pieces (",
-                   n, " and ", count, "); give every tensor the same batch size");
+    TD_CHECK_SHAPE(batch < 0 || batch == size, "DataParallel: the inputs have different sizes (",
+                   batch, " and ", size, ") along the batch dimension ", dim,
+                   "; give every tensor the same batch size");
     n = count;
+    batch = size;
   }
   TD_CHECK_VALUE(n > 0, "DataParallel: no tensor among the inputs to scatter");
   return n;
@@ -116,8 +134,9 @@ class DataParallel {
   const std::vector<Device>& devices() const { return devices_; }
 
   /// The replicas' outputs gathered on output_device. Arguments are scattered by kind: a Tensor
-  /// is cut along `dim`, a vector or tuple of tensors element by element, and anything else
-  /// (a flag, a scale) is passed to every replica as it is.
+  /// is cut along `dim`, a vector or tuple of tensors element by element, a struct that names its
+  /// tensors (TensorStruct, scatter_gather.h) member by member, and anything else (a flag, a
+  /// scale) is passed to every replica as it is. Everything cut must have one batch size.
   template <typename... Args>
   Tensor forward(const Args&... args) {
     if (devices_.size() == 1) return module_.forward(args...).to(output_device_);
@@ -134,7 +153,8 @@ class DataParallel {
     if (devices_.size() == 1) return {module_.forward(args...)};
     auto pieces = std::make_tuple(detail::scatter_argument(args, devices_, dim_)...);
     // A small batch may give fewer pieces than devices: only those replicas run.
-    const size_t n = std::apply([](const auto&... p) { return detail::piece_count(p...); }, pieces);
+    const size_t n =
+        std::apply([&](const auto&... p) { return detail::piece_count(dim_, p...); }, pieces);
     const std::vector<Device> used(devices_.begin(), devices_.begin() + n);
     std::vector<M> replicas = replicate(module_, used);
     std::vector<Tensor> outputs(used.size());

@@ -3,7 +3,9 @@
 #include <tandem/autograd/thread_local_state.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/error.h>
+#include <tandem/core/thread_pool.h>
 #include <tandem/parallel/data_parallel/parallel_apply.h>
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -103,20 +105,23 @@ void parallel_apply(const std::vector<Device>& devices, const std::function<void
   shared->left = devices.size();
   shared->errors.resize(devices.size());
   const ThreadLocalState state = ThreadLocalState::capture();
-  for (size_t k = 0; k < devices.size(); ++k) {
-    replica_thread(devices[k]).push([&fn, &state, &devices, shared, k] {
-      std::exception_ptr error;
-      try {
-        ThreadLocalStateGuard guard(state);
-        fn(k);
-      } catch (...) {
-        error = ::tandem::detail::with_context(std::current_exception(), where(k, devices[k]));
-      }
-      std::lock_guard lk(shared->mutex);
-      shared->errors[k] = std::move(error);
-      if (--shared->left == 0) shared->done.notify_all();
-    });
-  }
+  const int threads = intra_op_threads();
+  auto run = [&fn, &state, &devices, threads, shared](size_t k) {
+    std::exception_ptr error;
+    try {
+      ThreadLocalStateGuard guard(state);
+      // The replicas compute side by side: each takes its share of the caller's intra-op
+      // threads (one each for two replicas on two cores) rather than all of them.
+      IntraOpThreadsGuard share(std::max(1, threads / int(devices.size())));
+      fn(k);
+    } catch (...) {
+      error = ::tandem::detail::with_context(std::current_exception(), where(k, devices[k]));
+    }
+    std::lock_guard lk(shared->mutex);
+    shared->errors[k] = std::move(error);
+    if (--shared->left == 0) shared->done.notify_all();
+  };
+  for (size_t k = 0; k < devices.size(); ++k) replica_thread(devices[k]).push([run, k] { run(k); });
   std::vector<std::exception_ptr> errors;
   {
     std::unique_lock lk(shared->mutex);

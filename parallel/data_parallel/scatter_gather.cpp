@@ -15,13 +15,14 @@ std::vector<Tensor> scatter(const Tensor& x, const std::vector<Device>& devices,
 
 std::vector<std::vector<Tensor>> scatter(const std::vector<Tensor>& xs,
                                          const std::vector<Device>& devices, int64_t dim) {
+  TD_CHECK_VALUE(!xs.empty(), "scatter: no tensors to scatter");
   std::vector<std::vector<Tensor>> out;
   for (size_t j = 0; j < xs.size(); ++j) {
+    TD_CHECK_SHAPE(xs[j].size(dim) == xs[0].size(dim), "scatter: tensor ", j, " has shape ",
+                   xs[j].shape(), " but tensor 0 has shape ", xs[0].shape(),
+                   "; they must have the same size along dim ", dim);
     std::vector<Tensor> pieces = scatter(xs[j], devices, dim);
     if (j == 0) out.resize(pieces.size());
-    TD_CHECK_SHAPE(pieces.size() == out.size(), "scatter: input ", j, " has shape ", xs[j].shape(),
-                   " and gives ", pieces.size(), " pieces along dim ", dim,
-                   ", but input 0 has shape ", xs[0].shape(), " and gives ", out.size());
     for (size_t k = 0; k < pieces.size(); ++k) out[k].push_back(std::move(pieces[k]));
   }
   return out;

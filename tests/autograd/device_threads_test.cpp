@@ -5,6 +5,7 @@
 #include <tandem/autograd/saved_tensor.h>
 #include <tandem/autograd/thread_local_state.h>
 #include <tandem/core/cuda_device.h>
+#include <tandem/core/thread_pool.h>
 #include <tandem/core/trace.h>
 #include <atomic>
 #include <map>
@@ -248,6 +249,38 @@ TEST(DeviceThreads, WorkersRunUnderTheCallersThreadLocalState) {
     ThreadLocalStateGuard g(captured);
     EXPECT_FALSE(GradMode::is_enabled());
   }).join();
+}
+
+// A backward whose CPU nodes run on two threads (cpu and cpu:1) gives each half the caller's
+// intra-op threads, so that the two do not fight over the cores; one on a single device keeps all.
+TEST(DeviceThreads, TwoCpuThreadsShareTheCallersIntraOpThreads) {
+  set_num_threads(4);
+  auto threads_in_backward = [](Device a, Device b) {
+    Tensor wa = ones({2}, {.device = a}).requires_grad_();
+    Tensor wb = ones({2}, {.device = b}).requires_grad_();
+    std::atomic<int> seen_a{0}, seen_b{0};
+    Tensor ha = wa * 2.0, hb = wb * 3.0;
+    ha.register_hook([&](const Tensor&) {
+      seen_a = intra_op_threads();
+      return Tensor();
+    });
+    hb.register_hook([&](const Tensor&) {
+      seen_b = intra_op_threads();
+      return Tensor();
+    });
+    if (a == b)
+      (ha.sum() + hb.sum()).backward();  // every node on one device's thread
+    else
+      (ha.to(Device::cpu()).sum() + hb.to(Device::cpu()).sum()).backward();
+    return std::make_pair(seen_a.load(), seen_b.load());
+  };
+  EXPECT_EQ(threads_in_backward(Device::cpu(0), Device::cpu(1)), std::make_pair(2, 2));
+  EXPECT_EQ(threads_in_backward(Device::cpu(2), Device::cpu(2)), std::make_pair(4, 4));
+  {
+    IntraOpThreadsGuard one(1);  // the caller's cap is the budget that is shared
+    EXPECT_EQ(threads_in_backward(Device::cpu(0), Device::cpu(1)), std::make_pair(1, 1));
+  }
+  set_num_threads(int(std::max(1u, std::thread::hardware_concurrency())));
 }
 
 TEST(DeviceThreads, TurnedOffEverythingRunsOnTheCallingThreadWithTheSameBits) {

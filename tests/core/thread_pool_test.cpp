@@ -112,3 +112,43 @@ TEST(ThreadPool, ConcurrentCallersShareTheThreads) {
   EXPECT_GE(a.size(), 2u) << "the first caller got no pool worker";
   EXPECT_GE(b.size(), 2u) << "the second caller got no pool worker";
 }
+
+// IntraOpThreadsGuard: a cap of 1 keeps a kernel on its caller (the workers stay asleep), a cap
+// of 2 of 4 lets in at most one worker, caps only ever lower, and the result is the same bits.
+TEST(ThreadPool, IntraOpThreadsGuardCapsTheThreadsOfItsThreadOnly) {
+  set_num_threads(4);
+  auto threads_used = [] {
+    std::mutex mu;
+    std::set<std::thread::id> seen;
+    detail::parallel_for(0, 40, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::lock_guard lk(mu);
+      seen.insert(std::this_thread::get_id());
+    });
+    return seen;
+  };
+  manual_seed(3);
+  const Tensor a = randn({300, 400}), b = randn({400, 200});
+  const std::vector<double> full = values(a.matmul(b).sum({1}));
+  EXPECT_EQ(intra_op_threads(), 4);
+  {
+    IntraOpThreadsGuard one(1);
+    EXPECT_EQ(intra_op_threads(), 1);
+    EXPECT_EQ(threads_used(), std::set<std::thread::id>{std::this_thread::get_id()});
+    EXPECT_EQ(values(a.matmul(b).sum({1})), full);  // the same chunks, so the same bits
+    {
+      IntraOpThreadsGuard more(3);  // does not raise the cap
+      EXPECT_EQ(intra_op_threads(), 1);
+    }
+    std::thread other([&] { EXPECT_EQ(intra_op_threads(), 4) << "the cap is per thread"; });
+    other.join();
+  }
+  {
+    IntraOpThreadsGuard two(2);
+    EXPECT_LE(threads_used().size(), 2u);
+    EXPECT_EQ(values(a.matmul(b).sum({1})), full);
+  }
+  EXPECT_EQ(intra_op_threads(), 4);
+  EXPECT_THROW(IntraOpThreadsGuard(0), ValueError);
+  set_num_threads(int(std::max(1u, std::thread::hardware_concurrency())));
+}

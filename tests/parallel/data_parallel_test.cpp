@@ -4,6 +4,9 @@
 // remains is the order of sums), even when the batch does not divide evenly.
 #include <tandem/parallel/data_parallel/data_parallel.h>
 
+#include <tandem/core/thread_pool.h>
+#include <thread>
+
 #include "parallel/ddp_models.h"
 #include "support/expect.h"
 
@@ -130,6 +133,16 @@ TEST(DataParallel, EvaluationUnderNoGradRecordsNothing) {
   EXPECT_TRUE(tandem::testing::all_close(out, with_grad, 1e-6, 1e-6));
 }
 
+// A struct of tensors: its tensors are cut, its scale is copied into every piece.
+struct Batch {
+  Tensor x, e;
+  double scale = 1;
+  void for_each_tensor(const std::function<void(Tensor&)>& f) {
+    f(x);
+    f(e);
+  }
+};
+
 struct SeveralInputs : nn::Module {
   nn::Linear a{4, 3}, b{5, 3};
   void visit(nn::Visitor& v) override {
@@ -142,6 +155,7 @@ struct SeveralInputs : nn::Module {
   Tensor forward(const std::tuple<Tensor, Tensor>& xy) {
     return a(std::get<0>(xy)) * std::get<1>(xy);
   }
+  Tensor forward(const Batch& batch) { return (a(batch.x) + b(batch.e)) * batch.scale; }
 };
 
 TEST(DataParallel, VectorTupleAndPlainArgumentsAreScatteredByKind) {
@@ -153,10 +167,44 @@ TEST(DataParallel, VectorTupleAndPlainArgumentsAreScatteredByKind) {
   DataParallel<SeveralInputs> dp(m, {.device_ids = cpus(3)});
   EXPECT_TRUE(tandem::testing::all_close(dp(x, std::vector<Tensor>{e0, e1}, 2.0), expected));
   EXPECT_TRUE(tandem::testing::all_close(dp(std::make_tuple(x, e1)), expected_tuple));
+  const Batch batch{x, e0, 3.0};
+  EXPECT_TRUE(tandem::testing::all_close(dp(batch), m.forward(batch)));
+  // Gradients flow back through every kind of piece.
+  const Tensor xg = x.detach().requires_grad_(), eg = e0.detach().requires_grad_();
+  dp(Batch{xg, eg, 3.0}).sum().backward();
+  const Tensor xr = x.detach().requires_grad_(), er = e0.detach().requires_grad_();
+  m.forward(Batch{xr, er, 3.0}).sum().backward();
+  EXPECT_TRUE(tandem::testing::all_close(xg.grad(), xr.grad()));
+  EXPECT_TRUE(tandem::testing::all_close(eg.grad(), er.grad()));
+  // 7 and 8 rows both cut into 3 pieces, but pieces of different batches do not belong together.
   EXPECT_THAT(error_message<ShapeError>([&] {
-                dp(x.narrow(0, 0, 2), std::vector<Tensor>{e0, e1}, 2.0);
+                dp(x, std::vector<Tensor>{randn({8, 5}), randn({8, 3})}, 2.0);
               }),
-              HasSubstr("different numbers of pieces"));
+              HasSubstr("different sizes (7 and 8) along the batch dimension 0"));
+  EXPECT_THAT(error_message<ShapeError>([&] {
+                dp(Batch{x, randn({6, 5}), 1.0});
+              }),
+              HasSubstr("same size along dim 0"));
+}
+
+// Each replica computes with its share of the caller's intra-op threads: one each for two
+// replicas on two threads (so that the pool's workers do not compete with them for the cores).
+struct ThreadsSeen : nn::Module {
+  nn::Linear fc{4, 2};
+  std::shared_ptr<std::vector<int>> seen = std::make_shared<std::vector<int>>(4, 0);
+  void visit(nn::Visitor& v) override { v("fc", fc); }
+  Tensor forward(const Tensor& x) {
+    (*seen)[size_t(x.device().index())] = intra_op_threads();
+    return fc(x);
+  }
+};
+
+TEST(DataParallel, EachReplicaGetsItsShareOfTheIntraOpThreads) {
+  set_num_threads(4);
+  DataParallel<ThreadsSeen> dp(ThreadsSeen{}, {.device_ids = cpus(2)});
+  dp(ones({4, 4}));
+  EXPECT_EQ(*dp.module().seen, (std::vector<int>{2, 2, 0, 0}));
+  set_num_threads(int(std::max(1u, std::thread::hardware_concurrency())));
 }
 
 struct Failing : nn::Module {
