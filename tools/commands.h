@@ -43,6 +43,7 @@ struct TrainOptions {
   int64_t max_steps = 0;        // > 0: at most this many steps per epoch
   bool skip_nonfinite = false;  // skip a step whose loss or gradients are NaN/inf (else: stop)
   bool ddp = false;             // one rank of a DistributedDataParallel run (under `tandem launch`)
+  std::string data_parallel;    // "cpu:0,cpu:1": DataParallel over these devices; empty: off
 };
 
 /// Trains a model on an MNIST-format dataset; writes metrics.jsonl, report.html and checkpoints.

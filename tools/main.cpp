@@ -107,6 +107,10 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
   cmd->add_flag("--ddp", t.ddp,
                 "train as one rank of DistributedDataParallel (run under `tandem launch`); "
                 "--batch-size is the global batch, split over the ranks");
+  cmd->add_option("--data-parallel", t.data_parallel,
+                  "train with DataParallel over DEVICES (cpu:0,cpu:1 or cuda:0,cuda:1), one "
+                  "process; the model lives on the first; --batch-size is the global batch")
+      ->type_name("DEVICES");
   return cmd;
 }
 

@@ -4,6 +4,7 @@
 // remains is the order of sums), even when the batch does not divide evenly.
 #include <tandem/parallel/data_parallel/data_parallel.h>
 
+#include <tandem/core/cuda_device.h>
 #include <tandem/core/thread_pool.h>
 #include <thread>
 
@@ -48,17 +49,24 @@ std::vector<double> one_device(bool adam, int64_t batch) {
 }
 
 // With `criterion`, each device computes the loss of its own shard (DataParallelCriterion).
-std::vector<double> data_parallel(bool adam, int64_t batch, int devices, bool criterion = false) {
+std::vector<double> data_parallel(bool adam, int64_t batch, const std::vector<Device>& devices,
+                                  bool criterion = false) {
   manual_seed(0);
   Mlp init;
   init.to(kFloat64);
-  DataParallel<Mlp> dp(init, {.device_ids = cpus(devices)});
+  init.to(devices[0]);
+  DataParallel<Mlp> dp(init, {.device_ids = devices, .allow_duplicate_devices = true});
   const DataParallelCriterion loss(
-      [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); });
+      [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); }, devices[0]);
   train(dp.module(), adam, batch, [&](const Tensor& x, const Tensor& y) {
-    return criterion ? loss(dp.forward_shards(x), y) : cross_entropy(dp(x), y);
+    const Tensor xd = x.to(devices[0]), yd = y.to(devices[0]);
+    return criterion ? loss(dp.forward_shards(xd), yd) : cross_entropy(dp(xd), yd);
   });
+  dp.module().to(Device::cpu());
   return tandem::testing::flat_params(dp.module());
+}
+std::vector<double> data_parallel(bool adam, int64_t batch, int devices, bool criterion = false) {
+  return data_parallel(adam, batch, cpus(devices), criterion);
 }
 
 void expect_same(const std::vector<double>& a, const std::vector<double>& b) {
@@ -81,6 +89,24 @@ TEST(DataParallel, UnevenChunksBatch7OnThreeDevicesTrainAsOne) {
 TEST(DataParallel, WithTheCriterionOnEachDeviceUnevenChunksTrainAsOne) {
   expect_same(data_parallel(false, 7, 3, true), one_device(false, 7));
   expect_same(data_parallel(true, 8, 2, true), one_device(true, 8));
+}
+
+// The same cases on the GPU, compared with one CPU device (float64; cuBLAS sums in its own
+// order, within the same tolerance). One GPU runs two replicas on cuda:0 (duplicate devices);
+// cuda:0 + cuda:1 needs two GPUs and is skipped, visibly, without them.
+TEST(DataParallelCuda, TwoReplicasOnCuda0TrainAsOneCpuDevice) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount = 0)";
+  const std::vector<Device> gpu0{Device::cuda(0), Device::cuda(0)};
+  expect_same(data_parallel(false, 8, gpu0), one_device(false, 8));
+  expect_same(data_parallel(true, 7, gpu0, true), one_device(true, 7));
+}
+
+TEST(DataParallelCuda, TwoGpusTrainAsOneCpuDevice) {
+  if (cuda::device_count() < 2)
+    GTEST_SKIP() << "needs 2 CUDA devices, " << cuda::device_count() << " visible";
+  const std::vector<Device> gpus{Device::cuda(0), Device::cuda(1)};
+  expect_same(data_parallel(false, 8, gpus), one_device(false, 8));
+  expect_same(data_parallel(true, 7, gpus, true), one_device(true, 7));
 }
 
 TEST(DataParallel, TheCriterionLeavesOutputsOnTheirDevicesAndReturnsTheBatchMean) {

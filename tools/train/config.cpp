@@ -26,6 +26,7 @@ nlohmann::ordered_json to_json(const TrainOptions& o) {
   j["resume"] = o.resume;
   j["log_dir"] = o.log_dir;
   j["max_steps"] = o.max_steps;
+  j["data_parallel"] = o.data_parallel;
   return j;
 }
 
@@ -61,7 +62,33 @@ TrainOptions resolve_config(TrainOptions o) {
   TD_CHECK_VALUE(o.max_steps >= 0, "train: --max-steps must be >= 0, but got ", o.max_steps);
   TD_CHECK_VALUE(!o.resume || !o.checkpoint.empty(),
                  "train: --resume needs --checkpoint DIR (the directory to resume from)");
+  if (!o.data_parallel.empty()) {
+    TD_CHECK_VALUE(!o.ddp,
+                   "train: --data-parallel and --ddp are two ways of using several devices; "
+                   "choose one (--ddp: one process per device under `tandem launch`)");
+    const std::vector<Device> devices = data_parallel_devices(o);
+    TD_CHECK_VALUE(o.device == TrainOptions{}.device || Device(o.device) == devices[0],
+                   "train: --device ", o.device, " is not the first device of --data-parallel ",
+                   o.data_parallel, " (", devices[0], " holds the model); leave --device out");
+    o.device = devices[0].str();
+  }
   return o;
+}
+
+std::vector<Device> data_parallel_devices(const TrainOptions& options) {
+  std::vector<Device> devices;
+  std::string rest = options.data_parallel;
+  for (size_t comma; !rest.empty();
+       rest = comma == std::string::npos ? "" : rest.substr(comma + 1)) {
+    comma = rest.find(',');
+    const std::string name = rest.substr(0, comma);
+    TD_CHECK_VALUE(!name.empty(), "train: --data-parallel ", options.data_parallel,
+                   " has an empty device name (expected a list such as cpu:0,cpu:1)");
+    devices.emplace_back(name);
+  }
+  TD_CHECK_VALUE(!devices.empty(),
+                 "train: --data-parallel needs a list of devices, such as cpu:0,cpu:1");
+  return devices;
 }
 
 std::string config_json(const TrainOptions& options) { return to_json(options).dump(); }

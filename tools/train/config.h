@@ -3,6 +3,7 @@
 // JSON form stored in checkpoints and shown in the report.
 #pragma once
 
+#include <tandem/core/device.h>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,9 @@ inline constexpr char kDefaultRecipe[] =
 /// cnn-bn, 1e-3 otherwise; augment: 2 for cnn-bn, else 0 — and checks every value (ValueError
 /// naming the flag and the value).
 TrainOptions resolve_config(TrainOptions options);
+
+/// The devices of --data-parallel ("cpu:0,cpu:1"), in order; ValueError naming a bad one.
+std::vector<Device> data_parallel_devices(const TrainOptions& options);
 
 /// The resolved configuration as a JSON object (in flag order).
 std::string config_json(const TrainOptions& options);

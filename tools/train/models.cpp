@@ -2,6 +2,7 @@
 // sizes feeding the first fully connected layer follow from the image size: unpadded 3×3 convs
 // take 2 pixels off each side pair, 2×2 max-pools halve (rounding down, as PyTorch).
 #include <tandem/core/check.h>
+#include <tandem/parallel/data_parallel/data_parallel.h>
 
 #include "models.h"
 
@@ -87,6 +88,29 @@ void CnnBn::visit(nn::Visitor& v) {
   v("bn5", bn5);
   v("dropout", dropout);
   v("fc2", fc2);
+}
+
+namespace {
+
+template <typename M>
+std::function<Tensor(const Tensor&)> wrap(M& model, const std::vector<Device>& devices) {
+  // M's copy constructor copies tensor handles, not data: the wrapper's module is `model`.
+  auto dp = std::make_shared<parallel::DataParallel<M>>(
+      model, parallel::DataParallelOptions{.device_ids = devices});
+  return [dp, &model](const Tensor& x) {
+    dp->module().train(model.is_training());
+    return dp->forward(x);
+  };
+}
+
+}  // namespace
+
+std::function<Tensor(const Tensor&)> data_parallel_forward(Classifier& model,
+                                                           const std::vector<Device>& devices) {
+  if (auto* m = dynamic_cast<Mlp*>(&model)) return wrap(*m, devices);
+  if (auto* m = dynamic_cast<Cnn*>(&model)) return wrap(*m, devices);
+  if (auto* m = dynamic_cast<CnnBn*>(&model)) return wrap(*m, devices);
+  detail::fail<ValueError>("train: --data-parallel: not one of the models of make_model");
 }
 
 std::unique_ptr<Classifier> make_model(const std::string& name, int64_t rows, int64_t cols) {

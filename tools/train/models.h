@@ -5,8 +5,10 @@
 #pragma once
 
 #include <tandem/nn/nn.h>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tandem::tools {
 
@@ -50,5 +52,12 @@ struct CnnBn : Classifier {
 /// The model called `name` ("mlp", "cnn", "cnn-bn") for rows × cols images; ValueError naming
 /// the choices otherwise, or when the images are too small for the model's pooling.
 std::unique_ptr<Classifier> make_model(const std::string& name, int64_t rows, int64_t cols);
+
+/// The forward pass of `model` (one of make_model's, on devices[0]) through
+/// parallel::DataParallel over `devices`. The wrapper holds a shallow copy of the model, whose
+/// tensors are the model's own: the optimizer over model.parameters() trains it, and a checkpoint
+/// of `model` is the trained one. The copy follows the model's train/eval mode at each call.
+std::function<Tensor(const Tensor&)> data_parallel_forward(Classifier& model,
+                                                           const std::vector<Device>& devices);
 
 }  // namespace tandem::tools

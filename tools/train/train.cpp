@@ -82,6 +82,10 @@ int run_train(const TrainOptions& flags) {
   const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
   const bool lead = rank == 0;  // rank 0 logs, evaluates, checkpoints and reports
   check_device(device);
+  // --data-parallel: one process; the model on the first device, a replica on each per step.
+  const std::vector<Device> replicas =
+      o.data_parallel.empty() ? std::vector<Device>{} : data_parallel_devices(o);
+  for (const Device& d : replicas) check_device(d);
 
   // ---- data: each split is loaded and normalised once; batches are then row gathers.
   const DataSource source = resolve_data_source(o.dataset);
@@ -167,7 +171,9 @@ int run_train(const TrainOptions& flags) {
   if (lead)
     std::printf("tandem train: %s (%s parameters) on %s, device %s%s\n", o.model.c_str(),
                 params.c_str(), data_line.c_str(), device.str().c_str(),
-                o.ddp ? str(", DDP over ", world, " ranks (", group->backend(), ")").c_str() : "");
+                o.ddp ? str(", DDP over ", world, " ranks (", group->backend(), ")").c_str()
+                : replicas.empty() ? ""
+                                   : str(", DataParallel over ", o.data_parallel).c_str());
   if (lead)
     std::printf(
         "%d epoch%s x %lld steps (batch %lld), %s lr %g, schedule %s, augment %d px, seed "
@@ -193,6 +199,7 @@ int run_train(const TrainOptions& flags) {
                    .world = world,
                    .skip_nonfinite = o.skip_nonfinite};
   if (ddp) setup.forward = [&](const Tensor& x) { return (*ddp)(x); };
+  if (!replicas.empty()) setup.forward = data_parallel_forward(*model, replicas);
   ReportInfo report{.title = str(o.model, " on ", source.name),
                     .run = {},
                     .config = config_rows(o),
@@ -232,7 +239,8 @@ int run_train(const TrainOptions& flags) {
     report.headline = last ? final_line
                            : str("after epoch ", epoch, " of ", o.epochs, ": ", eval, " accuracy ",
                                  percent(e.acc), " (running)");
-    report.run = {{"device", str(device, " (", get_num_threads(), " intra-op threads)")},
+    report.run = {{"device", str(device, " (", get_num_threads(), " intra-op threads)",
+                                 replicas.empty() ? "" : ", DataParallel over " + o.data_parallel)},
                   {"seed", std::to_string(o.seed)},
                   {"dataset", data_line},
                   {"model", str(o.model, ", ", params, " parameters")},
