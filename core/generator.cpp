@@ -26,7 +26,32 @@ GeneratorState Generator::reserve(uint64_t counters) {
   return s;
 }
 
+namespace {
+thread_local ReplayGenerators* t_replay = nullptr;
+}
+
+ReplayGenerators::ReplayGenerators(const std::vector<std::pair<Device, GeneratorState>>& states)
+    : previous_(t_replay) {
+  for (const auto& [device, state] : states) {
+    auto g = std::make_unique<Generator>();
+    g->set_state(state);
+    generators_.emplace_back(device, std::move(g));
+  }
+  t_replay = this;
+}
+
+ReplayGenerators::~ReplayGenerators() { t_replay = previous_; }
+
+Generator* ReplayGenerators::find(Device device) {
+  for (ReplayGenerators* r = t_replay; r != nullptr; r = r->previous_)
+    for (auto& [d, g] : r->generators_)
+      if (d == device) return g.get();
+  return nullptr;
+}
+
 Generator& default_generator(Device device) {
+  if (t_replay != nullptr)
+    if (Generator* g = ReplayGenerators::find(device)) return *g;
   static Generator cpu[Device::kMaxCpuDevices];
   static Generator cuda[Device::kMaxCudaDevices];
   const int i = device.index();

@@ -7,7 +7,10 @@
 
 #include <tandem/core/device.h>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 namespace tandem {
 
@@ -32,8 +35,28 @@ class Generator {
   GeneratorState state_;
 };
 
-/// The default generator of `device` (each cpu:N and cuda:N has its own).
+/// The default generator of `device` (each cpu:N and cuda:N has its own), or this thread's
+/// replay of it inside a ReplayGenerators scope.
 Generator& default_generator(Device device);
+
+/// While alive, this thread's random draws on each listed device come from a private generator
+/// that starts at the given state. Activation checkpointing replays a forward's random numbers
+/// (dropout masks) this way without touching the shared generators: other threads, and devices
+/// not listed, draw as before. Scopes nest; the innermost that lists a device wins.
+class ReplayGenerators {
+ public:
+  explicit ReplayGenerators(const std::vector<std::pair<Device, GeneratorState>>& states);
+  ~ReplayGenerators();
+  ReplayGenerators(const ReplayGenerators&) = delete;
+  ReplayGenerators& operator=(const ReplayGenerators&) = delete;
+
+  /// This thread's replayed generator of `device`, or null.
+  static Generator* find(Device device);
+
+ private:
+  std::vector<std::pair<Device, std::unique_ptr<Generator>>> generators_;
+  ReplayGenerators* previous_;
+};
 /// Seeds every device's default generator with `seed`, as torch.manual_seed does. Because the
 /// generator is counter-based, rand on cuda:0 then gives the same numbers as rand on cpu.
 void manual_seed(uint64_t seed);

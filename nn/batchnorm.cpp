@@ -3,6 +3,7 @@
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/core/tensor_checks.h>
+#include <tandem/nn/activation_checkpoint.h>
 #include <tandem/nn/batchnorm.h>
 
 namespace tandem::nn {
@@ -51,7 +52,9 @@ Tensor BatchNorm::forward(const Tensor& x) {
     mean = tandem::mean(x, dims, true);
     Tensor centered = x - mean;
     var = tandem::mean(centered * centered, dims, true);  // biased, for normalising
-    if (is_training() && running_mean.defined()) {
+    // Once per batch: when activation checkpointing runs this forward again in backward, the
+    // statistics were updated already (and the recompute sees the same batch).
+    if (is_training() && running_mean.defined() && !recomputing_activations()) {
       NoGradGuard no_grad;
       const double m = options.momentum;
       running_mean.mul_(1 - m).add_(mean.detach().reshape({num_features}), m);

@@ -29,6 +29,15 @@ void ModuleList::visit(Visitor& v) {
   for (size_t i = 0; i < items_.size(); ++i) v(std::to_string(i), *items_[i].module);
 }
 
+Sequential Sequential::slice(size_t begin, size_t end) const {
+  TD_CHECK_VALUE(begin <= end && end <= items_.size(), "Sequential::slice(", begin, ", ", end,
+                 "): out of range for ", items_.size(), " modules");
+  Sequential out;
+  out.items_.assign(items_.begin() + long(begin), items_.begin() + long(end));
+  out.forwards_.assign(forwards_.begin() + long(begin), forwards_.begin() + long(end));
+  return out;
+}
+
 Tensor Sequential::forward(const Tensor& x) {
   TD_CHECK_VALUE(forwards_.size() == items_.size(),
                  "Sequential: every module needs forward(const Tensor&)");

@@ -74,6 +74,10 @@ class Sequential : public ModuleList {
   Tensor forward(const Tensor& x);
   Tensor operator()(const Tensor& x) { return forward(x); }
 
+  /// Modules [begin, end) as a Sequential of the same module objects (not copies): training the
+  /// slice trains these. For checkpoint_sequential and pipeline stages.
+  Sequential slice(size_t begin, size_t end) const;
+
  protected:
   void on_push_erased(Module*, const std::function<Tensor(Module&, const Tensor&)>& f) override {
     forwards_.push_back(f);

@@ -2,8 +2,8 @@
 #pragma once
 
 #include <tandem/nn/activation.h>
+#include <tandem/nn/activation_checkpoint.h>
 #include <tandem/nn/batchnorm.h>
-#include <tandem/nn/checkpoint.h>
 #include <tandem/nn/container.h>
 #include <tandem/nn/conv.h>
 #include <tandem/nn/dropout.h>
@@ -16,3 +16,4 @@
 #include <tandem/nn/optim/optimizer.h>
 #include <tandem/nn/optim/sgd.h>
 #include <tandem/nn/pooling.h>
+#include <tandem/nn/serialize.h>

@@ -49,13 +49,14 @@ std::vector<double> one_device(bool adam, int64_t batch) {
 }
 
 // With `criterion`, each device computes the loss of its own shard (DataParallelCriterion).
+template <typename M = Mlp>
 std::vector<double> data_parallel(bool adam, int64_t batch, const std::vector<Device>& devices,
                                   bool criterion = false) {
   manual_seed(0);
-  Mlp init;
+  M init;
   init.to(kFloat64);
   init.to(devices[0]);
-  DataParallel<Mlp> dp(init, {.device_ids = devices, .allow_duplicate_devices = true});
+  DataParallel<M> dp(init, {.device_ids = devices, .allow_duplicate_devices = true});
   const DataParallelCriterion loss(
       [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); }, devices[0]);
   train(dp.module(), adam, batch, [&](const Tensor& x, const Tensor& y) {
@@ -107,6 +108,14 @@ TEST(DataParallelCuda, TwoGpusTrainAsOneCpuDevice) {
   const std::vector<Device> gpus{Device::cuda(0), Device::cuda(1)};
   expect_same(data_parallel(false, 8, gpus), one_device(false, 8));
   expect_same(data_parallel(true, 7, gpus, true), one_device(true, 7));
+}
+
+// Each replica checkpoints its own activations and recomputes them on its device's backward
+// thread in backward; the result is still one device's.
+TEST(DataParallel, WithActivationCheckpointingTrainsAsOne) {
+  using tandem::testing::CheckpointedMlp;
+  expect_same(data_parallel<CheckpointedMlp>(false, 8, cpus(2)), one_device(false, 8));
+  expect_same(data_parallel<CheckpointedMlp>(true, 7, cpus(3), true), one_device(true, 7));
 }
 
 TEST(DataParallel, TheCriterionLeavesOutputsOnTheirDevicesAndReturnsTheBatchMean) {

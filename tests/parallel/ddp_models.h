@@ -24,6 +24,19 @@ struct Mlp : nn::Module {  // 784-64-32-10, small enough for quick tests, the re
   Tensor forward(const Tensor& x) { return fc3(relu(fc2(relu(fc1(x.flatten(1)))))); }
 };
 
+// The Mlp (same layers, so the same initial weights) with fc1-fc2 activation-checkpointed. The
+// function is kept for backward's recompute, so it holds copies of the layers (the same tensors),
+// not `this`: a DataParallel replica is gone by then.
+struct CheckpointedMlp : Mlp {
+  Tensor forward(const Tensor& x) {
+    return fc3(nn::activation_checkpoint(
+        [fc1 = fc1, fc2 = fc2](const Tensor& in) mutable {
+          return relu(fc2(relu(fc1(in.flatten(1)))));
+        },
+        x));
+  }
+};
+
 struct Cnn : nn::Module {  // the reference CNN, narrower: conv 1→8, conv 8→16, fc 400→32→10
   nn::Conv2d conv1{1, 8, 3}, conv2{8, 16, 3};
   nn::Linear fc1{400, 32}, fc2{32, 10};

@@ -110,6 +110,15 @@ TEST(DDP, ThreeRanksTrainTheCnnAsOneDevice) {
   expect_same(distributed<tandem::testing::Cnn>({}, 3), single_device<tandem::testing::Cnn>({}, 3));
 }
 
+// Under DDP the checkpointed layers' gradient hooks fire once each (no inner backward), the
+// buckets all-reduce during backward, and 2 ranks train as one device.
+TEST(DDP, ActivationCheckpointingTrainsAsOneDevice) {
+  expect_same(distributed<tandem::testing::CheckpointedMlp>({}, 2),
+              single_device<tandem::testing::Mlp>({}, 2));
+  expect_same(distributed<tandem::testing::CheckpointedMlp>({.adam = true}, 2),
+              single_device<tandem::testing::Mlp>({.adam = true}, 2));
+}
+
 TEST(DDP, NoSyncAccumulatesLikeOneDevice) {
   const Recipe r{.accumulate = 2};
   expect_same(distributed<tandem::testing::Mlp>(r, 2), single_device<tandem::testing::Mlp>(r, 2));

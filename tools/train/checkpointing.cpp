@@ -7,7 +7,7 @@
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/core/check.h>
 #include <tandem/core/serialize/safetensors.h>
-#include <tandem/nn/checkpoint.h>
+#include <tandem/nn/serialize.h>
 #include <charconv>
 #include <cmath>
 #include <filesystem>

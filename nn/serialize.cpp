@@ -1,6 +1,6 @@
-// nn/checkpoint.cpp — model and optimizer files on top of core's safetensors reader/writer.
+// nn/serialize.cpp — model and optimizer files on top of core's safetensors reader/writer.
 #include <tandem/core/serialize/safetensors.h>
-#include <tandem/nn/checkpoint.h>
+#include <tandem/nn/serialize.h>
 #include <charconv>
 #include <nlohmann/json.hpp>
 

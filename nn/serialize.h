@@ -1,8 +1,9 @@
-// nn/checkpoint.h — saving and resuming training. A checkpoint directory holds model.safetensors
-// (parameters and buffers with PyTorch's names and layouts, metadata {"format": "pt"}, loadable by
-// torch / safetensors / transformers) and optimizer.safetensors (state.<i>.<name> tensors, the
-// param groups as JSON, and the caller's metadata: epoch, step, RNG state, config). Both files are
-// written atomically, so a crash mid-save leaves the previous checkpoint intact.
+// nn/serialize.h — the files of a training checkpoint. A checkpoint directory holds
+// model.safetensors (parameters and buffers with PyTorch's names and layouts, metadata {"format":
+// "pt"}, loadable by torch / safetensors / transformers) and optimizer.safetensors
+// (state.<i>.<name> tensors, the param groups as JSON, and the caller's metadata: epoch, step, RNG
+// state, config). Both files are written atomically, so a crash mid-save leaves the previous
+// checkpoint intact.
 #pragma once
 
 #include <tandem/core/generator.h>

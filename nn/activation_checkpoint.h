@@ -1,0 +1,80 @@
+// nn/activation_checkpoint.h — activation checkpointing: trade compute for memory. The forward of
+// a checkpointed function keeps none of the tensors its ops save for backward, only its inputs;
+// the first time backward needs one of them, the function runs again from its inputs and the
+// saved tensors are taken from that recompute. The result is the same bits as without
+// checkpointing: the recompute replays the forward's random numbers (dropout masks) and batch
+// norm does not update its running statistics a second time.
+//
+// Built on the saved-tensor hooks (autograd/saved_tensor.h), as PyTorch's non-reentrant
+// torch.utils.checkpoint: there is no inner backward, so it works with partial backward, inputs
+// that do not require grad, DDP's gradient hooks (each fires once) and nesting.
+//
+//   Tensor h = nn::activation_checkpoint([&](const Tensor& x) { return block(x); }, x);
+//   Tensor y = nn::checkpoint_sequential(layers, 6, x);  // √n segments for n layers
+//
+// "Checkpoint" alone in Tandem means the training-state directory of `tandem train --checkpoint`;
+// nn/serialize.h writes and reads the files in it.
+#pragma once
+
+#include <tandem/nn/container.h>
+#include <functional>
+#include <type_traits>
+#include <vector>
+
+namespace tandem::nn {
+
+struct ActivationCheckpointOptions {
+  /// Replay fn's random numbers in the recompute: the generators of cpu and of the inputs'
+  /// devices are saved before the forward (two integers each) and the recompute draws from
+  /// private copies of them, leaving everyone else's draws alone. Off: the recompute draws fresh
+  /// numbers and dropout masks differ from the forward's (the gradients are then wrong).
+  bool preserve_rng_state = true;
+  /// Stop the recompute as soon as it has produced every tensor the forward saved.
+  bool early_stop = true;
+};
+
+using CheckpointFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+/// fn(inputs), checkpointed: the outputs and their graph are as fn's own, but the graph holds
+/// only `inputs` until backward recomputes the rest. fn is kept and called again in backward:
+/// what it captures by reference must outlive the backward pass (capture modules by value or by
+/// shared_ptr when in doubt). Outputs must be defined tensors (ValueError
+/// otherwise); the recompute must save tensors of the same shapes, dtypes and devices as the
+/// forward did (AutogradError naming the first that differs otherwise).
+std::vector<Tensor> activation_checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
+                                          ActivationCheckpointOptions options = {});
+
+/// The same for a function of tensors returning a Tensor or a std::vector<Tensor>:
+///   activation_checkpoint([&](const Tensor& x, const Tensor& m) { return f(x, m); }, x, m);
+template <typename Fn, typename... T>
+requires(std::is_same_v<T, Tensor>&&...) auto activation_checkpoint(Fn fn, const T&... inputs) {
+  using Out = std::invoke_result_t<Fn&, const T&...>;
+  static_assert(std::is_same_v<Out, Tensor> || std::is_same_v<Out, std::vector<Tensor>>,
+                "activation_checkpoint: fn must return a Tensor or a std::vector<Tensor> (its "
+                "outputs are what backward flows through)");
+  CheckpointFn erased = [fn](const std::vector<Tensor>& in) mutable {
+    auto call = [&]<size_t... I>(std::index_sequence<I...>) { return fn(in[I]...); };
+    if constexpr (std::is_same_v<Out, Tensor>)
+      return std::vector<Tensor>{call(std::index_sequence_for<T...>{})};
+    else
+      return call(std::index_sequence_for<T...>{});
+  };
+  std::vector<Tensor> out = activation_checkpoint(erased, std::vector<Tensor>{inputs...});
+  if constexpr (std::is_same_v<Out, Tensor>)
+    return out[0];
+  else
+    return out;
+}
+
+/// True while this thread recomputes a checkpointed forward (batch norm then leaves its running
+/// statistics alone: the forward updated them already).
+bool recomputing_activations();
+
+/// seq(x) with seq cut into `segments` runs of consecutive modules (sizes differing by at most
+/// one, the longer first), each checkpointed except the last, whose backward starts right away
+/// (as PyTorch's checkpoint_sequential). Peak activation memory falls from n layers' to about
+/// segments + n / segments layers'.
+Tensor checkpoint_sequential(Sequential& seq, int segments, const Tensor& x,
+                             ActivationCheckpointOptions options = {});
+
+}  // namespace tandem::nn
