@@ -44,6 +44,7 @@ struct TrainOptions {
   bool skip_nonfinite = false;  // skip a step whose loss or gradients are NaN/inf (else: stop)
   bool ddp = false;             // one rank of a DistributedDataParallel run (under `tandem launch`)
   std::string data_parallel;    // "cpu:0,cpu:1": DataParallel over these devices; empty: off
+  bool activation_checkpointing = false;  // recompute each block's activations in backward
 };
 
 /// Trains a model on an MNIST-format dataset; writes metrics.jsonl, report.html and checkpoints.

@@ -111,6 +111,10 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
                   "train with DataParallel over DEVICES (cpu:0,cpu:1 or cuda:0,cuda:1), one "
                   "process; the model lives on the first; --batch-size is the global batch")
       ->type_name("DEVICES");
+  cmd->add_flag("--activation-checkpointing", t.activation_checkpointing,
+                "keep only each block's input in forward and recompute its activations in "
+                "backward: less memory for about one more forward (not --checkpoint, which "
+                "saves the training state)");
   return cmd;
 }
 

@@ -27,6 +27,7 @@ nlohmann::ordered_json to_json(const TrainOptions& o) {
   j["log_dir"] = o.log_dir;
   j["max_steps"] = o.max_steps;
   j["data_parallel"] = o.data_parallel;
+  j["activation_checkpointing"] = o.activation_checkpointing;
   return j;
 }
 

@@ -20,8 +20,11 @@ int64_t cnn_side(int64_t n) { return ((n - 2) / 2 - 2) / 2; }
 Mlp::Mlp(int64_t rows, int64_t cols) : fc1(rows * cols, 512), fc2(512, 256), fc3(256, kClasses) {}
 
 Tensor Mlp::forward(const Tensor& x) {
-  Tensor h = relu(fc1(x.flatten(1)));
-  h = relu(fc2(h));
+  const Tensor h = block(
+      [fc1 = fc1, fc2 = fc2](const Tensor& in) mutable {
+        return relu(fc2(relu(fc1(in.flatten(1)))));  // [N, 256]
+      },
+      x);
   return fc3(h);
 }
 
@@ -38,9 +41,13 @@ Cnn::Cnn(int64_t rows, int64_t cols)
       fc2(128, kClasses) {}
 
 Tensor Cnn::forward(const Tensor& x) {
-  Tensor h = max_pool2d(relu(conv1(x)), kPool2);  // [N, 32, 13, 13] for 28×28
-  h = max_pool2d(relu(conv2(h)), kPool2);         // [N, 64, 5, 5]
-  h = relu(fc1(h.flatten(1)));                    // [N, 128]
+  Tensor h = block(
+      [conv1 = conv1, conv2 = conv2](const Tensor& in) mutable {
+        const Tensor a = max_pool2d(relu(conv1(in)), kPool2);  // [N, 32, 13, 13] for 28×28
+        return max_pool2d(relu(conv2(a)), kPool2);             // [N, 64, 5, 5]
+      },
+      x);
+  h = relu(fc1(h.flatten(1)));  // [N, 128]
   return fc2(h);
 }
 
@@ -67,11 +74,19 @@ CnnBn::CnnBn(int64_t rows, int64_t cols)
       fc2(128, kClasses) {}
 
 Tensor CnnBn::forward(const Tensor& x) {
-  Tensor h = relu(bn1(conv1(x)));               // [N, 32, 28, 28]
-  h = max_pool2d(relu(bn2(conv2(h))), kPool2);  // [N, 32, 14, 14]
-  h = relu(bn3(conv3(h)));                      // [N, 64, 14, 14]
-  h = max_pool2d(relu(bn4(conv4(h))), kPool2);  // [N, 64, 7, 7]
-  h = dropout(relu(bn5(fc1(h.flatten(1)))));    // [N, 128]
+  Tensor h = block(
+      [conv1 = conv1, bn1 = bn1, conv2 = conv2, bn2 = bn2](const Tensor& in) mutable {
+        const Tensor a = relu(bn1(conv1(in)));           // [N, 32, 28, 28]
+        return max_pool2d(relu(bn2(conv2(a))), kPool2);  // [N, 32, 14, 14]
+      },
+      x);
+  h = block(
+      [conv3 = conv3, bn3 = bn3, conv4 = conv4, bn4 = bn4](const Tensor& in) mutable {
+        const Tensor a = relu(bn3(conv3(in)));           // [N, 64, 14, 14]
+        return max_pool2d(relu(bn4(conv4(a))), kPool2);  // [N, 64, 7, 7]
+      },
+      h);
+  h = dropout(relu(bn5(fc1(h.flatten(1)))));  // [N, 128]
   return fc2(h);
 }
 

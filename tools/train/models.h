@@ -4,6 +4,7 @@
 // Each takes the image size, so a user directory of other-than-28×28 images still fits.
 #pragma once
 
+#include <tandem/nn/activation_checkpoint.h>
 #include <tandem/nn/nn.h>
 #include <functional>
 #include <memory>
@@ -15,6 +16,17 @@ namespace tandem::tools {
 /// A model that maps images [N, 1, H, W] to logits [N, 10].
 struct Classifier : nn::Module {
   virtual Tensor forward(const Tensor& x) = 0;
+  /// --activation-checkpointing: each block keeps only its input in forward and is recomputed in
+  /// backward (nn/activation_checkpoint.h); the head, last, is not.
+  bool activation_checkpointing = false;
+
+ protected:
+  /// fn(x), checkpointed when asked. fn runs again in backward, after a DataParallel replica is
+  /// gone, so it must hold copies of its layers (the same tensors), not `this`.
+  template <typename Fn>
+  Tensor block(Fn fn, const Tensor& x) {
+    return activation_checkpointing ? nn::activation_checkpoint(std::move(fn), x) : fn(x);
+  }
 };
 
 /// mlp: 784-512-256-10 with ReLU (for 28×28 inputs).

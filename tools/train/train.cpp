@@ -114,6 +114,7 @@ int run_train(const TrainOptions& flags) {
   // ---- model, optimizer, schedule. The seed fixes the initial weights and dropout's masks.
   manual_seed(o.seed);
   std::unique_ptr<Classifier> model = make_model(o.model, rows, cols);
+  model->activation_checkpointing = o.activation_checkpointing;
   model->to(device);  // before the optimizer, which holds the moved parameters
   std::unique_ptr<parallel::DistributedDataParallel<Classifier>> ddp;
   if (o.ddp) ddp = std::make_unique<parallel::DistributedDataParallel<Classifier>>(*model);
