@@ -10,6 +10,7 @@
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/kernels/kernels.h>
 #include <tandem/core/layout.h>
+#include <tandem/core/tensor_checks.h>
 #include <tandem/core/thread_pool.h>
 #include <tandem/core/trace.h>
 #include <algorithm>
@@ -79,6 +80,15 @@ void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
   for (auto& hook : hooks) {
     Tensor replaced = hook(dy);
     if (replaced.defined()) dy = replaced;
+  }
+  if (!task->needed.empty()) {  // autograd::grad: keep the answers, run only what leads to more
+    if (auto it = task->capture.find(node); it != task->capture.end()) {
+      std::lock_guard lk(task->mutex);
+      for (size_t k : it->second) task->captured[k] = dy;
+    }
+    bool onward = false;
+    for (const Edge& e : node->next) onward |= e.node && task->needed.contains(e.node.get());
+    if (node->is_accumulator() || !onward) return;
   }
   if (node->is_accumulator()) return accumulate(*node, std::move(dy));
   TD_CHECK_AS(AutogradError, !node->released, "backward through the graph a second time (at '",
@@ -167,6 +177,26 @@ void count_dependencies(GraphTask& task, Node* root) {
   task.cpu_threads = std::max<int>(1, int(cpu_threads.size()));
 }
 
+// autograd::grad: marks the nodes that are captured or lead to a captured one, children first
+// (an explicit stack: graphs of thousands of nodes are deeper than the thread's stack).
+void mark_needed(GraphTask& task, Node* root) {
+  std::unordered_set<Node*> seen{root};
+  std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
+  while (!stack.empty()) {
+    Node* n = stack.back().first;
+    const size_t i = stack.back().second++;
+    if (i < n->next.size()) {
+      Node* child = n->next[i].node.get();
+      if (child && seen.insert(child).second) stack.emplace_back(child, 0);
+      continue;
+    }
+    bool need = task.capture.contains(n);
+    for (const Edge& e : n->next) need |= e.node && task.needed.contains(e.node.get());
+    if (need) task.needed.insert(n);
+    stack.pop_back();
+  }
+}
+
 void run_callbacks(const std::shared_ptr<GraphTask>& task) {
   auto outer = std::exchange(t_task, task);  // a callback may queue more (run in order)
   struct Restore {
@@ -207,7 +237,11 @@ void queue_callback(std::function<void()> fn) {
   outermost->callbacks.push_back(std::move(fn));
 }
 
-void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
+namespace {
+
+// One backward pass from `root`; with `inputs` (autograd::grad), returns their gradients.
+std::vector<Tensor> execute(const Tensor& root, const Tensor& grad_in, bool retain_graph,
+                            const std::vector<Tensor>* inputs) {
   TD_CHECK_AS(AutogradError, root.requires_grad(),
               "backward: the tensor does not require grad and has no grad_fn\n  hint: call "
               "requires_grad_() on the parameters before the forward pass, and do not run it "
@@ -227,6 +261,19 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
   const std::shared_ptr<ReadyQueue> queue = local_queue();
   auto task = std::make_shared<GraphTask>(retain_graph, queue, t_task);
   count_dependencies(*task, start.get());
+  std::vector<std::shared_ptr<Node>> targets;  // alive until the pass ends (a leaf's accumulator)
+  if (inputs) {
+    task->captured.resize(inputs->size());
+    for (size_t k = 0; k < inputs->size(); ++k) {
+      const Tensor& t = (*inputs)[k];
+      TD_CHECK_AS(AutogradError, t.defined() && t.requires_grad(), "autograd::grad: input ", k,
+                  " does not require grad, so it has no gradient");
+      targets.push_back(gradient_node(t));
+      task->capture[targets.back().get()].push_back(k);
+    }
+    mark_needed(*task, start.get());
+    if (!task->needed.contains(start.get())) return task->captured;  // none is reachable
+  }
   // CPU nodes of several devices run at once on their threads: each takes its share of the
   // caller's intra-op threads instead of all of them (core/thread_pool.h says why).
   if (task->cpu_threads > 1)
@@ -241,6 +288,23 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
   }
   if (task->error) std::rethrow_exception(task->error);
   if (!task->parent) run_callbacks(task);
+  return std::move(task->captured);
+}
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
+  execute(root, grad, retain_graph, nullptr);
+}
+
+std::vector<Tensor> autograd::grad(const Tensor& output, const std::vector<Tensor>& inputs,
+                                   const GradOptions& options) {
+  std::vector<Tensor> grads = execute(output, options.grad_output, options.retain_graph, &inputs);
+  for (size_t k = 0; k < grads.size(); ++k)
+    TD_CHECK_AS(AutogradError, grads[k].defined() || options.allow_unused, "autograd::grad: input ",
+                k, " (", describe(inputs[k]), ") is not used to compute the output",
+                "\n  hint: pass allow_unused = true to get an undefined tensor for it");
+  return grads;
 }
 
 }  // namespace tandem

@@ -3,6 +3,7 @@
 
 #include <tandem/core/tensor.h>
 #include <functional>
+#include <vector>
 
 namespace tandem {
 
@@ -11,6 +12,20 @@ namespace tandem {
 /// calling thread, which waits for all of them. The first error on any thread is rethrown here,
 /// with the op and the device in front of its message, and the rest of the work is dropped.
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
+
+namespace autograd {
+struct GradOptions {
+  Tensor grad_output;         // d(loss)/d(output); default: ones for a one-element output
+  bool retain_graph = false;  // keep the saved tensors for another backward
+  bool allow_unused = false;  // an input the output does not depend on gives an undefined tensor
+};
+/// d(output)/d(input) for each input, without writing any .grad (PyTorch's torch.autograd.grad):
+/// a partial backward. Only the part of the graph between the output and the inputs runs.
+/// Inputs may be leaves or intermediate tensors; an input the output does not depend on is an
+/// AutogradError unless allow_unused.
+std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs,
+                         const GradOptions& options = {});
+}  // namespace autograd
 
 /// Runs `fn` once the outermost backward pass of this thread has finished (after every gradient
 /// is accumulated), as PyTorch's Engine::queue_callback. A backward started inside backward (from

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -61,11 +62,18 @@ struct GraphTask {
   int cpu_threads = 1;      // the threads that run this task's CPU nodes (caller, cpu:N workers)
   int intra_op_share = 0;   // with several: each one's cap on intra-op threads (0: none)
 
+  // autograd::grad: the nodes whose incoming gradient is the answer (the inputs' accumulators or
+  // grad_fns, each with its indices in `captured`) and the nodes that lead to one of them; only
+  // those run, and no .grad is written. Both empty for an ordinary backward.
+  std::unordered_map<Node*, std::vector<size_t>> capture;
+  std::unordered_set<Node*> needed;
+
   std::mutex mutex;                             // guards the members below
   std::unordered_map<Node*, int> dependencies;  // gradients each node still waits for
   std::unordered_map<Node*, InputBuffer> buffers;
   std::exception_ptr error;                      // the first one; the rest of the task is abandoned
   std::vector<std::function<void()>> callbacks;  // outermost tasks only
+  std::vector<Tensor> captured;                  // autograd::grad's results
 
   std::atomic<int> outstanding{0};  // nodes queued or running
   std::atomic<bool> failed{false};

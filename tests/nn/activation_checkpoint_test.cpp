@@ -2,6 +2,8 @@
 // forward computes: float64 gradients bit for bit (dropout replayed, batch norm's statistics
 // updated once, nested checkpoints), with inputs that do not require grad, partial backward and
 // a second backward; misuse gets clear errors; and the peak memory of a deep MLP is lower.
+#include <tandem/autograd/engine.h>
+#include <tandem/core/cuda_device.h>
 #include <tandem/nn/activation_checkpoint.h>
 #include <tandem/nn/nn.h>
 
@@ -137,6 +139,21 @@ TEST(ActivationCheckpoint, PartialAndRepeatedBackward) {
   EXPECT_TRUE(tandem::testing::all_close(x.grad(), x_once, 0, 0));
 }
 
+// autograd::grad through a checkpoint: the gradients of the input and of a weight inside, with
+// no .grad written (PyTorch's reentrant checkpoint refuses this).
+TEST(ActivationCheckpoint, WorksWithAutogradGrad) {
+  Sequential model = deep_model(false);
+  model.eval();  // no dropout: the plain and the checkpointed passes draw nothing
+  const Tensor x = randn({4, 16}, {.dtype = kFloat64}).requires_grad_();
+  Linear& first = model.at<Linear>(0);
+  const std::vector<Tensor> plain = autograd::grad(model(x).sum(), {x, first.weight});
+  const std::vector<Tensor> ckpt =
+      autograd::grad(checkpoint_sequential(model, 3, x).sum(), {x, first.weight});
+  EXPECT_FALSE(first.weight.grad().defined());
+  for (size_t i = 0; i < plain.size(); ++i)
+    expect_bitwise_equal(ckpt[i], plain[i], "gradient " + std::to_string(i));
+}
+
 TEST(ActivationCheckpoint, EarlyStopSkipsWhatBackwardDoesNotNeed) {
   for (bool early : {true, false}) {
     int calls_after = 0;
@@ -170,6 +187,29 @@ TEST(ActivationCheckpoint, MisuseGetsClearErrors) {
       [&](const Tensor& in) { return l(in.narrow(0, 0, run++ == 0 ? 3 : 2)).tanh(); }, x);
   EXPECT_THAT(error_message<AutogradError>([&] { y.sum().backward(); }),
               HasSubstr("must compute the same shapes when it runs again"));
+}
+
+// The same on cuda:0 (dropout's Philox replayed on the GPU's generator), against the plain pass on
+// cuda:0 and against the CPU. Skipped, visibly, without a GPU.
+TEST(ActivationCheckpointCuda, CheckpointedGradientsOnCuda0MatchThePlainPassAndTheCpu) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount = 0)";
+  auto grads = [](Device d, int segments) {
+    Sequential model = deep_model(true);
+    model.to(d);
+    manual_seed(11);
+    const Tensor x = randn({8, 16}, {.dtype = kFloat64}).to(d);
+    manual_seed(12);
+    (segments > 0 ? checkpoint_sequential(model, segments, x) : model(x)).sum().backward();
+    std::vector<Tensor> out;
+    for (Tensor& p : model.parameters()) out.push_back(p.grad().to(Device::cpu()));
+    return out;
+  };
+  const auto gpu_plain = grads(Device::cuda(0), 0), gpu_ckpt = grads(Device::cuda(0), 3);
+  const auto cpu = grads(Device::cpu(), 3);
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    EXPECT_TRUE(tandem::testing::all_close(gpu_ckpt[i], gpu_plain[i], 1e-12, 1e-12)) << i;
+    EXPECT_TRUE(tandem::testing::all_close(gpu_ckpt[i], cpu[i], 1e-9, 1e-7)) << i;
+  }
 }
 
 // A deep float32 MLP on its own device (so the statistics count only this): the step's peak
