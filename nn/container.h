@@ -74,8 +74,9 @@ class Sequential : public ModuleList {
   Tensor forward(const Tensor& x);
   Tensor operator()(const Tensor& x) { return forward(x); }
 
-  /// Modules [begin, end) as a Sequential of the same module objects (not copies): training the
-  /// slice trains these. For checkpoint_sequential and pipeline stages.
+  /// Modules [begin, end) as a Sequential holding the same module objects (and copying it, as any
+  /// container, copies the modules but shares their tensors): training the slice trains these.
+  /// For checkpoint_sequential and parallel::split.
   Sequential slice(size_t begin, size_t end) const;
 
  protected:
