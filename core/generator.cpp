@@ -28,6 +28,28 @@ GeneratorState Generator::reserve(uint64_t counters) {
 
 namespace {
 thread_local ReplayGenerators* t_replay = nullptr;
+thread_local GeneratorUseRecorder* t_recorder = nullptr;
+
+Generator& shared_generator(Device device) {
+  static Generator cpu[Device::kMaxCpuDevices];
+  static Generator cuda[Device::kMaxCudaDevices];
+  const int i = device.index();
+  TD_INTERNAL_ASSERT(
+      i >= 0 && i < (device.is_cpu() ? Device::kMaxCpuDevices : Device::kMaxCudaDevices), "device ",
+      device);
+  return device.is_cpu() ? cpu[i] : cuda[i];
+}
+}  // namespace
+
+GeneratorUseRecorder::GeneratorUseRecorder() : previous_(t_recorder) { t_recorder = this; }
+GeneratorUseRecorder::~GeneratorUseRecorder() { t_recorder = previous_; }
+
+void GeneratorUseRecorder::note(Device device, const Generator& g) {
+  for (GeneratorUseRecorder* r = this; r != nullptr; r = r->previous_) {
+    bool seen = false;
+    for (const auto& [d, state] : r->used_) seen |= d == device;
+    if (!seen) r->used_.emplace_back(device, g.get_state());
+  }
 }
 
 ReplayGenerators::ReplayGenerators(const std::vector<std::pair<Device, GeneratorState>>& states)
@@ -50,15 +72,10 @@ Generator* ReplayGenerators::find(Device device) {
 }
 
 Generator& default_generator(Device device) {
-  if (t_replay != nullptr)
-    if (Generator* g = ReplayGenerators::find(device)) return *g;
-  static Generator cpu[Device::kMaxCpuDevices];
-  static Generator cuda[Device::kMaxCudaDevices];
-  const int i = device.index();
-  TD_INTERNAL_ASSERT(
-      i >= 0 && i < (device.is_cpu() ? Device::kMaxCpuDevices : Device::kMaxCudaDevices), "device ",
-      device);
-  return device.is_cpu() ? cpu[i] : cuda[i];
+  Generator* g = t_replay != nullptr ? ReplayGenerators::find(device) : nullptr;
+  if (g == nullptr) g = &shared_generator(device);
+  if (t_recorder != nullptr) t_recorder->note(device, *g);
+  return *g;
 }
 
 void manual_seed(uint64_t seed) {

@@ -57,6 +57,26 @@ class ReplayGenerators {
   std::vector<std::pair<Device, std::unique_ptr<Generator>>> generators_;
   ReplayGenerators* previous_;
 };
+
+/// While alive, notes each device whose default generator this thread asks for, with the
+/// generator's state at that first request, i.e. before the draw it was asked for: the
+/// generators a function uses, and where they stood when it started (what ReplayGenerators needs
+/// to draw the same numbers again). Scopes nest; each notes what happens inside it.
+class GeneratorUseRecorder {
+ public:
+  GeneratorUseRecorder();
+  ~GeneratorUseRecorder();
+  GeneratorUseRecorder(const GeneratorUseRecorder&) = delete;
+  GeneratorUseRecorder& operator=(const GeneratorUseRecorder&) = delete;
+
+  const std::vector<std::pair<Device, GeneratorState>>& used() const { return used_; }
+
+ private:
+  friend Generator& default_generator(Device device);
+  void note(Device device, const Generator& g);
+  std::vector<std::pair<Device, GeneratorState>> used_;
+  GeneratorUseRecorder* previous_;
+};
 /// Seeds every device's default generator with `seed`, as torch.manual_seed does. Because the
 /// generator is counter-based, rand on cuda:0 then gives the same numbers as rand on cpu.
 void manual_seed(uint64_t seed);

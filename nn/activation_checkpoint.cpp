@@ -123,16 +123,12 @@ std::vector<Tensor> activation_checkpoint(const CheckpointFn& fn, const std::vec
     frame->inputs.emplace_back("checkpoint input", t, false);  // an enclosing checkpoint packs it
     frame->input_requires_grad.push_back(t.defined() && t.requires_grad());
   }
-  if (options.preserve_rng_state) {
-    std::vector<Device> devices{Device::cpu()};
-    for (const Tensor& t : inputs)
-      if (t.defined() && std::find(devices.begin(), devices.end(), t.device()) == devices.end())
-        devices.push_back(t.device());
-    for (Device d : devices) frame->rng.emplace_back(d, default_generator(d).get_state());
-  }
   frame->state = ThreadLocalState::capture();
   std::vector<Tensor> outputs;
   {
+    // Every generator fn draws from, as it stood before fn's first draw on it.
+    std::optional<GeneratorUseRecorder> rng;
+    if (options.preserve_rng_state) rng.emplace();
     SavedTensorHooks hooks(
         [frame](const Tensor& t) -> std::any {
           frame->saved.push_back({t.shape(), t.dtype(), t.device()});
@@ -140,6 +136,7 @@ std::vector<Tensor> activation_checkpoint(const CheckpointFn& fn, const std::vec
         },
         unpack);
     outputs = fn(inputs);
+    if (rng) frame->rng = rng->used();
   }
   for (size_t k = 0; k < outputs.size(); ++k)
     TD_CHECK_VALUE(outputs[k].defined(), "activation_checkpoint: output ", k,

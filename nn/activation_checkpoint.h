@@ -24,10 +24,10 @@
 namespace tandem::nn {
 
 struct ActivationCheckpointOptions {
-  /// Replay fn's random numbers in the recompute: the generators of cpu and of the inputs'
-  /// devices are saved before the forward (two integers each) and the recompute draws from
-  /// private copies of them, leaving everyone else's draws alone. Off: the recompute draws fresh
-  /// numbers and dropout masks differ from the forward's (the gradients are then wrong).
+  /// Replay fn's random numbers in the recompute: the state of every device generator fn draws
+  /// from is noted at its first draw (two integers each), and the recompute draws from private
+  /// copies of them, leaving everyone else's draws alone. Off: the recompute draws fresh numbers
+  /// and dropout masks differ from the forward's (the gradients are then wrong).
   bool preserve_rng_state = true;
   /// Stop the recompute as soon as it has produced every tensor the forward saved.
   bool early_stop = true;

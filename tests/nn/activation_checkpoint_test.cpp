@@ -92,6 +92,26 @@ TEST(ActivationCheckpoint, NestedCheckpointsGiveTheSameBits) {
   });
 }
 
+// fn draws on a device none of its inputs is on (dropout after a move to cpu:2): that
+// generator is replayed too, because the forward notes every generator fn draws from.
+TEST(ActivationCheckpoint, ReplaysTheGeneratorOfADeviceFnMovesTo) {
+  auto grad_of = [](bool checkpointed) {
+    manual_seed(21);
+    Linear l(8, 8);
+    l.to(kFloat64);
+    Dropout drop(0.5);
+    const Tensor x = randn({6, 8}, {.dtype = kFloat64}).requires_grad_();
+    auto fn = [l, drop](const Tensor& in) mutable {
+      return drop(l(in).to(Device::cpu(2))).to(Device::cpu()).tanh();
+    };
+    (checkpointed ? activation_checkpoint(fn, x) : fn(x)).sum().backward();
+    return std::make_pair(x.grad(), l.weight.grad());
+  };
+  const auto plain = grad_of(false), ckpt = grad_of(true);
+  expect_bitwise_equal(ckpt.first, plain.first, "x.grad");
+  expect_bitwise_equal(ckpt.second, plain.second, "weight.grad");
+}
+
 TEST(ActivationCheckpoint, WithoutRngReplayDropoutMasksDiffer) {
   const auto plain = step(false, [](Sequential& m, const Tensor& x) { return m(x); });
   const auto fresh = step(false, [](Sequential& m, const Tensor& x) {
