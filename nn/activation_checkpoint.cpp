@@ -154,6 +154,8 @@ Tensor checkpoint_sequential(Sequential& seq, int segments, const Tensor& x,
   int64_t begin = 0;
   for (int s = 0; s < segments; ++s) {
     const int64_t size = n / segments + (s < n % segments ? 1 : 0);  // the longer ones first
+    // A slice holds seq's own module objects; it is moved, not copied, into the shared_ptr that
+    // the recompute keeps.
     auto part = std::make_shared<Sequential>(seq.slice(size_t(begin), size_t(begin + size)));
     begin += size;
     if (s == segments - 1) return part->forward(h);  // its backward starts at once: keep all

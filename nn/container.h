@@ -20,6 +20,9 @@ class ModuleList : public Module {
   }
   ModuleList(const ModuleList& other);
   ModuleList& operator=(const ModuleList& other);
+  // Moving hands over the same module objects (a copy copies each module, sharing its tensors).
+  ModuleList(ModuleList&& other) = default;
+  ModuleList& operator=(ModuleList&& other) = default;
 
   template <typename M>
   void push_back(M module) {
@@ -70,6 +73,8 @@ class Sequential : public ModuleList {
   }
   Sequential(const Sequential& other) = default;
   Sequential& operator=(const Sequential& other) = default;
+  Sequential(Sequential&& other) = default;
+  Sequential& operator=(Sequential&& other) = default;
 
   Tensor forward(const Tensor& x);
   Tensor operator()(const Tensor& x) { return forward(x); }

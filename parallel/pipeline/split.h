@@ -13,8 +13,8 @@
 
 namespace tandem::parallel {
 
-/// One stage: consecutive modules of the model (sharing their parameters and buffers) and where
-/// they run. Switch train/eval on the stages: each holds its own copy of the flag.
+/// One stage: consecutive modules of the model (the model's own module objects) and where they
+/// run.
 struct Stage {
   nn::Sequential modules;
   Device device;

@@ -50,6 +50,7 @@ TEST(ModelParallel, TwoStagesOnTwoDevicesTrainAsOneDevice) {
   for (const std::vector<int64_t>& balance : {std::vector<int64_t>{}, {3, 10}, {12, 1}}) {
     nn::Sequential model = deep_mlp();
     std::vector<Stage> stages = split(model, {Device::cpu(0), Device::cpu(1)}, balance);
+    EXPECT_EQ(&stages[0].modules[0], &model[0]) << "a stage holds the model's own modules";
     EXPECT_EQ(model[0].parameters()[0].device(), Device::cpu(0));
     EXPECT_EQ(model[12].parameters()[0].device(), Device::cpu(1));
     tandem::testing::expect_same_params(
