@@ -11,6 +11,7 @@
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/ddp/reducer.h>
 #include <tandem/parallel/memory_summary.h>
+#include <tandem/parallel/pipeline/pipeline.h>
 #include <tandem/parallel/pipeline/split.h>
 #include <tandem/parallel/process_group.h>
 #include <tandem/parallel/spawn.h>

@@ -35,9 +35,10 @@ export UBSAN_OPTIONS=print_stacktrace=1
 export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp second_deadlock_stack=1"
 if [ "$sanitize" = thread ]; then
   # Tests that start threads (the pool, backward's device threads, DataLoader workers, store
-  # servers, Gloo, DDP's reducer) or processes (spawn, the launcher, the trainer's --ddp smoke run).
+  # servers, Gloo, DDP's reducer, pipeline stages) or processes (spawn, the launcher, the
+  # trainer's --ddp smoke run).
   threaded='ThreadPool|CpuConv2d|DataLoader|Store|Collectives|Broadcast|ProcessGroup|DDP|BucketPlan'
-  threaded+='|DeviceThreads|SavedTensor|Offload|Engine|Hooks|Join|DataParallel|ActivationCheckpoint|AutogradGrad'
+  threaded+='|DeviceThreads|SavedTensor|Offload|Engine|Hooks|Join|DataParallel|ActivationCheckpoint|AutogradGrad|Pipeline'
   threaded+='|Trace|Launch|Subprocess|TrainCommand|BadInput/Distributed|EndToEnd|tools\.|examples\.'
   ctest --test-dir $dir --output-on-failure --parallel 2 -R "$threaded"
 else

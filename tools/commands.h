@@ -45,6 +45,9 @@ struct TrainOptions {
   bool ddp = false;             // one rank of a DistributedDataParallel run (under `tandem launch`)
   std::string data_parallel;    // "cpu:0,cpu:1": DataParallel over these devices; empty: off
   bool activation_checkpointing = false;  // recompute each block's activations in backward
+  std::string pipeline;  // "cpu:0,cpu:1": the model cut into stages on these devices; empty: off
+  int64_t chunks = 4;    // --pipeline: micro-batches per batch
+  std::string pipeline_schedule = "gpipe";  // --pipeline: gpipe | 1f1b
 };
 
 /// Trains a model on an MNIST-format dataset; writes metrics.jsonl, report.html and checkpoints.

@@ -115,6 +115,18 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
                 "keep only each block's input in forward and recompute its activations in "
                 "backward: less memory for about one more forward (not --checkpoint, which "
                 "saves the training state)");
+  cmd->add_option("--pipeline", t.pipeline,
+                  "pipeline parallelism over DEVICES (cpu:0,cpu:1 or cuda:0,cuda:1): the model "
+                  "(mlp or cnn) cut into one stage per device, balanced by parameter count, each "
+                  "batch cut into --chunks micro-batches; with --activation-checkpointing every "
+                  "micro-batch but the last is recomputed in backward")
+      ->type_name("DEVICES");
+  cmd->add_option("--chunks", t.chunks, "--pipeline: micro-batches per batch")
+      ->capture_default_str();
+  cmd->add_option("--pipeline-schedule", t.pipeline_schedule,
+                  "--pipeline: gpipe (all forwards, then all backwards) or 1f1b (one forward, one "
+                  "backward: fewer activations held)")
+      ->capture_default_str();
   return cmd;
 }
 

@@ -207,6 +207,64 @@ TEST(TrainCommand, DataParallelTrainsAsOneDevice) {
   EXPECT_NE(mixed.output.find("cuda"), std::string::npos) << mixed.output;
 }
 
+// --pipeline trains the same model as one device, whichever schedule, with or without
+// activation checkpointing: the same parameters up to float32 rounding (the micro-batches'
+// gradients are summed in another order). It also resumes from a checkpoint, and bad
+// combinations are clear errors.
+TEST(TrainCommand, PipelineTrainsAsOneDevice) {
+  TempDir tmp;
+  write_synthetic_dataset(tmp / "data");
+  const std::string base = "train --dataset " + (tmp / "data").string() +
+                           " --batch-size 32 --epochs 2 --max-steps 3 --no-progress";
+  const std::string common = base + " --model cnn";
+  auto run = [&](const std::string& name, const std::string& flags) {
+    const Result r = tandem_cli(common + flags + " --checkpoint " + (tmp / name).string() +
+                                    " --log-dir " + (tmp / ("log-" + name)).string(),
+                                tmp / (name + ".txt"));
+    EXPECT_EQ(r.code, 0) << r.output;
+    return r;
+  };
+  run("one", "");
+  const Result gpipe = run("gpipe", " --pipeline cpu:0,cpu:1 --chunks 5");
+  EXPECT_NE(gpipe.output.find("pipeline over cpu:0,cpu:1 (gpipe, 5 chunks; stages of"),
+            std::string::npos)
+      << gpipe.output;
+  run("1f1b",
+      " --pipeline cpu:0,cpu:1 --chunks 4 --pipeline-schedule 1f1b "
+      "--activation-checkpointing");
+  const SafetensorsFile a = load_safetensors((tmp / "one" / "model.safetensors").string());
+  for (const char* other : {"gpipe", "1f1b"}) {
+    const SafetensorsFile b = load_safetensors((tmp / other / "model.safetensors").string());
+    ASSERT_EQ(a.tensors.size(), b.tensors.size());
+    for (const auto& [name, t] : a.tensors) {
+      const double diff = abs(t - b.at(name)).max().item();
+      EXPECT_LT(diff, 1e-4) << other << ": " << name << " differs by " << diff;
+    }
+  }
+  // A third epoch resumed from the pipelined checkpoint.
+  const Result resumed =
+      tandem_cli("train --dataset " + (tmp / "data").string() +
+                     " --model cnn --batch-size 32 --epochs 3 --max-steps 3 "
+                     "--no-progress --pipeline cpu:0,cpu:1 --chunks 5 "
+                     "--resume --checkpoint " +
+                     (tmp / "gpipe").string() + " --log-dir " + (tmp / "log-resumed").string(),
+                 tmp / "resumed.txt");
+  EXPECT_EQ(resumed.code, 0) << resumed.output;
+
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {" --pipeline cpu:0,cpu:1 --ddp", "cannot be combined"},
+           {" --pipeline cpu:0,cpu:1 --chunks 40", "--chunks 40 is more than --batch-size 32"},
+           {" --pipeline cpu:0,cpu:1 --pipeline-schedule zb", "not one of gpipe, 1f1b"},
+           {" --pipeline cpu:0,cpu:1 --device cpu:1", "not the first device of --pipeline"}}) {
+    const Result bad = tandem_cli(common + flags, tmp / "bad.txt");
+    EXPECT_NE(bad.code, 0) << flags;
+    EXPECT_NE(bad.output.find(message), std::string::npos) << flags << ": " << bad.output;
+  }
+  const Result bn = tandem_cli(base + " --pipeline cpu:0,cpu:1", tmp / "bn.txt");  // cnn-bn
+  EXPECT_NE(bn.code, 0);
+  EXPECT_NE(bn.output.find("batch norm would normalise"), std::string::npos) << bn.output;
+}
+
 // --activation-checkpointing recomputes each block in backward: the same parameters, optimizer
 // state and batch-norm statistics, bit for bit (cnn-bn: batch norm inside the blocks, dropout).
 TEST(TrainCommand, ActivationCheckpointingGivesTheSameBits) {

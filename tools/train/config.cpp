@@ -28,6 +28,9 @@ nlohmann::ordered_json to_json(const TrainOptions& o) {
   j["max_steps"] = o.max_steps;
   j["data_parallel"] = o.data_parallel;
   j["activation_checkpointing"] = o.activation_checkpointing;
+  j["pipeline"] = o.pipeline;
+  j["chunks"] = o.chunks;
+  j["pipeline_schedule"] = o.pipeline_schedule;
   return j;
 }
 
@@ -35,6 +38,15 @@ bool one_of(const std::string& v, std::initializer_list<const char*> choices) {
   for (const char* c : choices)
     if (v == c) return true;
   return false;
+}
+
+// A device list's first device is the run's device: --device may only repeat it.
+void use_first_device(TrainOptions& o, const char* flag, const std::string& list,
+                      const std::vector<Device>& devices, const char* role) {
+  TD_CHECK_VALUE(o.device == TrainOptions{}.device || Device(o.device) == devices[0],
+                 "train: --device ", o.device, " is not the first device of ", flag, " ", list,
+                 " (", devices[0], " ", role, "); leave --device out");
+  o.device = devices[0].str();
 }
 
 }  // namespace
@@ -67,29 +79,53 @@ TrainOptions resolve_config(TrainOptions o) {
     TD_CHECK_VALUE(!o.ddp,
                    "train: --data-parallel and --ddp are two ways of using several devices; "
                    "choose one (--ddp: one process per device under `tandem launch`)");
-    const std::vector<Device> devices = data_parallel_devices(o);
-    TD_CHECK_VALUE(o.device == TrainOptions{}.device || Device(o.device) == devices[0],
-                   "train: --device ", o.device, " is not the first device of --data-parallel ",
-                   o.data_parallel, " (", devices[0], " holds the model); leave --device out");
-    o.device = devices[0].str();
+    use_first_device(o, "--data-parallel", o.data_parallel, data_parallel_devices(o),
+                     "holds the model");
+  }
+  TD_CHECK_VALUE(o.chunks >= 1, "train: --chunks must be >= 1, but got ", o.chunks);
+  TD_CHECK_VALUE(one_of(o.pipeline_schedule, {"gpipe", "1f1b"}), "train: --pipeline-schedule ",
+                 o.pipeline_schedule, " is not one of gpipe, 1f1b");
+  if (!o.pipeline.empty()) {
+    TD_CHECK_VALUE(!o.ddp && o.data_parallel.empty(),
+                   "train: --pipeline cannot be combined with --ddp or --data-parallel; choose one "
+                   "way of using several devices");
+    TD_CHECK_VALUE(o.model != "cnn-bn",
+                   "train: --pipeline needs --model mlp or cnn: cnn-bn's batch norm would "
+                   "normalise each micro-batch on its own, which trains a different model");
+    TD_CHECK_VALUE(o.batch_size >= o.chunks, "train: --chunks ", o.chunks,
+                   " is more than --batch-size ", o.batch_size,
+                   "; every micro-batch needs at least one image");
+    use_first_device(o, "--pipeline", o.pipeline, pipeline_devices(o), "takes the batches");
   }
   return o;
 }
 
-std::vector<Device> data_parallel_devices(const TrainOptions& options) {
+namespace {
+
+std::vector<Device> device_list(const char* flag, const std::string& list) {
   std::vector<Device> devices;
-  std::string rest = options.data_parallel;
+  std::string rest = list;
   for (size_t comma; !rest.empty();
        rest = comma == std::string::npos ? "" : rest.substr(comma + 1)) {
     comma = rest.find(',');
     const std::string name = rest.substr(0, comma);
-    TD_CHECK_VALUE(!name.empty(), "train: --data-parallel ", options.data_parallel,
+    TD_CHECK_VALUE(!name.empty(), "train: ", flag, " ", list,
                    " has an empty device name (expected a list such as cpu:0,cpu:1)");
     devices.emplace_back(name);
   }
-  TD_CHECK_VALUE(!devices.empty(),
-                 "train: --data-parallel needs a list of devices, such as cpu:0,cpu:1");
+  TD_CHECK_VALUE(!devices.empty(), "train: ", flag,
+                 " needs a list of devices, such as cpu:0,cpu:1");
   return devices;
+}
+
+}  // namespace
+
+std::vector<Device> data_parallel_devices(const TrainOptions& options) {
+  return device_list("--data-parallel", options.data_parallel);
+}
+
+std::vector<Device> pipeline_devices(const TrainOptions& options) {
+  return device_list("--pipeline", options.pipeline);
 }
 
 std::string config_json(const TrainOptions& options) { return to_json(options).dump(); }

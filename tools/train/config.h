@@ -29,6 +29,8 @@ TrainOptions resolve_config(TrainOptions options);
 
 /// The devices of --data-parallel ("cpu:0,cpu:1"), in order; ValueError naming a bad one.
 std::vector<Device> data_parallel_devices(const TrainOptions& options);
+/// The same for --pipeline: stage k runs on the k-th.
+std::vector<Device> pipeline_devices(const TrainOptions& options);
 
 /// The resolved configuration as a JSON object (in flag order).
 std::string config_json(const TrainOptions& options);

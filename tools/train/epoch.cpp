@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 
 #include "augment.h"
 #include "epoch.h"
@@ -38,7 +39,10 @@ bool gradients_finite(const optim::Optimizer& optimizer) {
   Tensor total;
   for (const Tensor& p : optimizer.parameters()) {
     if (!p.grad().defined()) continue;
-    const Tensor s = p.grad().sum().to(kFloat64);
+    // A model split over devices (--pipeline) has its gradients on several: the total lives on
+    // the first parameter's device.
+    Tensor s = p.grad().sum().to(kFloat64);
+    if (total.defined()) s = s.to(total.device());
     total = total.defined() ? total + s : s;
   }
   return !total.defined() || std::isfinite(total.item());
@@ -80,10 +84,15 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
                          .to(s.device, /*non_blocking=*/s.augment == 0);
     const Tensor y = batch.y.to(s.device, /*non_blocking=*/true);  // pinned when on a GPU
 
-    const Tensor logits = s.forward ? s.forward(x) : s.model.forward(x);
-    const Tensor loss = cross_entropy(logits, y);
+    Tensor logits, loss;
     s.optimizer.zero_grad();
-    loss.backward();
+    if (s.step) {
+      std::tie(loss, logits) = s.step(x, y);  // the last stage's device
+    } else {
+      logits = s.forward ? s.forward(x) : s.model.forward(x);
+      loss = cross_entropy(logits, y);
+      loss.backward();
+    }
     const double l = loss.item();
     if (!std::isfinite(l) || !gradients_finite(s.optimizer)) {
       TD_CHECK_AS(NonFiniteError, s.skip_nonfinite, "train: the loss is ",
@@ -104,7 +113,7 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
     if (s.scheduler) s.scheduler->step();
     ++global_step;
 
-    const int64_t right = count_correct(logits, y), n = y.size(0);
+    const int64_t right = count_correct(logits, y.to(logits.device())), n = y.size(0);
     all.add(l, right, n);
     interval.add(l, right, n);
     if (!s.quiet) progress.update(all.steps, all.mean_loss(), all.acc());
@@ -134,14 +143,16 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
           .skipped = skipped};
 }
 
-PassResult evaluate(Classifier& model, data::DataLoader& loader, Device device) {
+PassResult evaluate(Classifier& model, data::DataLoader& loader, Device device,
+                    const std::function<Tensor(const Tensor&)>& forward) {
   NoGradGuard no_grad;
   model.eval();  // batch norm uses its running statistics, dropout is off
   Totals all;
   const Clock::time_point start = Clock::now();
   for (const data::Batch& batch : loader) {
-    const Tensor y = batch.y.to(device);
-    const Tensor logits = model.forward(batch.x.to(device));
+    const Tensor x = batch.x.to(device);
+    const Tensor logits = forward ? forward(x) : model.forward(x);
+    const Tensor y = batch.y.to(logits.device());
     all.add(cross_entropy(logits, y).item(), count_correct(logits, y), y.size(0));
   }
   model.train();

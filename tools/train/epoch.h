@@ -27,6 +27,9 @@ struct EpochSetup {
   bool interactive;  // draw the updating progress line
   MetricsLog& metrics;
   std::function<Tensor(const Tensor&)> forward = nullptr;  // --ddp: through the DDP wrapper
+  /// --pipeline: forward and backward of (x, y) in micro-batches, returning (loss, logits);
+  /// replaces forward, the loss and backward.
+  std::function<std::pair<Tensor, Tensor>(const Tensor&, const Tensor&)> step = nullptr;
   bool quiet = false;           // --ddp ranks other than 0: no progress output
   int world = 1;                // ranks training together: images/s counts all of them
   bool skip_nonfinite = false;  // --skip-nonfinite: skip such a step instead of stopping
@@ -52,8 +55,10 @@ struct PassResult {
 PassResult train_epoch(EpochSetup& setup, int64_t epoch, int64_t& global_step);
 
 /// Loss and accuracy of the model in eval mode, without gradients, over every batch of `loader`
-/// (the model is put back in training mode afterwards).
-PassResult evaluate(Classifier& model, data::DataLoader& loader, Device device);
+/// (the model is put back in training mode afterwards). `forward`, when given, replaces
+/// model.forward (--pipeline).
+PassResult evaluate(Classifier& model, data::DataLoader& loader, Device device,
+                    const std::function<Tensor(const Tensor&)>& forward = nullptr);
 
 /// Seconds since the Unix epoch, for metric records.
 double unix_time();

@@ -28,6 +28,10 @@ Tensor Mlp::forward(const Tensor& x) {
   return fc3(h);
 }
 
+nn::Sequential Mlp::as_sequential() {
+  return nn::Sequential(nn::Flatten(), fc1, nn::ReLU(), fc2, nn::ReLU(), fc3);
+}
+
 void Mlp::visit(nn::Visitor& v) {
   v("fc1", fc1);
   v("fc2", fc2);
@@ -49,6 +53,11 @@ Tensor Cnn::forward(const Tensor& x) {
       x);
   h = relu(fc1(h.flatten(1)));  // [N, 128]
   return fc2(h);
+}
+
+nn::Sequential Cnn::as_sequential() {
+  return nn::Sequential(conv1, nn::ReLU(), nn::MaxPool2d(2), conv2, nn::ReLU(), nn::MaxPool2d(2),
+                        nn::Flatten(), fc1, nn::ReLU(), fc2);
 }
 
 void Cnn::visit(nn::Visitor& v) {
@@ -90,6 +99,12 @@ Tensor CnnBn::forward(const Tensor& x) {
   return fc2(h);
 }
 
+nn::Sequential CnnBn::as_sequential() {
+  detail::fail<ValueError>(
+      "train: --pipeline needs --model mlp or cnn: cnn-bn's batch norm would normalise each "
+      "micro-batch on its own, which trains a different model");
+}
+
 void CnnBn::visit(nn::Visitor& v) {
   v("conv1", conv1);
   v("bn1", bn1);
@@ -126,6 +141,27 @@ std::function<Tensor(const Tensor&)> data_parallel_forward(Classifier& model,
   if (auto* m = dynamic_cast<Cnn*>(&model)) return wrap(*m, devices);
   if (auto* m = dynamic_cast<CnnBn*>(&model)) return wrap(*m, devices);
   detail::fail<ValueError>("train: --data-parallel: not one of the models of make_model");
+}
+
+std::unique_ptr<parallel::Pipeline> make_pipeline(Classifier& model,
+                                                  const std::vector<Device>& devices,
+                                                  parallel::PipelineOptions options) {
+  nn::Sequential layers = model.as_sequential();
+  std::vector<parallel::Stage> stages = parallel::split(layers, devices);
+  // split() moved the Sequential's copies of the layers; the model's members still hold the
+  // tensors from before. Both visit the same tensors in the same order: point the model's at the
+  // moved ones, so the model (its optimizer, its checkpoints) and the stages share them again.
+  std::vector<Tensor*> mine, moved;
+  nn::for_each_tensor(model, [&](const std::string&, Tensor& t, bool) { mine.push_back(&t); });
+  nn::for_each_tensor(layers, [&](const std::string&, Tensor& t, bool) { moved.push_back(&t); });
+  TD_CHECK(mine.size() == moved.size(), "make_pipeline: the model has ", mine.size(),
+           " tensors but its as_sequential() ", moved.size());
+  for (size_t i = 0; i < mine.size(); ++i) {
+    TD_CHECK(mine[i]->shape() == moved[i]->shape(), "make_pipeline: tensor ", i, " is ",
+             mine[i]->shape(), " in the model but ", moved[i]->shape(), " in as_sequential()");
+    *mine[i] = *moved[i];
+  }
+  return std::make_unique<parallel::Pipeline>(std::move(stages), options);
 }
 
 std::unique_ptr<Classifier> make_model(const std::string& name, int64_t rows, int64_t cols) {

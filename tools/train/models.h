@@ -6,6 +6,7 @@
 
 #include <tandem/nn/activation_checkpoint.h>
 #include <tandem/nn/nn.h>
+#include <tandem/parallel/pipeline/pipeline.h>
 #include <functional>
 #include <memory>
 #include <string>
@@ -19,6 +20,9 @@ struct Classifier : nn::Module {
   /// --activation-checkpointing: each block keeps only its input in forward and is recomputed in
   /// backward (nn/activation_checkpoint.h); the head, last, is not.
   bool activation_checkpointing = false;
+  /// The layers in forward's order as a Sequential (copies sharing the tensors; a Flatten where
+  /// forward flattens), for --pipeline. ValueError for a model that cannot be cut into stages.
+  virtual nn::Sequential as_sequential() = 0;
 
  protected:
   /// fn(x), checkpointed when asked. fn runs again in backward, after a DataParallel replica is
@@ -34,6 +38,7 @@ struct Mlp : Classifier {
   Mlp(int64_t rows, int64_t cols);
   nn::Linear fc1, fc2, fc3;
   Tensor forward(const Tensor& x) override;
+  nn::Sequential as_sequential() override;
   void visit(nn::Visitor& v) override;
 };
 
@@ -44,6 +49,7 @@ struct Cnn : Classifier {
   nn::Conv2d conv1, conv2;
   nn::Linear fc1, fc2;
   Tensor forward(const Tensor& x) override;
+  nn::Sequential as_sequential() override;
   void visit(nn::Visitor& v) override;
 };
 
@@ -58,6 +64,7 @@ struct CnnBn : Classifier {
   nn::Dropout dropout;
   nn::Linear fc2;
   Tensor forward(const Tensor& x) override;
+  nn::Sequential as_sequential() override;
   void visit(nn::Visitor& v) override;
 };
 
@@ -71,5 +78,13 @@ std::unique_ptr<Classifier> make_model(const std::string& name, int64_t rows, in
 /// of `model` is the trained one. The copy follows the model's train/eval mode at each call.
 std::function<Tensor(const Tensor&)> data_parallel_forward(Classifier& model,
                                                            const std::vector<Device>& devices);
+
+/// --pipeline: `model` cut into one stage per device (balanced by parameter count) and wrapped in
+/// a parallel::Pipeline. The model's own tensors move to the stages' devices: an optimizer over
+/// model.parameters() made afterwards trains the pipeline, and a checkpoint of `model` is the
+/// trained one. ValueError for a model without as_sequential (cnn-bn).
+std::unique_ptr<parallel::Pipeline> make_pipeline(Classifier& model,
+                                                  const std::vector<Device>& devices,
+                                                  parallel::PipelineOptions options);
 
 }  // namespace tandem::tools

@@ -86,6 +86,10 @@ int run_train(const TrainOptions& flags) {
   const std::vector<Device> replicas =
       o.data_parallel.empty() ? std::vector<Device>{} : data_parallel_devices(o);
   for (const Device& d : replicas) check_device(d);
+  // --pipeline: one process; the model cut into one stage per device.
+  const std::vector<Device> stage_devices =
+      o.pipeline.empty() ? std::vector<Device>{} : pipeline_devices(o);
+  for (const Device& d : stage_devices) check_device(d);
 
   // ---- data: each split is loaded and normalised once; batches are then row gathers.
   const DataSource source = resolve_data_source(o.dataset);
@@ -116,6 +120,14 @@ int run_train(const TrainOptions& flags) {
   std::unique_ptr<Classifier> model = make_model(o.model, rows, cols);
   model->activation_checkpointing = o.activation_checkpointing;
   model->to(device);  // before the optimizer, which holds the moved parameters
+  std::unique_ptr<parallel::Pipeline> pipe;
+  if (!stage_devices.empty())  // moves the model's layers to the stages' devices
+    pipe = make_pipeline(
+        *model, stage_devices,
+        {.chunks = o.chunks,
+         .schedule = parallel::parse_schedule(o.pipeline_schedule),
+         .checkpoint = o.activation_checkpointing ? parallel::PipelineCheckpoint::ExceptLast
+                                                  : parallel::PipelineCheckpoint::Never});
   std::unique_ptr<parallel::DistributedDataParallel<Classifier>> ddp;
   if (o.ddp) ddp = std::make_unique<parallel::DistributedDataParallel<Classifier>>(*model);
   std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(o, model->parameters());
@@ -169,12 +181,19 @@ int run_train(const TrainOptions& flags) {
   const std::string data_line = str(source.dir, ": ", with_commas(train_set.size()), " train / ",
                                     with_commas(eval_set.size()), " ", eval, " ", noun);
 
+  std::string parallel_line;
+  if (o.ddp) parallel_line = str(", DDP over ", world, " ranks (", group->backend(), ")");
+  if (!replicas.empty()) parallel_line = str(", DataParallel over ", o.data_parallel);
+  if (pipe) {
+    std::string sizes;
+    for (parallel::Stage& s : pipe->stages())
+      sizes += (sizes.empty() ? "" : " + ") + std::to_string(s.modules.size());
+    parallel_line = str(", pipeline over ", o.pipeline, " (", o.pipeline_schedule, ", ", o.chunks,
+                        " chunks; stages of ", sizes, " modules)");
+  }
   if (lead)
     std::printf("tandem train: %s (%s parameters) on %s, device %s%s\n", o.model.c_str(),
-                params.c_str(), data_line.c_str(), device.str().c_str(),
-                o.ddp ? str(", DDP over ", world, " ranks (", group->backend(), ")").c_str()
-                : replicas.empty() ? ""
-                                   : str(", DataParallel over ", o.data_parallel).c_str());
+                params.c_str(), data_line.c_str(), device.str().c_str(), parallel_line.c_str());
   if (lead)
     std::printf(
         "%d epoch%s x %lld steps (batch %lld), %s lr %g, schedule %s, augment %d px, seed "
@@ -201,6 +220,15 @@ int run_train(const TrainOptions& flags) {
                    .skip_nonfinite = o.skip_nonfinite};
   if (ddp) setup.forward = [&](const Tensor& x) { return (*ddp)(x); };
   if (!replicas.empty()) setup.forward = data_parallel_forward(*model, replicas);
+  std::function<Tensor(const Tensor&)> eval_forward = nullptr;
+  if (pipe) {
+    setup.step = [&](const Tensor& x, const Tensor& y) {
+      const parallel::PipelineResult r = pipe->step(
+          x, y, [](const Tensor& out, const Tensor& t) { return cross_entropy(out, t); });
+      return std::pair{r.loss, r.output};
+    };
+    eval_forward = [&](const Tensor& x) { return pipe->evaluate(x); };
+  }
   ReportInfo report{.title = str(o.model, " on ", source.name),
                     .run = {},
                     .config = config_rows(o),
@@ -210,7 +238,7 @@ int run_train(const TrainOptions& flags) {
   for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
     const PassResult t = train_epoch(setup, epoch, global_step);
     if (!lead) continue;  // the others go straight on to the next epoch's first all-reduce
-    const PassResult e = evaluate(*model, eval_loader, device);
+    const PassResult e = evaluate(*model, eval_loader, device, eval_forward);
     metrics.write({.time = unix_time(),
                    .epoch = epoch,
                    .step = global_step,
@@ -240,14 +268,14 @@ int run_train(const TrainOptions& flags) {
     report.headline = last ? final_line
                            : str("after epoch ", epoch, " of ", o.epochs, ": ", eval, " accuracy ",
                                  percent(e.acc), " (running)");
-    report.run = {{"device", str(device, " (", get_num_threads(), " intra-op threads)",
-                                 replicas.empty() ? "" : ", DataParallel over " + o.data_parallel)},
-                  {"seed", std::to_string(o.seed)},
-                  {"dataset", data_line},
-                  {"model", str(o.model, ", ", params, " parameters")},
-                  {"started", started},
-                  {"wall time", format_duration(wall) + (resumed.empty() ? "" : " (this session)")},
-                  {"status", last ? "finished" : str("epoch ", epoch, " of ", o.epochs, " done")}};
+    report.run = {
+        {"device", str(device, " (", get_num_threads(), " intra-op threads)", parallel_line)},
+        {"seed", std::to_string(o.seed)},
+        {"dataset", data_line},
+        {"model", str(o.model, ", ", params, " parameters")},
+        {"started", started},
+        {"wall time", format_duration(wall) + (resumed.empty() ? "" : " (this session)")},
+        {"status", last ? "finished" : str("epoch ", epoch, " of ", o.epochs, " done")}};
     if (!resumed.empty()) report.run.emplace_back("resumed from", resumed);
     write_report(report_path, report, metrics.records());
   }

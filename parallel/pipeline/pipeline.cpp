@@ -1,0 +1,226 @@
+// parallel/pipeline/pipeline.cpp — cutting the batch, each stage's loop over its actions, and
+// stopping everything when one stage fails.
+#include <tandem/autograd/grad_mode.h>
+#include <tandem/autograd/ops/ops.h>
+#include <tandem/autograd/thread_local_state.h>
+#include <tandem/core/check.h>
+#include <tandem/core/memory_stats.h>
+#include <tandem/core/thread_pool.h>
+#include <tandem/core/trace.h>
+#include <tandem/nn/activation_checkpoint.h>
+#include <tandem/parallel/pipeline/exchange.h>
+#include <tandem/parallel/pipeline/pipeline.h>
+#include <algorithm>
+#include <exception>
+#include <mutex>
+
+namespace tandem::parallel {
+namespace {
+
+// n samples in m micro-batches whose sizes differ by at most one, larger first
+// (torch.tensor_split's rule: 10 in 4 → 3 3 2 2).
+std::vector<int64_t> micro_batch_sizes(int64_t n, int64_t m) {
+  std::vector<int64_t> sizes(static_cast<size_t>(m), n / m);
+  for (int64_t i = 0; i < n % m; ++i) ++sizes[size_t(i)];
+  return sizes;
+}
+
+std::vector<Device> devices_of(const std::vector<Stage>& stages) {
+  std::vector<Device> devices;
+  for (const Stage& s : stages) devices.push_back(s.device);
+  return devices;
+}
+
+}  // namespace
+
+// One step's shared state: what the caller hands the stages and what they hand back.
+struct Pipeline::Run {
+  bool training;
+  std::vector<int64_t> sizes;     // micro-batch sizes
+  int64_t batch;                  // their sum
+  std::vector<Tensor> inputs;     // micro-batch i of the input, for stage 0
+  std::vector<Tensor> targets;    // micro-batch i of the target, for the last stage
+  const PipelineLossFn* loss_fn;  // null when evaluating
+  ThreadLocalState state;         // the caller's grad mode, streams, ... for every stage
+  int intra_op_share;             // each stage's share of the caller's intra-op threads
+  Exchange exchange;
+  std::vector<Tensor> outputs, losses;  // per micro-batch, from the last stage
+  std::vector<int64_t> peak;            // per stage
+  std::vector<int64_t> busy_us;         // per stage
+  std::mutex error_mutex;
+  std::exception_ptr error;  // the first stage failure
+};
+
+Pipeline::Pipeline(std::vector<Stage> stages, PipelineOptions options)
+    : stages_(std::move(stages)), options_(options) {
+  TD_CHECK_VALUE(!stages_.empty(), "Pipeline: no stages");
+  TD_CHECK_VALUE(options_.chunks >= 1, "Pipeline: chunks = ", options_.chunks,
+                 "; a batch is cut into at least one micro-batch");
+  workers_ = std::make_unique<StageWorkers>(devices_of(stages_));
+}
+
+PipelineResult Pipeline::step(const Tensor& input, const Tensor& target,
+                              const PipelineLossFn& loss) {
+  TD_CHECK_VALUE(GradMode::is_enabled(),
+                 "Pipeline::step: gradients are off (NoGradGuard); use evaluate() to run the "
+                 "model without training it");
+  TD_CHECK_VALUE(!input.requires_grad(),
+                 "Pipeline::step: the input requires grad, but a pipeline's input is data: "
+                 "gradients stop at stage 0");
+  TD_CHECK_SHAPE(target.dim() >= 1 && target.size(0) == input.size(0),
+                 "Pipeline::step: the input's batch has ", input.size(0),
+                 " samples but the target's shape is ", target.shape());
+  return run(input, &target, &loss);
+}
+
+Tensor Pipeline::evaluate(const Tensor& input) {
+  NoGradGuard no_grad;
+  return run(input, nullptr, nullptr).output;
+}
+
+PipelineResult Pipeline::run(const Tensor& input, const Tensor* target,
+                             const PipelineLossFn* loss) {
+  TD_CHECK_SHAPE(input.dim() >= 1, "Pipeline: the input must have a batch dimension, not shape ",
+                 input.shape());
+  const int64_t n = input.size(0), m = options_.chunks;
+  TD_CHECK_VALUE(n >= m, "Pipeline: ", m, " chunks but the batch has only ", n,
+                 " samples; every micro-batch needs at least one");
+  Run r;
+  r.training = target != nullptr;
+  r.sizes = micro_batch_sizes(n, m);
+  r.batch = n;
+  r.inputs = tandem::split(input, r.sizes);
+  if (target) r.targets = tandem::split(*target, r.sizes);
+  r.loss_fn = loss;
+  r.state = ThreadLocalState::capture();
+  r.intra_op_share = std::max(1, intra_op_threads() / int(stages_.size()));
+  r.outputs.resize(size_t(m));
+  r.losses.resize(size_t(m));
+  r.peak.assign(stages_.size(), 0);
+  r.busy_us.assign(stages_.size(), 0);
+
+  const int64_t start = trace::now_us();
+  workers_->run([&](size_t k) {
+    try {
+      ThreadLocalStateGuard state(r.state);
+      // The stages compute side by side: each takes its share of the intra-op threads.
+      IntraOpThreadsGuard share(r.intra_op_share);
+      run_stage(k, r);
+    } catch (const Exchange::Aborted&) {
+      // Another stage failed and says so.
+    } catch (...) {
+      std::lock_guard lk(r.error_mutex);
+      if (!r.error) r.error = std::current_exception();
+      r.exchange.abort();
+    }
+  });
+  if (r.error) std::rethrow_exception(r.error);
+  const double seconds = double(trace::now_us() - start) * 1e-6;
+
+  NoGradGuard no_grad;
+  PipelineResult result;
+  result.output = cat(r.outputs);
+  if (r.training) {
+    result.loss = r.losses[0];
+    for (size_t i = 1; i < r.losses.size(); ++i) result.loss = result.loss + r.losses[i];
+  }
+  result.peak_activation_bytes = std::move(r.peak);
+  result.seconds = seconds;
+  for (int64_t us : r.busy_us) result.busy_seconds.push_back(double(us) * 1e-6);
+  return result;
+}
+
+void Pipeline::run_stage(size_t k, Run& r) {
+  Stage& stage = stages_[k];
+  const bool first = k == 0, last = k + 1 == stages_.size();
+  const int64_t m = int64_t(r.sizes.size());
+  std::vector<PipelineAction> actions;
+  if (r.training) {
+    actions = stage_actions(options_.schedule, int64_t(k), int64_t(stages_.size()), m);
+  } else {
+    for (int64_t i = 0; i < m; ++i) actions.push_back({PipelineAction::Forward, i});
+  }
+  // Per micro-batch: the stage's input (a leaf, to read its gradient from) and the root its
+  // backward starts from (its output, or on the last stage the weighted loss).
+  std::vector<Tensor> inputs(static_cast<size_t>(m)), roots(static_cast<size_t>(m));
+
+  auto forward = [&](size_t i, Tensor x) {
+    x = x.to(stage.device).detach();
+    if (!first && r.training) x.requires_grad_(true);
+    const bool checkpointed =
+        r.training &&
+        (options_.checkpoint == PipelineCheckpoint::Always ||
+         (options_.checkpoint == PipelineCheckpoint::ExceptLast && int64_t(i) + 1 < m));
+    // The stage object outlives the step, whose backward is where a checkpoint recomputes.
+    const Tensor y = checkpointed ? nn::activation_checkpoint(
+                                        [&stage](const Tensor& v) { return stage.modules(v); }, x)
+                                  : stage.modules(x);
+    if (last) {
+      r.outputs[i] = y.detach();
+      if (r.training) {
+        const Tensor l = (*r.loss_fn)(y, r.targets[i].to(stage.device));
+        TD_CHECK_SHAPE(l.numel() == 1, "the loss function returned shape ", l.shape(),
+                       " instead of one value (the micro-batch's mean)");
+        roots[i] = l * (double(r.sizes[i]) / double(r.batch));
+        r.losses[i] = roots[i].detach();
+      }
+    } else {
+      if (r.training) roots[i] = y;
+      r.exchange.put(Exchange::Activation, int64_t(k + 1), int64_t(i), y.detach());
+    }
+    if (r.training) inputs[i] = x;
+  };
+  auto backward = [&](size_t i, const Tensor& grad_output) {
+    if (last) {
+      roots[i].backward();
+    } else {
+      roots[i].backward(grad_output.to(stage.device));
+    }
+    if (!first) {
+      const Tensor g = inputs[i].grad();
+      TD_CHECK_VALUE(g.defined(),
+                     "the stage's output does not depend on its input, so no "
+                     "gradient can flow to the stages before it");
+      r.exchange.put(Exchange::Gradient, int64_t(k - 1), int64_t(i), g);
+    }
+    inputs[i] = Tensor();  // this micro-batch's activations on this stage are freed here
+    roots[i] = Tensor();
+  };
+
+  const int64_t baseline = memory_stats(stage.device).allocated_bytes;
+  for (const PipelineAction& a : actions) {
+    if (r.exchange.aborted()) return;
+    const size_t i = size_t(a.micro_batch);
+    const bool is_forward = a.kind == PipelineAction::Forward;
+    try {
+      // The neighbour's message first: the wait is idle time, outside the action's span.
+      Tensor received;
+      if (is_forward) {
+        received =
+            first ? r.inputs[i] : r.exchange.take(Exchange::Activation, int64_t(k), int64_t(i));
+      } else if (!last) {
+        received = r.exchange.take(Exchange::Gradient, int64_t(k), int64_t(i));
+      }
+      const int64_t start = trace::now_us();
+      {
+        trace::Scope span("pipeline", to_string(a));
+        if (is_forward) {
+          forward(i, std::move(received));
+        } else {
+          backward(i, received);
+        }
+      }
+      r.busy_us[k] += trace::now_us() - start;
+    } catch (const Exchange::Aborted&) {
+      throw;
+    } catch (...) {
+      std::rethrow_exception(::tandem::detail::with_context(
+          std::current_exception(),
+          str("pipeline stage ", k, " on ", stage.device, ", micro-batch ", i, " (",
+              is_forward ? "forward" : "backward", ")")));
+    }
+    r.peak[k] = std::max(r.peak[k], memory_stats(stage.device).allocated_bytes - baseline);
+  }
+}
+
+}  // namespace tandem::parallel

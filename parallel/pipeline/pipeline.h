@@ -1,0 +1,97 @@
+// parallel/pipeline/pipeline.h — pipeline parallelism: the stages of a split model run side by
+// side on micro-batches, so no device waits for the whole batch to pass the others.
+//
+//   auto stages = parallel::split(model, {"cpu:0", "cpu:1"});
+//   parallel::Pipeline pipe(std::move(stages), {.chunks = 8, .schedule =
+//   PipelineSchedule::OneFOneB}); for (auto& [x, y] : batches) {
+//     optimizer.zero_grad();
+//     auto r = pipe.step(x, y, [](const Tensor& out, const Tensor& t) { return cross_entropy(out,
+//     t); }); optimizer.step();  // r.loss: the batch's mean loss; r.output: the batch's outputs
+//   }
+//
+// How it works: the batch is cut into `chunks` micro-batches along dim 0 (sizes differ by at most
+// one). Each stage has its own worker thread (stage_workers.h) that runs the schedule's list of
+// actions for it (schedule.h). A forward takes its input from the stage before (for stage 0, the
+// micro-batch), detached, and passes its output on; a backward takes the output's gradient from
+// the stage after and passes the input's gradient back (exchange.h). Each stage's graph therefore
+// ends at its own boundaries, and backward of one micro-batch on one stage runs while another
+// stage computes something else.
+//
+// What it computes: the loss function is applied to each micro-batch's output and must return
+// the mean over that micro-batch (as cross_entropy and mse_loss do by default). The pipeline
+// weights micro-batch i's loss by n_i / n before its backward, so the loss and the gradients
+// accumulated into the parameters are those of the mean over the whole batch: the same as the
+// model run on the batch at once, up to the order of floating-point sums. Batch norm is the
+// exception (it sees micro-batches); dropout draws micro-batch by micro-batch from each stage
+// device's generator, so a pipeline is reproducible from run to run when its stages are on
+// distinct devices (stages sharing a device share a generator, drawn in a timing-dependent order).
+#pragma once
+
+#include <tandem/parallel/pipeline/schedule.h>
+#include <tandem/parallel/pipeline/split.h>
+#include <tandem/parallel/pipeline/stage_workers.h>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace tandem::parallel {
+
+/// Which micro-batches keep only their stage inputs in forward and recompute in backward
+/// (nn::activation_checkpoint), per stage: none, all but the last (whose backward follows its
+/// forward at once, so checkpointing it saves nothing: torchgpipe's default), or all.
+enum class PipelineCheckpoint { Never, ExceptLast, Always };
+
+struct PipelineOptions {
+  int64_t chunks = 1;  // micro-batches per batch (M)
+  PipelineSchedule schedule = PipelineSchedule::GPipe;
+  PipelineCheckpoint checkpoint = PipelineCheckpoint::Never;
+};
+
+/// loss(output_i, target_i) on the last stage's device: the mean over micro-batch i.
+using PipelineLossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+
+struct PipelineResult {
+  Tensor loss;    // the mean over the batch (detached), on the last stage's device
+  Tensor output;  // the last stage's outputs for the whole batch (detached), on its device
+  /// Per stage: the most memory its device held for the step beyond what it held when the step
+  /// began, sampled between actions (activations kept for backward, messages in flight; the
+  /// transient buffers inside one op are not included), from memory_stats().
+  std::vector<int64_t> peak_activation_bytes;
+  /// The step's wall time, and per stage the part spent computing (its forwards and backwards,
+  /// not the waits for a neighbour): busy_seconds[k] / seconds is stage k's utilisation, at most
+  /// M / (M + K − 1) for stages of equal work — the rest is the bubble.
+  double seconds = 0;
+  std::vector<double> busy_seconds;
+};
+
+class Pipeline {
+ public:
+  /// Stages as split() makes them. ValueError for no stages or chunks < 1.
+  Pipeline(std::vector<Stage> stages, PipelineOptions options = {});
+
+  /// One training step's forward and backward over every micro-batch, in the schedule's order;
+  /// gradients accumulate into the parameters' .grad (zero them first, as usual). The input is
+  /// data: gradients stop at stage 0 (ValueError if it requires grad). ValueError when the batch
+  /// has fewer samples than chunks or the target's batch size differs. An exception in any stage
+  /// stops every stage and is re-thrown here, its type kept, naming the stage, its device, the
+  /// micro-batch and whether it was forward or backward.
+  PipelineResult step(const Tensor& input, const Tensor& target, const PipelineLossFn& loss);
+
+  /// The model's output for `input` without recording a graph (evaluation), micro-batched
+  /// through the same workers, on the last stage's device.
+  Tensor evaluate(const Tensor& input);
+
+  std::vector<Stage>& stages() { return stages_; }
+  const PipelineOptions& options() const { return options_; }
+
+ private:
+  struct Run;
+  void run_stage(size_t k, Run& run);
+  PipelineResult run(const Tensor& input, const Tensor* target, const PipelineLossFn* loss);
+
+  std::vector<Stage> stages_;
+  PipelineOptions options_;
+  std::unique_ptr<StageWorkers> workers_;
+};
+
+}  // namespace tandem::parallel

@@ -1,0 +1,57 @@
+// parallel/pipeline/schedule.cpp — the two schedules' action lists.
+#include <tandem/core/check.h>
+#include <tandem/parallel/pipeline/schedule.h>
+#include <algorithm>
+
+namespace tandem::parallel {
+
+std::vector<PipelineAction> stage_actions(PipelineSchedule schedule, int64_t stage, int64_t stages,
+                                          int64_t micro_batches) {
+  TD_CHECK_VALUE(stages >= 1 && stage >= 0 && stage < stages && micro_batches >= 1,
+                 "stage_actions: stage ", stage, " of ", stages, " with ", micro_batches,
+                 " micro-batches");
+  const int64_t m = micro_batches;
+  std::vector<PipelineAction> actions;
+  if (schedule == PipelineSchedule::GPipe) {
+    for (int64_t i = 0; i < m; ++i) actions.push_back({PipelineAction::Forward, i});
+    for (int64_t i = m - 1; i >= 0; --i) actions.push_back({PipelineAction::Backward, i});
+    return actions;
+  }
+  // 1F1B: the later a stage, the fewer forwards it runs before its first backward: the last
+  // stage starts backward on micro-batch 0 as soon as its forward is done.
+  const int64_t warmup = std::min(stages - stage - 1, m);
+  for (int64_t i = 0; i < warmup; ++i) actions.push_back({PipelineAction::Forward, i});
+  for (int64_t i = warmup; i < m; ++i) {
+    actions.push_back({PipelineAction::Forward, i});
+    actions.push_back({PipelineAction::Backward, i - warmup});
+  }
+  for (int64_t i = m - warmup; i < m; ++i) actions.push_back({PipelineAction::Backward, i});
+  return actions;
+}
+
+std::string to_string(const PipelineAction& action) {
+  std::string out(1, action.kind == PipelineAction::Forward ? 'F' : 'B');
+  out += std::to_string(action.micro_batch);
+  return out;
+}
+
+std::string to_string(const std::vector<PipelineAction>& actions) {
+  std::string out;
+  for (const PipelineAction& a : actions) {
+    if (!out.empty()) out += ' ';
+    out += to_string(a);
+  }
+  return out;
+}
+
+std::string to_string(PipelineSchedule schedule) {
+  return schedule == PipelineSchedule::GPipe ? "gpipe" : "1f1b";
+}
+
+PipelineSchedule parse_schedule(const std::string& name) {
+  if (name == "gpipe") return PipelineSchedule::GPipe;
+  if (name == "1f1b") return PipelineSchedule::OneFOneB;
+  detail::fail<ValueError>("pipeline: unknown schedule \"", name, "\" (choose gpipe or 1f1b)");
+}
+
+}  // namespace tandem::parallel

@@ -1,0 +1,271 @@
+// tests/parallel/pipeline_test.cpp — parallel::Pipeline: GPipe and 1F1B over cpu:0/cpu:1 (and
+// three stages) train exactly as the whole model on one device (float64, 5 Adam steps,
+// 1e-10 abs + 1e-8 rel) for 1, 4 and 7 micro-batches (7 divides no batch here evenly) with
+// checkpointing never, except_last and always; dropout is reproducible; schedules have the
+// documented order and memory bound; bad input and a failing stage are clear errors. The CUDA
+// cases compare with the CPU and are skipped, visibly, without a GPU (two GPUs for the second).
+#include <tandem/parallel/pipeline/pipeline.h>
+
+#include <tandem/core/cuda_device.h>
+
+#include "parallel/ddp_models.h"
+#include "support/expect.h"
+
+namespace tandem::parallel {
+namespace {
+
+using tandem::testing::error_message;
+using ::testing::HasSubstr;
+
+nn::Sequential deep_mlp(bool dropout = false) {  // 6 × (Linear(16, 16) + Tanh), Linear(16, 10)
+  manual_seed(4);
+  nn::Sequential s;
+  for (int i = 0; i < 6; ++i) {
+    s.push_back(nn::Linear(16, 16));
+    s.push_back(nn::Tanh());
+    if (dropout) s.push_back(nn::Dropout(0.25));
+  }
+  s.push_back(nn::Linear(16, 10));
+  s.to(kFloat64);
+  return s;
+}
+
+constexpr int64_t kBatch = 30;
+
+Tensor batch_x() {
+  manual_seed(9);
+  return randn({kBatch, 16}, {.dtype = kFloat64});
+}
+Tensor batch_y() {
+  std::vector<int64_t> labels;
+  for (int64_t i = 0; i < kBatch; ++i) labels.push_back((i * 7) % 10);
+  return from_vector(labels, {kBatch});
+}
+
+Tensor loss_fn(const Tensor& out, const Tensor& y) { return cross_entropy(out, y); }
+
+// 5 Adam steps of the whole model on one device: the reference.
+std::vector<double> train_one_device() {
+  nn::Sequential model = deep_mlp();
+  const Tensor x = batch_x(), y = batch_y();
+  optim::Adam opt(model.parameters(), {.lr = 1e-2});
+  for (int s = 0; s < 5; ++s) {
+    opt.zero_grad();
+    loss_fn(model(x), y).backward();
+    opt.step();
+  }
+  return tandem::testing::flat_params(model);
+}
+
+// The same 5 steps through a Pipeline; the losses it reported are checked against the model's.
+std::vector<double> train_pipelined(const std::vector<Device>& devices, PipelineOptions options,
+                                    bool dropout = false) {
+  nn::Sequential model = deep_mlp(dropout);
+  const Tensor x = batch_x(), y = batch_y();
+  Pipeline pipe(split(model, devices), options);  // moves the parameters: the optimizer after
+  optim::Adam opt(model.parameters(), {.lr = 1e-2});
+  for (int s = 0; s < 5; ++s) {
+    opt.zero_grad();
+    const PipelineResult r = pipe.step(x, y, loss_fn);
+    EXPECT_EQ(r.output.shape(), (Shape{kBatch, 10}));
+    EXPECT_EQ(r.output.device(), devices.back());
+    if (!dropout) {  // the reported loss is the batch mean of the outputs it returned
+      EXPECT_NEAR(r.loss.item(), loss_fn(r.output, y.to(devices.back())).item(), 1e-12);
+    }
+    opt.step();
+  }
+  model.to(Device::cpu());
+  return tandem::testing::flat_params(model);
+}
+
+TEST(Pipeline, GPipeAnd1F1BTrainAsOneDevice) {
+  const std::vector<double> expected = train_one_device();
+  const std::vector<Device> two{Device::cpu(0), Device::cpu(1)};
+  for (PipelineSchedule schedule : {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB})
+    for (int64_t chunks : {1, 4, 7})
+      for (PipelineCheckpoint checkpoint :
+           {PipelineCheckpoint::Never, PipelineCheckpoint::ExceptLast}) {
+        SCOPED_TRACE(
+            str(to_string(schedule), ", ", chunks, " chunks, checkpoint ", int(checkpoint)));
+        tandem::testing::expect_same_params(
+            train_pipelined(two,
+                            {.chunks = chunks, .schedule = schedule, .checkpoint = checkpoint}),
+            expected);
+      }
+}
+
+TEST(Pipeline, ThreeStagesAndCheckpointAlwaysTrainAsOneDevice) {
+  const std::vector<double> expected = train_one_device();
+  const std::vector<Device> three{Device::cpu(0), Device::cpu(1), Device::cpu(2)};
+  for (PipelineSchedule schedule : {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB}) {
+    SCOPED_TRACE(to_string(schedule));
+    tandem::testing::expect_same_params(
+        train_pipelined(
+            three, {.chunks = 7, .schedule = schedule, .checkpoint = PipelineCheckpoint::Always}),
+        expected);
+  }
+}
+
+TEST(Pipeline, TwoStagesOnOneDeviceTrainAsOneDevice) {
+  // One worker per stage, not per device: stages sharing a device both make progress.
+  tandem::testing::expect_same_params(
+      train_pipelined({Device::cpu(1), Device::cpu(1)},
+                      {.chunks = 4, .schedule = PipelineSchedule::OneFOneB}),
+      train_one_device());
+}
+
+// The same cases on a GPU: both stages on cuda:0, and a CPU stage feeding a GPU stage.
+TEST(PipelineCuda, StagesOnCuda0TrainAsOneCpuDevice) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount = 0)";
+  const std::vector<double> expected = train_one_device();
+  tandem::testing::expect_same_params(
+      train_pipelined({Device::cuda(0), Device::cuda(0)},
+                      {.chunks = 4, .schedule = PipelineSchedule::OneFOneB}),
+      expected);
+  tandem::testing::expect_same_params(
+      train_pipelined({Device::cpu(0), Device::cuda(0)},
+                      {.chunks = 7, .checkpoint = PipelineCheckpoint::ExceptLast}),
+      expected);
+}
+
+TEST(PipelineCuda, TwoGpusTrainAsOneCpuDevice) {
+  if (cuda::device_count() < 2)
+    GTEST_SKIP() << "needs 2 CUDA devices, " << cuda::device_count() << " visible";
+  const std::vector<double> expected = train_one_device();
+  for (PipelineSchedule schedule : {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB})
+    tandem::testing::expect_same_params(
+        train_pipelined({Device::cuda(0), Device::cuda(1)}, {.chunks = 7, .schedule = schedule}),
+        expected);
+}
+
+TEST(Pipeline, DropoutIsReproducible) {
+  const std::vector<Device> two{Device::cpu(0), Device::cpu(1)};
+  const PipelineOptions gpipe{.chunks = 4, .checkpoint = PipelineCheckpoint::ExceptLast};
+  const std::vector<double> a = train_pipelined(two, gpipe, /*dropout=*/true);
+  EXPECT_EQ(a, train_pipelined(two, gpipe, true)) << "two runs differ";
+  // Each stage draws forward by forward, in micro-batch order, whatever the schedule: the same
+  // masks (the gradients are summed in another order, hence a tolerance, not the same bits).
+  tandem::testing::expect_same_params(
+      train_pipelined(two, {.chunks = 4, .schedule = PipelineSchedule::OneFOneB}, true), a);
+  EXPECT_NE(a, train_one_device()) << "dropout had no effect";
+}
+
+TEST(Pipeline, EvaluateMatchesTheModel) {
+  nn::Sequential model = deep_mlp();
+  const Tensor x = batch_x(), expected = model(x).detach();
+  Pipeline pipe(split(model, {Device::cpu(0), Device::cpu(1)}), {.chunks = 7});
+  const Tensor out = pipe.evaluate(x);
+  EXPECT_FALSE(out.requires_grad());
+  const Tensor diff = out.to(Device::cpu()) - expected;
+  EXPECT_LT((diff * diff).sum().item(), 1e-24);
+}
+
+TEST(Pipeline, SchedulesHaveTheDocumentedOrder) {
+  using S = PipelineSchedule;
+  EXPECT_EQ(to_string(stage_actions(S::GPipe, 0, 2, 4)), "F0 F1 F2 F3 B3 B2 B1 B0");
+  EXPECT_EQ(to_string(stage_actions(S::OneFOneB, 0, 2, 4)), "F0 F1 B0 F2 B1 F3 B2 B3");
+  EXPECT_EQ(to_string(stage_actions(S::OneFOneB, 1, 2, 4)), "F0 B0 F1 B1 F2 B2 F3 B3");
+  EXPECT_EQ(to_string(stage_actions(S::OneFOneB, 0, 4, 2)), "F0 F1 B0 B1");
+  // 1F1B: stage j of K never holds more than K − j micro-batches between forward and backward.
+  for (int64_t k = 1; k <= 4; ++k)
+    for (int64_t m = 1; m <= 9; ++m)
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t live = 0, most = 0, forwards = 0, backwards = 0;
+        for (const PipelineAction& a : stage_actions(S::OneFOneB, j, k, m)) {
+          live += a.kind == PipelineAction::Forward ? 1 : -1;
+          (a.kind == PipelineAction::Forward ? forwards : backwards) += 1;
+          most = std::max(most, live);
+        }
+        EXPECT_EQ(forwards, m);
+        EXPECT_EQ(backwards, m);
+        EXPECT_LE(most, k - j) << "K=" << k << " M=" << m << " stage " << j;
+      }
+  EXPECT_EQ(parse_schedule("1f1b"), S::OneFOneB);
+  EXPECT_THAT(error_message<ValueError>([] { parse_schedule("zb"); }),
+              HasSubstr("choose gpipe or 1f1b"));
+}
+
+TEST(Pipeline, OneFOneBHoldsFewerActivationsThanGPipe) {
+  auto peaks = [](PipelineSchedule schedule) {
+    nn::Sequential model = deep_mlp();
+    Pipeline pipe(split(model, {Device::cpu(0), Device::cpu(1)}),
+                  {.chunks = 8, .schedule = schedule});
+    const Tensor x = randn({256, 16}, {.dtype = kFloat64});
+    const Tensor y = zeros({256}, {.dtype = kInt64});
+    pipe.step(x, y, loss_fn);  // the first step allocates the parameters' .grad
+    return pipe.step(x, y, loss_fn).peak_activation_bytes;
+  };
+  const std::vector<int64_t> gpipe = peaks(PipelineSchedule::GPipe);
+  const std::vector<int64_t> one_f_one_b = peaks(PipelineSchedule::OneFOneB);
+  ASSERT_EQ(gpipe.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_GT(one_f_one_b[k], 0);
+    EXPECT_LE(2 * one_f_one_b[k], gpipe[k]) << "stage " << k;
+  }
+}
+
+TEST(Pipeline, BadInputIsAClearError) {
+  nn::Sequential model = deep_mlp();
+  Pipeline pipe(split(model, {Device::cpu(0), Device::cpu(1)}), {.chunks = 8});
+  const Tensor x = randn({5, 16}, {.dtype = kFloat64});
+  const Tensor y = zeros({5}, {.dtype = kInt64});
+  EXPECT_THAT(error_message<ValueError>([&] { pipe.step(x, y, loss_fn); }),
+              HasSubstr("8 chunks but the batch has only 5 samples"));
+  EXPECT_THAT(error_message<ShapeError>([&] { pipe.step(batch_x(), y, loss_fn); }),
+              HasSubstr("batch has 30 samples but the target's shape is [5]"));
+  EXPECT_THAT(
+      error_message<ValueError>([&] { pipe.step(batch_x().requires_grad_(), batch_y(), loss_fn); }),
+      HasSubstr("the input requires grad"));
+  EXPECT_THAT(error_message<ValueError>([&] {
+                NoGradGuard off;
+                pipe.step(batch_x(), batch_y(), loss_fn);
+              }),
+              HasSubstr("use evaluate()"));
+  EXPECT_THAT(error_message<ValueError>([&] { Pipeline({}, {}); }), HasSubstr("no stages"));
+  EXPECT_THAT(error_message<ValueError>([&] {
+                Pipeline(split(model, {Device::cpu(0), Device::cpu(1)}), {.chunks = 0});
+              }),
+              HasSubstr("chunks = 0"));
+}
+
+struct FailsOnBatch : nn::Module {  // throws in forward or backward when it sees `bad` rows
+  FailsOnBatch(int64_t bad, bool in_backward) : bad(bad), in_backward(in_backward) {}
+  int64_t bad;
+  bool in_backward;
+  Tensor forward(const Tensor& x) {
+    if (x.size(0) != bad) return x;
+    if (!in_backward) tandem::detail::fail<DTypeError>("this batch is cursed");
+    Tensor y = x * 1.0;
+    y.register_hook(
+        [](const Tensor&) -> Tensor { tandem::detail::fail<DTypeError>("cursed gradient"); });
+    return y;
+  }
+  void visit(nn::Visitor&) override {}
+};
+
+TEST(Pipeline, AFailingStageStopsThePipelineAndNamesItself) {
+  for (const bool in_backward : {false, true})
+    for (PipelineSchedule schedule : {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB}) {
+      SCOPED_TRACE(str(to_string(schedule), in_backward ? ", backward" : ", forward"));
+      nn::Sequential model = deep_mlp();
+      model.push_back(FailsOnBatch(4, in_backward));  // the 4-row chunks
+      Pipeline pipe(split(model, {Device::cpu(0), Device::cpu(1)}, {4, 10}),
+                    {.chunks = 7, .schedule = schedule});
+      const std::string message =
+          error_message<DTypeError>([&] { pipe.step(batch_x(), batch_y(), loss_fn); });
+      // 30 samples in 7: 5 5 4 4 4 4 4; micro-batch 2 is the first 4-row one, and the first to
+      // fail in forward; in backward GPipe reaches micro-batch 6 first, 1F1B micro-batch 2.
+      const int failing = !in_backward || schedule == PipelineSchedule::OneFOneB ? 2 : 6;
+      EXPECT_THAT(message, HasSubstr(str("pipeline stage 1 on cpu:1, micro-batch ", failing, " (",
+                                         in_backward ? "backward" : "forward", ")")));
+      EXPECT_THAT(message, HasSubstr(in_backward ? "cursed gradient" : "this batch is cursed"));
+      // Nothing is left blocked: the pipeline runs again.
+      nn::Sequential fine = deep_mlp();
+      Pipeline again(split(fine, {Device::cpu(0), Device::cpu(1)}), {.chunks = 7});
+      EXPECT_NO_THROW(again.step(batch_x(), batch_y(), loss_fn));
+      EXPECT_THROW(pipe.step(batch_x(), batch_y(), loss_fn), DTypeError);
+    }
+}
+
+}  // namespace
+}  // namespace tandem::parallel
