@@ -143,7 +143,9 @@ std::string Tensor::str() const {
       return s + (dim() == 1 ? "," : "");
     }() << ")";
   if (device() != Device::cpu()) os << ", device='" << device() << "'";
-  if (dtype() == DType::f64) os << ", dtype=float64";
+  // As PyTorch: the default dtypes (float32, int64, bool) go unsaid.
+  if (dtype() == kFloat64 || dtype() == kBFloat16 || dtype() == kFloat16)
+    os << ", dtype=" << name(dtype());
   if (requires_grad()) os << ", requires_grad=True";
   os << ')';
   return os.str();

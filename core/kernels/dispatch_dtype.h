@@ -1,65 +1,68 @@
 // core/kernels/dispatch_dtype.h — runs a template lambda for the tensor's element type:
 //   dispatch_float(x.dtype(), "relu_forward", [&]<typename T>() { ... });
-// PyTorch's AT_DISPATCH_FLOATING_TYPES without the macro. Compiles as host code under nvcc too.
+// PyTorch's AT_DISPATCH_FLOATING_TYPES without the macro. Each dispatcher is a type list from
+// core/dtype.h's table, so adding a dtype is adding it to the lists that support it; the error
+// names the op, what it accepts and what it got. Compiles as host code under nvcc too.
 #pragma once
 
 #include <tandem/core/check.h>
 #include <tandem/core/dtype.h>
 #include <cstdint>
+#include <string>
 
 namespace tandem {
+
+/// The types each kind of kernel is written for. The 16-bit floating types join a list once its
+/// kernels compute them (accumulating in float32).
+using FloatTypes = TypeList<float, double>;
+using NumericTypes = TypeList<float, double, int64_t>;
+
+namespace detail {
+
+template <typename... T>
+std::string type_names(TypeList<T...>) {
+  std::string out;
+  size_t i = 0;
+  ((out += (i == 0                  ? ""
+            : i + 1 == sizeof...(T) ? " or "
+                                    : ", "),
+    out += name(dtype_of<T>()), ++i),
+   ...);
+  return out;
+}
+
+// Calls f.operator()<T>() for the T of `t` among the list's types; false when none matches.
+template <typename F, typename... T>
+bool dispatch_in(DType t, F& f, TypeList<T...>) {
+  return ((t == dtype_of<T>() ? (f.template operator()<T>(), true) : false) || ...);
+}
+
+}  // namespace detail
+
+/// f.operator()<T>() for t's element type, which must be one of List's (DTypeError naming the op,
+/// the accepted dtypes and t otherwise).
+template <typename List, typename F>
+void dispatch(DType t, const char* op, F&& f) {
+  if (!detail::dispatch_in(t, f, List{}))
+    detail::fail<DTypeError>(op, ": expected ", detail::type_names(List{}), ", but got ", t);
+}
 
 /// float32 and float64.
 template <typename F>
 void dispatch_float(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::f32:
-      f.template operator()<float>();
-      return;
-    case DType::f64:
-      f.template operator()<double>();
-      return;
-    default:
-      detail::fail<DTypeError>(op, ": expected a floating dtype (float32 or float64), but got ", t);
-  }
+  dispatch<FloatTypes>(t, op, f);
 }
 
 /// float32, float64 and int64.
 template <typename F>
 void dispatch_numeric(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::f32:
-      f.template operator()<float>();
-      return;
-    case DType::f64:
-      f.template operator()<double>();
-      return;
-    case DType::i64:
-      f.template operator()<int64_t>();
-      return;
-    default:
-      detail::fail<DTypeError>(op, ": expected float32, float64 or int64, but got ", t);
-  }
+  dispatch<NumericTypes>(t, op, f);
 }
 
-/// Every dtype.
+/// Every dtype (copies, fills, comparisons, where: element moves and conversions through float).
 template <typename F>
 void dispatch_all(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::f32:
-      f.template operator()<float>();
-      return;
-    case DType::f64:
-      f.template operator()<double>();
-      return;
-    case DType::i64:
-      f.template operator()<int64_t>();
-      return;
-    case DType::b8:
-      f.template operator()<bool>();
-      return;
-  }
-  detail::fail<DTypeError>(op, ": unknown dtype ", int(t));
+  dispatch<AllTypes>(t, op, f);
 }
 
 }  // namespace tandem

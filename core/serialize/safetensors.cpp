@@ -24,21 +24,9 @@ static_assert(std::endian::native == std::endian::little, "safetensors I/O assum
 
 constexpr uint64_t kMaxHeaderSize = 100'000'000;  // the reference's MAX_HEADER_SIZE
 
-// The reference writer orders tensors by its Dtype enum, descending, then by name. That enum is
-// declared in increasing alignment, with ties in the order F64 < I64, so I64 comes before F64.
-int layout_rank(DType dtype) {
-  switch (dtype) {
-    case DType::i64:
-      return 3;
-    case DType::f64:
-      return 2;
-    case DType::f32:
-      return 1;
-    case DType::b8:
-      return 0;
-  }
-  return 0;
-}
+// The reference writer orders tensors by its Dtype enum, descending, then by name (the table's
+// safetensors_rank: I64 before F64, F32, BF16, F16, BOOL).
+int layout_rank(DType dtype) { return info(dtype).safetensors_rank; }
 
 // A contiguous host copy of `t` (itself when it already is one): what goes on disk.
 Tensor host_contiguous(const Tensor& t) {

@@ -24,8 +24,6 @@ constexpr std::array<std::string_view, 22> kSpecDTypes = {
     "U32",     "F32", "F64",         "I64",         "U64",     "C64",    "F8_E5M2", "F8_E4M3",
     "F8_E8M0", "F4",  "F8_E4M3FNUZ", "F8_E5M2FNUZ", "F6_E2M3", "F6_E3M2"};
 
-constexpr std::array<DType, 4> kTandemDTypes = {DType::f32, DType::f64, DType::i64, DType::b8};
-
 // The error helpers: every message starts with `where` ("load_safetensors: <path>").
 template <typename... Args>
 [[noreturn]] void bad(const std::string& where, const Args&... args) {
@@ -84,10 +82,13 @@ const char* json_kind(const json& j) { return j.type_name(); }  // "number", "ar
 DType parse_dtype(const json& j, const std::string& where, const std::string& name) {
   if (!j.is_string()) bad_tensor(where, name, "dtype is a ", json_kind(j), ", not a string");
   const std::string& s = j.get_ref<const std::string&>();
-  for (DType t : kTandemDTypes)
-    if (safetensors_dtype(t) == s) return t;
+  std::string supported;
+  for (const DTypeInfo& t : kDTypes) {
+    if (t.safetensors == s) return t.dtype;
+    supported += (supported.empty() ? "" : ", ") + std::string(t.safetensors);
+  }
   if (std::find(kSpecDTypes.begin(), kSpecDTypes.end(), s) != kSpecDTypes.end())
-    bad_tensor(where, name, "dtype ", s, " is not supported by Tandem (F32, F64, I64, BOOL)");
+    bad_tensor(where, name, "dtype ", s, " is not supported by Tandem (", supported, ")");
   bad_tensor(where, name, "unknown dtype \"", s, "\"");
 }
 
@@ -181,19 +182,7 @@ void check_tiling(const std::vector<SafetensorsEntry>& entries, uint64_t buffer_
 
 }  // namespace
 
-std::string_view safetensors_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return "F32";
-    case DType::f64:
-      return "F64";
-    case DType::i64:
-      return "I64";
-    case DType::b8:
-      return "BOOL";
-  }
-  return "?";
-}
+std::string_view safetensors_dtype(DType dtype) { return info(dtype).safetensors; }
 
 std::string format_safetensors_header(const std::vector<SafetensorsEntry>& entries,
                                       const std::map<std::string, std::string>& metadata) {

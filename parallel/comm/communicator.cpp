@@ -62,9 +62,8 @@ void Communicator::check_tensor(const Tensor& t, const std::string& what) const 
                  ": expected a contiguous tensor, but got ", ::tandem::describe(t),
                  " with strides ", t.strides(),
                  "\n  hint: call .contiguous() first; a collective works on the memory in place");
-  TD_CHECK_DTYPE(t.dtype() == DType::f32 || t.dtype() == DType::f64 || t.dtype() == DType::i64,
-                 backend(), " ", what, ": ", t.dtype(),
-                 " is not supported (float32, float64, int64 are)");
+  TD_CHECK_DTYPE(t.dtype() != kBool, backend(), " ", what, ": ", t.dtype(),
+                 " is not supported (float32, float64, int64, bfloat16, float16 are)");
 }
 
 std::string Communicator::describe(const std::string& op, uint64_t seq, const Tensor* t,

@@ -22,6 +22,7 @@
 #include <tandem/core/tensor_checks.h>
 #include <tandem/core/trace.h>
 #include <tandem/parallel/comm/gloo_communicator.h>
+#include <tandem/parallel/comm/gloo_dtypes.h>
 #include <unistd.h>
 #include <csignal>
 #include <deque>
@@ -30,6 +31,8 @@
 
 namespace tandem::parallel {
 namespace {
+
+using namespace gloo_detail;  // by_dtype, reduce_fn, classic_fn, divide
 
 using Clock = std::chrono::steady_clock;
 
@@ -52,57 +55,6 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
  private:
   std::shared_ptr<parallel::Store> store_;
 };
-
-// Calls f with a typed null pointer for t's dtype (float, double, int64_t).
-template <typename F>
-void by_dtype(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f32:
-      return f(static_cast<float*>(nullptr));
-    case DType::f64:
-      return f(static_cast<double*>(nullptr));
-    case DType::i64:
-      return f(static_cast<int64_t*>(nullptr));
-    default:
-      ::tandem::detail::fail<DTypeError>("gloo: unsupported dtype ", dtype);
-  }
-}
-
-using ReduceFn = void (*)(void*, const void*, const void*, size_t);
-
-template <typename T>
-ReduceFn reduce_fn(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Max:
-      return static_cast<ReduceFn>(&gloo::max<T>);
-    case ReduceOp::Min:
-      return static_cast<ReduceFn>(&gloo::min<T>);
-    default:
-      return static_cast<ReduceFn>(&gloo::sum<T>);  // Avg = sum, then divide
-  }
-}
-
-template <typename T>
-const gloo::ReductionFunction<T>* classic_fn(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Max:
-      return gloo::ReductionFunction<T>::max;
-    case ReduceOp::Min:
-      return gloo::ReductionFunction<T>::min;
-    default:
-      return gloo::ReductionFunction<T>::sum;
-  }
-}
-
-template <typename T>
-void divide(T* p, int64_t n, int by) {
-  if constexpr (std::is_floating_point_v<T>) {
-    const T inv = T(1) / T(by);  // a multiply vectorises; within an ulp of dividing
-    for (int64_t i = 0; i < n; ++i) p[i] *= inv;
-  } else {
-    for (int64_t i = 0; i < n; ++i) p[i] /= T(by);
-  }
-}
 
 // A host tensor holding `t`'s values (t itself when it is on the CPU): Gloo reads and writes host
 // memory only.

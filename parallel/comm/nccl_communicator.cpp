@@ -24,17 +24,14 @@ void cuda_check(cudaError_t e, const char* what, int rank) {
               " failed: ", cudaGetErrorString(e));
 }
 
+// The dtype table's NCCL column, checked against nccl.h here, where it is included.
+static_assert(info(kFloat32).nccl == ncclFloat32 && info(kFloat64).nccl == ncclFloat64 &&
+              info(kInt64).nccl == ncclInt64 && info(kBFloat16).nccl == ncclBfloat16 &&
+              info(kFloat16).nccl == ncclFloat16);
+
 ncclDataType_t nccl_dtype(DType d) {
-  switch (d) {
-    case DType::f32:
-      return ncclFloat32;
-    case DType::f64:
-      return ncclFloat64;
-    case DType::i64:
-      return ncclInt64;
-    default:
-      ::tandem::detail::fail<DTypeError>("nccl: unsupported dtype ", d);
-  }
+  TD_CHECK_DTYPE(info(d).nccl >= 0, "nccl: unsupported dtype ", d);
+  return static_cast<ncclDataType_t>(info(d).nccl);
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {

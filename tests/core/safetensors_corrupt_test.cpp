@@ -86,10 +86,11 @@ TEST(SafetensorsCorrupt, UnknownAndUnsupportedDTypes) {
   const std::string rest = R"(,"shape":[2],"data_offsets":[0,4])";
   EXPECT_THAT(load_error(dir, one_tensor(R"("dtype":"F33")" + rest, "abcd")),
               HasSubstr("tensor \"w\": unknown dtype \"F33\""));
-  EXPECT_THAT(load_error(dir, one_tensor(R"("dtype":"F16")" + rest, "abcd")),
-              HasSubstr("tensor \"w\": dtype F16 is not supported by Tandem"));
-  EXPECT_THAT(load_error(dir, one_tensor(R"("dtype":"BF16")" + rest, "abcd")),
-              HasSubstr("dtype BF16 is not supported"));
+  EXPECT_THAT(load_error(dir, one_tensor(R"("dtype":"I32")" + rest, "abcd")),
+              HasSubstr("tensor \"w\": dtype I32 is not supported by Tandem (F32, F64, I64, "
+                        "BOOL, BF16, F16)"));
+  EXPECT_THAT(load_error(dir, one_tensor(R"("dtype":"F8_E4M3")" + rest, "abcd")),
+              HasSubstr("dtype F8_E4M3 is not supported"));
 }
 
 TEST(SafetensorsCorrupt, SizeThatDoesNotMatchTheShape) {

@@ -1,7 +1,8 @@
 // PyTorch interop: a checkpoint Tandem writes is read by PyTorch (safetensors.load_file emulated
 // with json + torch.frombuffer, since the package is not in Debian 12) with the same values, and
 // nn.Linear(2, 3) accepts it and computes what Tandem computes; and a file PyTorch writes with the
-// reference writer's rules loads in Tandem, and is byte-identical to Tandem's own. Skipped when
+// reference writer's rules loads in Tandem, and is byte-identical to Tandem's own; bfloat16 and
+// float16 included (the same bits both ways). Skipped when
 // /usr/bin/python3 cannot import torch.
 #include <tandem/core/serialize/safetensors.h>
 #include <cstdio>
@@ -22,9 +23,11 @@ constexpr const char* kPython = "/usr/bin/python3";  // Debian's, with python3-t
 
 constexpr const char* kScript = R"PY(
 import json, struct, sys, torch
-DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "BOOL": torch.bool}
+DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "BOOL": torch.bool,
+          "BF16": torch.bfloat16, "F16": torch.float16}
 NAMES = {v: k for k, v in DTYPES.items()}
-RANK = {"I64": 3, "F64": 2, "F32": 1, "BOOL": 0}  # the reference's Dtype enum order
+RANK = {"I64": 5, "F64": 4, "F32": 3, "BF16": 2, "F16": 1, "BOOL": 0}  # the reference's enum order
+BITS = {torch.bfloat16: torch.int16}  # numpy has no bfloat16: its bytes travel as int16
 
 def load_file(path):
     data = open(path, "rb").read()
@@ -35,8 +38,9 @@ def load_file(path):
     for name, info in header.items():
         (b, e), dt = info["data_offsets"], DTYPES[info["dtype"]]
         size = torch.empty(0, dtype=dt).element_size()
-        flat = torch.frombuffer(buf, dtype=dt, offset=b, count=(e - b) // size) if e > b else \
-            torch.empty(0, dtype=dt)
+        raw = BITS.get(dt, dt)
+        flat = torch.frombuffer(buf, dtype=raw, offset=b, count=(e - b) // size).view(dt) \
+            if e > b else torch.empty(0, dtype=dt)
         out[name] = flat.reshape(info["shape"])
     return out
 
@@ -44,7 +48,7 @@ def save_file(tensors, path, metadata):
     items = sorted(tensors.items(), key=lambda kv: (-RANK[NAMES[kv[1].dtype]], kv[0]))
     header, blobs, offset = {"__metadata__": metadata}, [], 0
     for name, t in items:
-        blob = t.contiguous().numpy().tobytes()
+        blob = t.contiguous().view(BITS.get(t.dtype, t.dtype)).numpy().tobytes()
         header[name] = {"dtype": NAMES[t.dtype], "shape": list(t.shape),
                         "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
@@ -72,6 +76,9 @@ else:
                "step": torch.tensor(2**40 + 7),
                "scale": torch.tensor([1 / 3, -2.5e-300], dtype=torch.float64),
                "mask": torch.tensor([True, False, True]),
+               # rounded from float32, as Tandem's side is (to nearest, ties to even)
+               "brain": torch.tensor([1 / 3, -3e38, 1e-40, 65520.0]).to(torch.bfloat16),
+               "half": torch.tensor([1 / 3, -65504.0, 6e-8, 65520.0]).to(torch.float16),
                "empty": torch.zeros(0, 4)}, path, {"format": "pt"})
 )PY";
 
@@ -123,6 +130,8 @@ NamedTensorList torch_side_tensors() {
           {"step", scalar_tensor(double((int64_t(1) << 40) + 7), {.dtype = kInt64})},
           {"scale", from_vector<double>({1.0 / 3, -2.5e-300}, {2})},
           {"mask", from_vector<bool>({true, false, true}, {3}, Device())},
+          {"brain", from_vector<float>({1.0f / 3, -3e38f, 1e-40f, 65520.0f}, {4}).to(kBFloat16)},
+          {"half", from_vector<float>({1.0f / 3, -65504.0f, 6e-8f, 65520.0f}, {4}).to(kFloat16)},
           {"empty", zeros({0, 4})}};
 }
 
@@ -138,6 +147,8 @@ TEST(SafetensorsTorch, PyTorchReadsWhatTandemWrites) {
       {"fc.bias", randn({3})},
       {"count", from_vector<int64_t>({(int64_t(1) << 53) + 1, -7}, {2})},
       {"noise", randn({2, 2}, {.dtype = kFloat64})},
+      {"brain", randn({2, 3}).to(kBFloat16)},
+      {"half", from_vector<float>({1.0f / 3, 65504.0f, -6e-8f, 1e-3f}, {4}).to(kFloat16)},
   };
   save_safetensors(path, tensors, {{"format", "pt"}});
   std::istringstream out(run_script(dir, "load", path));

@@ -1,5 +1,6 @@
 // tests/parallel/comm_test.cpp — Gloo collectives between real processes (2 and 3 ranks through
-// parallel::spawn and env:// rendezvous): every op and dtype against values computed by hand,
+// parallel::spawn and env:// rendezvous): every op and dtype (bfloat16 and float16 included)
+// against values computed by hand,
 // sequence numbers, and a peer killed in the middle of an all-reduce.
 #include <tandem/parallel/comm/gloo_communicator.h>
 #include <tandem/parallel/process_group.h>
@@ -75,6 +76,34 @@ TEST_P(Collectives, MatchValuesComputedByHand) {
         comm->reduce_scatter(out, in, ReduceOp::Sum)->wait();
         require(same(out, std::vector<double>(2, 100.0 * rank * n + sum_r)),
                 "reduce_scatter: got " + out.str());
+
+        // The 16-bit types: reductions compute in float and round once (these values are exact).
+        for (DType dt : {kBFloat16, kFloat16}) {
+          const std::string what = str(" (", dt, ")");
+          Tensor t = full({5}, r + 1, {.dtype = dt});
+          comm->all_reduce(t, ReduceOp::Sum)->wait();
+          require(t.dtype() == dt && same(t, std::vector<double>(5, sum_r + n)), "sum" + what);
+          t = full({3}, r, {.dtype = dt});
+          comm->all_reduce(t, ReduceOp::Max)->wait();
+          require(same(t, std::vector<double>(3, n - 1)), "max" + what);
+          t = full({4}, 2 * r, {.dtype = dt});
+          comm->all_reduce(t, ReduceOp::Avg)->wait();
+          require(same(t, std::vector<double>(4, 2 * sum_r / n)), "avg" + what);
+          Tensor bc = rank == 1 ? tensor({7, 8, 9}).to(dt) : zeros({3}, {.dtype = dt});
+          comm->broadcast(bc, 1)->wait();
+          require(same(bc, {7, 8, 9}), "broadcast" + what);
+          std::vector<Tensor> gathered;
+          for (int i = 0; i < n; ++i) gathered.push_back(zeros({2}, {.dtype = dt}));
+          comm->all_gather(gathered, full({2}, r * 10, {.dtype = dt}))->wait();
+          for (int i = 0; i < n; ++i)
+            require(same(gathered[size_t(i)], {i * 10.0, i * 10.0}), "all_gather" + what);
+          Tensor chunks = empty({n, 2}, {.dtype = dt});
+          for (int c = 0; c < n; ++c) chunks.select(0, c).fill_(4.0 * c + r);
+          Tensor mine = zeros({2}, {.dtype = dt});
+          comm->reduce_scatter(mine, chunks, ReduceOp::Sum)->wait();
+          require(same(mine, std::vector<double>(2, 4.0 * rank * n + sum_r)),
+                  "reduce_scatter" + what);
+        }
 
         // Several collectives in flight at once complete in order, numbered alike on every rank.
         std::vector<Tensor> ts;
