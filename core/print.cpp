@@ -144,8 +144,7 @@ std::string Tensor::str() const {
     }() << ")";
   if (device() != Device::cpu()) os << ", device='" << device() << "'";
   // As PyTorch: the default dtypes (float32, int64, bool) go unsaid.
-  if (dtype() == kFloat64 || dtype() == kBFloat16 || dtype() == kFloat16)
-    os << ", dtype=" << name(dtype());
+  if (is_floating(dtype()) && dtype() != kFloat32) os << ", dtype=" << name(dtype());
   if (requires_grad()) os << ", requires_grad=True";
   os << ')';
   return os.str();

@@ -82,13 +82,14 @@ const char* json_kind(const json& j) { return j.type_name(); }  // "number", "ar
 DType parse_dtype(const json& j, const std::string& where, const std::string& name) {
   if (!j.is_string()) bad_tensor(where, name, "dtype is a ", json_kind(j), ", not a string");
   const std::string& s = j.get_ref<const std::string&>();
-  std::string supported;
-  for (const DTypeInfo& t : kDTypes) {
+  for (const DTypeInfo& t : kDTypes)
     if (t.safetensors == s) return t.dtype;
-    supported += (supported.empty() ? "" : ", ") + std::string(t.safetensors);
-  }
-  if (std::find(kSpecDTypes.begin(), kSpecDTypes.end(), s) != kSpecDTypes.end())
+  if (std::find(kSpecDTypes.begin(), kSpecDTypes.end(), s) != kSpecDTypes.end()) {
+    std::string supported;  // only on the way to the error: a load parses every tensor's dtype
+    for (const DTypeInfo& t : kDTypes)
+      supported += (supported.empty() ? "" : ", ") + std::string(t.safetensors);
     bad_tensor(where, name, "dtype ", s, " is not supported by Tandem (", supported, ")");
+  }
   bad_tensor(where, name, "unknown dtype \"", s, "\"");
 }
 
