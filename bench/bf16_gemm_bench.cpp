@@ -7,11 +7,13 @@
 // oneDNN (Debian's libdnnl 2.6) picks its kernel from the CPU: AMX on Sapphire Rapids,
 // AVX512-BF16 on Zen 4; the line says which ("impl"). Numbers are best-of-N per call.
 //   build-bench/bench/bf16_gemm_bench [--rounds N] [--quick]
+#include <tandem/core/kernels/kernels.h>
 #include <tandem/tandem.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cblas.h>
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 #include "bench_util.h"
@@ -85,6 +87,25 @@ int main(int argc, char** argv) {
       std::printf("%-22s %8d %12.2f %10.0f %9.2fx  %s\n",
                   out == memory::data_type::f32 ? "oneDNN bf16 -> f32" : "oneDNN bf16 -> bf16",
                   threads, t * 1e3, gflops(t), sgemm / t, pd.impl_info_str());
+    }
+  }
+  // Tandem's own matmul in bfloat16 (kernels/cpu/gemm_16bit.cpp: oneDNN where the CPU has the
+  // instructions, split over the intra-op threads), in the three layouts a linear layer uses:
+  // forward x·Wᵀ, input gradient dy·W, weight gradient dyᵀ·x.
+  std::printf("\nTandem matmul (bfloat16 path: %s)\n", cpu_gemm_path(kBFloat16).c_str());
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    const int rounds = args.quick ? 2 : args.rounds;
+    for (const auto& [label, ta, tb] :
+         {std::tuple{"a.b", false, false}, std::tuple{"a.bT", false, true},
+          std::tuple{"aT.b", true, false}}) {
+      auto op = [&](const Tensor& x, const Tensor& y) {
+        return (ta ? x.t() : x).matmul(tb ? y.t() : y);
+      };
+      const double f32 = best_of(rounds, [&] { op(a32, b32); });
+      const double bf16 = best_of(rounds, [&] { op(a16, b16); });
+      std::printf("%-22s %8d %12.2f %10.0f %9.2fx  (float32 %.2f ms)\n", label, threads, bf16 * 1e3,
+                  gflops(bf16), f32 / bf16, f32 * 1e3);
     }
   }
   std::printf("bar (issue 16): a bf16 GEMM at least 2x sgemm on the same threads\n");

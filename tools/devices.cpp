@@ -6,6 +6,7 @@
 #include <tandem/core/cpu_info.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/device.h>
+#include <tandem/core/kernels/kernels.h>
 #include <tandem/core/memory_stats.h>
 #include <tandem/core/thread_pool.h>
 #include <cstdio>
@@ -139,6 +140,8 @@ int run_devices(const DevicesOptions& o) {
                 {"memory_total_gib", cpu.memory_gib},
                 {"virtual_devices", Device::kMaxCpuDevices},
                 {"intra_op_threads", threads},
+                {"matmul_bfloat16", cpu_gemm_path(DType::bf16)},
+                {"matmul_float16", cpu_gemm_path(DType::f16)},
                 {"allocated_bytes", mem.allocated_bytes},
                 {"peak_allocated_bytes", mem.peak_allocated_bytes}};
     j["cuda_visible_devices"] = visible ? nlohmann::ordered_json(visible) : nullptr;
@@ -162,6 +165,9 @@ int run_devices(const DevicesOptions& o) {
   std::string ext;
   for (const std::string& e : cpu.extensions) ext += (ext.empty() ? "" : " ") + e;
   std::printf("  vector extensions: %s\n", ext.empty() ? "none beyond SSE (no AVX2)" : ext.c_str());
+  // Which kernel a 16-bit matrix product gets here: oneDNN picks one from the CPU at run time.
+  std::printf("  bfloat16 matmul: %s\n", cpu_gemm_path(DType::bf16).c_str());
+  std::printf("  float16 matmul: %s\n", cpu_gemm_path(DType::f16).c_str());
   std::printf(
       "  virtual devices cpu:0 … cpu:%d available (each with its own memory statistics "
       "and generator)\n",

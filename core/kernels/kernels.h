@@ -86,4 +86,8 @@ struct Kernels {
 /// The kernel table for `device`'s backend. Throws DeviceError if this build has none.
 const Kernels& kernels(Device device);
 
+/// How the CPU backend multiplies matrices of dtype t, for `tandem devices`: for bfloat16 and
+/// float16, oneDNN's kernel ("oneDNN brg:avx512_core_bf16") or conversion to float32.
+std::string cpu_gemm_path(DType t);
+
 }  // namespace tandem

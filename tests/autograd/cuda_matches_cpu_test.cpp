@@ -7,16 +7,12 @@
 
 using namespace tandem;
 using tandem::testing::OpCase;
+using tandem::testing::OpResult;
 
 namespace {
 
-struct Result {
-  Tensor out;
-  std::vector<Tensor> grads;
-};
-
 // Forward, then backward of sum(out · g) for a fixed random g, on `device` in `dtype`.
-Result run(const OpCase& row, Device device, DType dtype) {
+OpResult run(const OpCase& row, Device device, DType dtype) {
   std::vector<Tensor> inputs;
   for (Tensor& x : tandem::testing::make_inputs(row, Device::cpu()))
     inputs.push_back(x.detach().to(dtype).to(device).requires_grad_());
@@ -24,7 +20,7 @@ Result run(const OpCase& row, Device device, DType dtype) {
   manual_seed(7);
   const Tensor g = randn(out.shape(), {.dtype = dtype}).to(device);
   (out * g).sum().backward();
-  Result r{out.detach().to(Device::cpu()), {}};
+  OpResult r{out.detach().to(Device::cpu()), {}};
   for (Tensor& x : inputs)
     r.grads.push_back(x.grad().defined() ? x.grad().to(Device::cpu()) : Tensor());
   return r;
@@ -37,7 +33,7 @@ class CudaMatchesCpu : public ::testing::TestWithParam<OpCase> {
   }
   void compare(DType dtype, double atol, double rtol) {
     const OpCase& row = GetParam();
-    const Result cpu = run(row, Device::cpu(), dtype), gpu = run(row, Device::cuda(0), dtype);
+    const OpResult cpu = run(row, Device::cpu(), dtype), gpu = run(row, Device::cuda(0), dtype);
     EXPECT_TRUE(tandem::testing::all_close(gpu.out, cpu.out, atol, rtol)) << row.name << " forward";
     ASSERT_EQ(gpu.grads.size(), cpu.grads.size());
     for (size_t i = 0; i < cpu.grads.size(); ++i) {

@@ -21,6 +21,11 @@ struct OpCase {
 };
 
 const std::vector<OpCase>& op_table();
+/// A row's forward output and the gradients of its inputs (undefined where none flowed).
+struct OpResult {
+  Tensor out;
+  std::vector<Tensor> grads;
+};
 /// gtest prints a row by its name (instead of its bytes).
 inline void PrintTo(const OpCase& row, std::ostream* os) { *os << row.name; }
 /// The inputs for a row: float64, deterministic, drawn as the row asks, requiring grad.

@@ -81,7 +81,7 @@ std::vector<OpCase> layer_rows() {
       {"batch_norm_2d_train",
        {{3, 2, 2, 2}, {2}, {2}},
        [](V x) {
-         nn::BatchNorm2d bn(2, {.tensor = {.dtype = kFloat64}});
+         nn::BatchNorm2d bn(2, {.tensor = {.dtype = x[0].dtype()}});
          bn.weight = x[1];
          bn.bias = x[2];
          return bn(x[0]);
@@ -89,7 +89,7 @@ std::vector<OpCase> layer_rows() {
       {"batch_norm_1d_eval",
        {{4, 3}},
        [](V x) {
-         nn::BatchNorm1d bn(3, {.tensor = {.dtype = kFloat64}});
+         nn::BatchNorm1d bn(3, {.tensor = {.dtype = x[0].dtype()}});
          bn.eval();
          return bn(x[0]);
        }},
@@ -103,9 +103,9 @@ std::vector<OpCase> layer_rows() {
        {{2, 1, 6, 6}},
        [](V x) {
          manual_seed(5);
-         nn::Sequential net(nn::Conv2d(1, 2, 3, {.padding = 1, .tensor = {.dtype = kFloat64}}),
+         nn::Sequential net(nn::Conv2d(1, 2, 3, {.padding = 1, .tensor = {.dtype = x[0].dtype()}}),
                             nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
-                            nn::Linear(18, 3, {.tensor = {.dtype = kFloat64}}));
+                            nn::Linear(18, 3, {.tensor = {.dtype = x[0].dtype()}}));
          return net(x[0]);
        },
        Inputs::Normal},

@@ -30,8 +30,9 @@ void addcdiv(Tensor& self, const Tensor& a, const Tensor& b, double value);
 // reduce.cpp
 void reduce_rows(ReduceOp op, const Tensor& x, Tensor& out);
 void reduce_cols(ReduceOp op, const Tensor& x, Tensor& out);
-// matmul.cpp
+// matmul.cpp, gemm_16bit.cpp (bfloat16 and float16, which gemm hands over)
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b);
+void gemm_16bit(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b);
 // softmax.cpp
 void softmax_forward(const Tensor& x, Tensor& y);
 void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);

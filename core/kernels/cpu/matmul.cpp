@@ -16,6 +16,8 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
   const int64_t m = c.size(-2), n = c.size(-1);
   const int64_t k = trans_a ? a.size(-2) : a.size(-1);
   const int64_t a_step = a.dim() == 3 ? m * k : 0, b_step = b.dim() == 3 ? k * n : 0;
+  if (c.dtype() == DType::bf16 || c.dtype() == DType::f16)
+    return gemm_16bit(a, b, c, trans_a, trans_b);
   dispatch_float(c.dtype(), "matmul", [&]<typename T>() {
     for (int64_t i = 0; i < batch; ++i) {
       const ConstMatrixMap<T> A(a.data<T>() + i * a_step, trans_a ? k : m, trans_a ? m : k);

@@ -1,7 +1,8 @@
 // core/kernels/cuda/matmul.cu — GEMM through cuBLAS. cuBLAS is column-major, and a row-major
 // [R, C] matrix is the column-major [C, R] matrix of its transpose, so c = op(a)·op(b) is computed
 // as cᵀ = op(b)ᵀ·op(a)ᵀ with the operands swapped and no copies. A batch is one strided-batched
-// call; a 2-D operand shared by every batch entry has stride 0.
+// call; a 2-D operand shared by every batch entry has stride 0. bfloat16 and float16 go through
+// cublasGemmEx with float32 compute (tensor cores on sm_80+).
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/kernels/cuda/handles.h>
 #include <tandem/core/kernels/cuda/kernels_cuda.h>
@@ -57,20 +58,36 @@ void gemm(const Tensor& a_in, const Tensor& b_in, Tensor& c, bool trans_a, bool 
   const int64_t k = trans_a ? a_in.size(-2) : a_in.size(-1);
   if (c.numel() == 0) return;
   DeviceGuard guard(c.device());
-  dispatch_float(c.dtype(), "matmul", [&]<typename T>() {
-    if (k == 0) {  // an empty sum is 0; cuBLAS needs lda >= 1, so it is not asked
-      TD_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), stream()));
-      return;
+  if (k == 0) {  // an empty sum is 0; cuBLAS needs lda >= 1, so it is not asked
+    TD_CUDA_CHECK(cudaMemsetAsync(c.data_ptr(), 0, c.nbytes(), stream()));
+    return;
+  }
+  const Tensor a = ::tandem::detail::contiguous(a_in), b = ::tandem::detail::contiguous(b_in);
+  // Column-major view: C'[n, m] = op_b(B')[n, k] · op_a(A')[k, m], where B' is b's buffer read
+  // column-major ([n, k] with ld n, or [k, n] with ld k transposed) and likewise A'.
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int mi = as_int(m, "rows"), ni = as_int(n, "columns"), ki = as_int(k, "inner size");
+  const int lda = trans_a ? mi : ki, ldb = trans_b ? ki : ni;
+  const long long stride_a = a.dim() == 3 ? m * k : 0, stride_b = b.dim() == 3 ? k * n : 0;
+  cublasHandle_t h = cublas_handle(c.device().index());
+  if (c.dtype() == DType::bf16 || c.dtype() == DType::f16) {
+    // 16-bit inputs and output, float32 accumulation: cuBLAS runs it on the tensor cores.
+    const cudaDataType_t type = c.dtype() == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    const float one = 1, zero = 0;
+    if (batch == 1) {
+      TD_CUBLAS_CHECK(cublasGemmEx(h, op_b, op_a, ni, mi, ki, &one, b.data_ptr(), type, ldb,
+                                   a.data_ptr(), type, lda, &zero, c.data_ptr(), type, ni,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    } else {
+      TD_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+          h, op_b, op_a, ni, mi, ki, &one, b.data_ptr(), type, ldb, stride_b, a.data_ptr(), type,
+          lda, stride_a, &zero, c.data_ptr(), type, ni, m * n, as_int(batch, "batch"),
+          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
-    const Tensor a = ::tandem::detail::contiguous(a_in), b = ::tandem::detail::contiguous(b_in);
-    // Column-major view: C'[n, m] = op_b(B')[n, k] · op_a(A')[k, m], where B' is b's buffer read
-    // column-major ([n, k] with ld n, or [k, n] with ld k transposed) and likewise A'.
-    const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const int mi = as_int(m, "rows"), ni = as_int(n, "columns"), ki = as_int(k, "inner size");
-    const int lda = trans_a ? mi : ki, ldb = trans_b ? ki : ni;
-    const long long stride_a = a.dim() == 3 ? m * k : 0, stride_b = b.dim() == 3 ? k * n : 0;
-    cublasHandle_t h = cublas_handle(c.device().index());
+    return;
+  }
+  dispatch_float(c.dtype(), "matmul", [&]<typename T>() {
     const T one = 1, zero = 0;
     if (batch == 1) {
       TD_CUBLAS_CHECK(gemm_call(h, op_b, op_a, ni, mi, ki, &one, b.data<T>(), ldb, a.data<T>(), lda,
