@@ -1,6 +1,7 @@
 // tandem/tandem.h — the whole public API in one include.
 #pragma once
 
+#include <tandem/autograd/autocast.h>
 #include <tandem/autograd/engine.h>
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/gradcheck.h>

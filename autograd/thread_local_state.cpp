@@ -15,6 +15,7 @@ void apply(const ThreadLocalState& s) {
   cuda::set_non_blocking_copies(s.non_blocking_copies);
   SavedTensorHooks::set_current(s.saved_tensor_hooks);
   detail::set_intra_op_threads_cap(s.intra_op_threads_cap);
+  AutocastState::set_current(s.autocast);
 #if TANDEM_HAS_CUDA
   for (const auto& [device, stream] : s.cuda_streams)
     cuda::set_current_stream(device, static_cast<cudaStream_t>(stream));
@@ -29,6 +30,7 @@ ThreadLocalState ThreadLocalState::capture() {
   s.non_blocking_copies = cuda::non_blocking_copies();
   s.saved_tensor_hooks = SavedTensorHooks::current();
   s.intra_op_threads_cap = detail::intra_op_threads_cap();
+  s.autocast = AutocastState::current();
 #if TANDEM_HAS_CUDA
   for (const auto& [device, stream] : cuda::current_streams())
     s.cuda_streams.emplace_back(device, static_cast<void*>(stream));

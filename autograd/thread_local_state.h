@@ -1,7 +1,7 @@
 // autograd/thread_local_state.h — the per-thread settings that must follow work into the threads
 // Tandem starts (backward workers, DataLoader workers, DataParallel's replica threads): grad
 // mode, the non-blocking-copies flag, the current CUDA streams, the saved-tensor hooks and the cap
-// on intra-op threads (autocast joins them when it exists). As PyTorch's at::ThreadLocalState:
+// on intra-op threads and autocast. As PyTorch's at::ThreadLocalState:
 // capture() on the thread that hands the work over, a ThreadLocalStateGuard on the thread that
 // does it.
 //
@@ -9,6 +9,7 @@
 //   std::thread t([state] { ThreadLocalStateGuard g(state); ... });
 #pragma once
 
+#include <tandem/autograd/autocast.h>
 #include <tandem/autograd/saved_tensor.h>
 #include <memory>
 #include <utility>
@@ -22,6 +23,7 @@ struct ThreadLocalState {
   std::shared_ptr<const SavedTensorHooksPair> saved_tensor_hooks;
   std::vector<std::pair<int, void*>> cuda_streams;  // (device, cudaStream_t) this thread set
   int intra_op_threads_cap = 0;                     // IntraOpThreadsGuard's; 0: none
+  AutocastState autocast;                           // with the region's cast cache
 
   /// The calling thread's state.
   static ThreadLocalState capture();

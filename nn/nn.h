@@ -12,6 +12,7 @@
 #include <tandem/nn/loss.h>
 #include <tandem/nn/module.h>
 #include <tandem/nn/optim/adam.h>
+#include <tandem/nn/optim/grad_scaler.h>
 #include <tandem/nn/optim/lr_scheduler.h>
 #include <tandem/nn/optim/optimizer.h>
 #include <tandem/nn/optim/sgd.h>

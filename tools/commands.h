@@ -48,6 +48,7 @@ struct TrainOptions {
   std::string pipeline;  // "cpu:0,cpu:1": the model cut into stages on these devices; empty: off
   int64_t chunks = 4;    // --pipeline: micro-batches per batch
   std::string pipeline_schedule = "gpipe";  // --pipeline: gpipe | 1f1b
+  std::string amp = "none";                 // none | bf16 | fp16: autocast (fp16 with a GradScaler)
 };
 
 /// Trains a model on an MNIST-format dataset; writes metrics.jsonl, report.html and checkpoints.

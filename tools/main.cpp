@@ -123,6 +123,11 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
       ->type_name("DEVICES");
   cmd->add_option("--chunks", t.chunks, "--pipeline: micro-batches per batch")
       ->capture_default_str();
+  cmd->add_option("--amp", t.amp,
+                  "mixed precision: none, bf16 (autocast: matmuls and convolutions in bfloat16, "
+                  "losses and sums in float32; parameters stay float32) or fp16 (the same in "
+                  "float16, with a gradient scaler that skips overflowing steps, counted)")
+      ->capture_default_str();
   cmd->add_option("--pipeline-schedule", t.pipeline_schedule,
                   "--pipeline: gpipe (all forwards, then all backwards) or 1f1b (one forward, one "
                   "backward: fewer activations held)")

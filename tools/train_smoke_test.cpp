@@ -284,3 +284,46 @@ TEST(TrainCommand, ActivationCheckpointingGivesTheSameBits) {
   expect_same_tensors(tmp / "a" / "model.safetensors", tmp / "b" / "model.safetensors");
   expect_same_tensors(tmp / "a" / "optimizer.safetensors", tmp / "b" / "optimizer.safetensors");
 }
+
+// --amp: bf16 and fp16 train and say so; fp16's gradient scaler shows in the progress lines and
+// metrics.jsonl, and its state travels in the checkpoint (a resumed fp16 run is bit-identical).
+TEST(TrainCommand, AmpTrainsAndTheScalerStateResumes) {
+  TempDir tmp;
+  write_synthetic_dataset(tmp / "data");
+  const std::string common = "train --dataset " + (tmp / "data").string() +
+                             " --model mlp --max-steps 3 --schedule step --no-progress ";
+  const Result bf16 = tandem_cli(
+      common + "--epochs 1 --amp bf16 --log-dir " + (tmp / "log-bf16").string(), tmp / "bf16.txt");
+  ASSERT_EQ(bf16.code, 0) << bf16.output;
+  EXPECT_NE(bf16.output.find("autocast bf16"), std::string::npos) << bf16.output;
+  EXPECT_EQ(bf16.output.find("gradient scaler"), std::string::npos) << bf16.output;
+
+  const std::string fp16 = common + "--amp fp16 ";
+  const Result whole = tandem_cli(fp16 + "--epochs 3 --checkpoint " + (tmp / "a").string() +
+                                      " --log-dir " + (tmp / "log-a").string(),
+                                  tmp / "a.txt");
+  ASSERT_EQ(whole.code, 0) << whole.output;
+  EXPECT_NE(whole.output.find("autocast fp16 with a gradient scaler"), std::string::npos);
+  EXPECT_NE(whole.output.find(" | scale "), std::string::npos) << whole.output;
+  EXPECT_NE(whole.output.find("epoch 3: gradient scaler skipped"), std::string::npos);
+  const std::string metrics = read_file(tmp / "log-a" / "metrics.jsonl");
+  EXPECT_EQ(count(metrics, "\"loss_scale\":"), 9) << metrics;  // every train record
+  EXPECT_EQ(count(metrics, "\"skipped_steps\":"), 9) << metrics;
+  const SafetensorsFile opt = load_safetensors((tmp / "a" / "optimizer.safetensors").string());
+  ASSERT_TRUE(opt.metadata.count("grad_scaler")) << "the scaler's state is in the checkpoint";
+
+  const std::string b =
+      " --checkpoint " + (tmp / "b").string() + " --log-dir " + (tmp / "log-b").string();
+  ASSERT_EQ(tandem_cli(fp16 + "--epochs 2" + b, tmp / "b1.txt").code, 0);
+  const Result rest = tandem_cli(fp16 + "--epochs 3 --resume" + b, tmp / "b2.txt");
+  ASSERT_EQ(rest.code, 0) << rest.output;
+  expect_same_tensors(tmp / "a" / "model.safetensors", tmp / "b" / "model.safetensors");
+  EXPECT_EQ(
+      load_safetensors((tmp / "b" / "optimizer.safetensors").string()).metadata["grad_scaler"],
+      opt.metadata.at("grad_scaler"));
+
+  const Result bad = tandem_cli(common + "--amp fp32", tmp / "bad.txt");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.output.find("--amp fp32 is not one of none, bf16, fp16"), std::string::npos)
+      << bad.output;
+}

@@ -1,5 +1,6 @@
 // autograd/ops/compare.cpp — comparisons (bool results, never differentiable) and where(), which
 // is differentiable in its two value inputs: each gets dy where it was chosen, 0 elsewhere.
+#include <tandem/autograd/autocast.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/autograd/ops/raw.h>
 #include <tandem/autograd/record.h>
@@ -40,6 +41,7 @@ Tensor ge(const Tensor& a, double b) { return compare(CompareOp::Ge, a, scalar_l
 
 // y = cond ? a : b           da = cond ? dy : 0      db = cond ? 0 : dy
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (auto c = autocast::promote({a, b})) return where(cond, (*c)[0], (*c)[1]);
   check_dtype("where", "condition", cond, DType::b8);
   check_same_device("where", {{"condition", cond}, {"self", a}, {"other", b}});
   check_same_dtype("where", {{"self", a}, {"other", b}});

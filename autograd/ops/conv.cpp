@@ -1,5 +1,6 @@
 // autograd/ops/conv.cpp — 2-D convolution (NCHW): checks, forward kernel, and a backward that asks
 // the kernel only for the gradients that are needed (the input of the first layer needs none).
+#include <tandem/autograd/autocast.h>
 #include <tandem/autograd/ops/nn_ops.h>
 #include <tandem/autograd/ops/raw.h>
 #include <tandem/autograd/record.h>
@@ -9,6 +10,8 @@ namespace tandem {
 
 // y[n, o] = b[o] + Σ_c Σ_ij w[o, c, i, j] · x[n, g(o)·C/g + c, oy·s − p + i·d, ox·s − p + j·d]
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b, const Conv2dParams& p) {
+  if (auto c = autocast::lower_precision({x_in, w_in, b}))
+    return conv2d((*c)[0], (*c)[1], (*c)[2], p);
   check_same_device("conv2d", {{"input", x_in}, {"weight", w_in}, {"bias", b}});
   check_same_dtype("conv2d", {{"input", x_in}, {"weight", w_in}, {"bias", b}});
   check_floating("conv2d", "input", x_in);

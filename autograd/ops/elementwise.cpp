@@ -1,5 +1,6 @@
 // autograd/ops/elementwise.cpp — arithmetic with broadcasting: forward, then backward, per op.
 // Gradients of broadcast inputs are summed back to the input's shape (raw::sum_to).
+#include <tandem/autograd/autocast.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/autograd/ops/raw.h>
 #include <tandem/autograd/record.h>
@@ -17,6 +18,7 @@ Tensor scalar_like(double v, const Tensor& t) { return scalar_tensor(v, t.option
 
 // y = a + b          da = dy        db = dy
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (auto c = autocast::promote({a, b})) return add((*c)[0], (*c)[1]);
   Tensor y = binary(BinaryOp::Add, a, b, "add");
   return record("add", y, {a, b}, {},
                 [sa = a.shape(), sb = b.shape()](const Tensor& dy, const NeedsGrad& need,
@@ -27,6 +29,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 // y = a − b          da = dy        db = −dy
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (auto c = autocast::promote({a, b})) return sub((*c)[0], (*c)[1]);
   Tensor y = binary(BinaryOp::Sub, a, b, "sub");
   return record("sub", y, {a, b}, {},
                 [sa = a.shape(), sb = b.shape()](const Tensor& dy, const NeedsGrad& need,
@@ -38,6 +41,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 
 // y = a·b            da = dy·b      db = dy·a
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (auto c = autocast::promote({a, b})) return mul((*c)[0], (*c)[1]);
   Tensor y = binary(BinaryOp::Mul, a, b, "mul");
   return record(
       "mul", y, {a, b}, {{"a", a}, {"b", b}},
@@ -51,6 +55,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 // y = a / b          da = dy / b    db = −dy·y / b
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (auto c = autocast::promote({a, b})) return div((*c)[0], (*c)[1]);
   Tensor y = binary(BinaryOp::Div, a, b, "div");
   return record("div", y, {a, b}, {{"b", b}, {"result", y}},
                 [sa = a.shape()](const Tensor& dy, const NeedsGrad& need, const Saved& s) -> Grads {
@@ -68,6 +73,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 
 // y = xᵉ             dx = dy·e·xᵉ⁻¹
 Tensor pow(const Tensor& x, double e) {
+  if (auto c = autocast::float32({x})) return pow((*c)[0], e);
   check_floating("pow", "input", x);
   Tensor y = binary(BinaryOp::Pow, x, e, "pow");
   return record("pow", y, {x}, {{"self", x}},
@@ -81,6 +87,7 @@ Tensor pow(const Tensor& x, double e) {
 
 // y = aᵇ             da = dy·b·aᵇ⁻¹   db = dy·y·ln a
 Tensor pow(const Tensor& a, const Tensor& b) {
+  if (auto c = autocast::float32({a, b})) return pow((*c)[0], (*c)[1]);
   Tensor y = binary(BinaryOp::Pow, a, b, "pow");
   return record(
       "pow", y, {a, b}, {{"self", a}, {"exponent", b}, {"result", y}},
@@ -105,6 +112,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 // y = min(a, b)      the smaller input gets dy (a on ties)
 static Tensor extremum(BinaryOp op, CompareOp pick_a, const char* name, const Tensor& a,
                        const Tensor& b) {
+  if (auto c = autocast::promote({a, b})) return extremum(op, pick_a, name, (*c)[0], (*c)[1]);
   Tensor y = binary(op, a, b, name);
   return record(
       name, y, {a, b}, {{"self", a}, {"other", b}},
@@ -146,6 +154,7 @@ Tensor neg(const Tensor& x) {
 
 // y = eˣ             dx = dy·y
 Tensor exp(const Tensor& x) {
+  if (auto c = autocast::float32({x})) return exp((*c)[0]);
   Tensor y = raw::unary(UnaryOp::Exp, x);
   return record("exp", y, {x}, {{"result", y}},
                 [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
@@ -155,6 +164,7 @@ Tensor exp(const Tensor& x) {
 
 // y = ln x           dx = dy / x
 Tensor log(const Tensor& x) {
+  if (auto c = autocast::float32({x})) return log((*c)[0]);
   Tensor y = raw::unary(UnaryOp::Log, x);
   return record("log", y, {x}, {{"self", x}},
                 [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {

@@ -4,6 +4,7 @@
 // matching slice. cat copies each input into its slice of the output with the backend's strided
 // copy, so it runs wherever copy runs (CPU and CUDA); its backward hands each input the slice of
 // dy it came from.
+#include <tandem/autograd/autocast.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/autograd/record.h>
 #include <tandem/core/check.h>
@@ -24,6 +25,7 @@ std::string shapes_of(const std::vector<Tensor>& ts) {
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   TD_CHECK_VALUE(!tensors.empty(), "cat: expected at least one tensor, but got none");
+  if (auto c = autocast::promote(tensors)) return cat(*c, dim);
   const Tensor& first = tensors[0];
   for (size_t i = 0; i < tensors.size(); ++i) {
     check_defined("cat", "tensor " + std::to_string(i), tensors[i]);

@@ -1,5 +1,6 @@
 // autograd/ops/linear.cpp — the fully connected layer's op: one GEMM against the transposed
 // weight plus a broadcast bias, and a backward of two GEMMs and a column sum.
+#include <tandem/autograd/autocast.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/autograd/ops/raw.h>
 #include <tandem/autograd/record.h>
@@ -10,6 +11,7 @@ namespace tandem {
 // y = x·Wᵀ + b        x:[N,in]  W:[out,in]  b:[out]  ->  y:[N,out]   (leading dims of x flatten
 // into N)
 Tensor linear(const Tensor& x_in, const Tensor& w, const Tensor& b) {
+  if (auto c = autocast::lower_precision({x_in, w, b})) return linear((*c)[0], (*c)[1], (*c)[2]);
   check_same_device("linear", {{"input", x_in}, {"weight", w}, {"bias", b}});
   check_same_dtype("linear", {{"input", x_in}, {"weight", w}, {"bias", b}});
   check_floating("linear", "input", x_in);

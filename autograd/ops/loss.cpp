@@ -1,5 +1,6 @@
 // autograd/ops/loss.cpp — cross-entropy (fused with log-softmax), NLL and MSE. The per-row loss
 // comes from a kernel; the reduction (mean over non-ignored rows, sum, or none) is done here.
+#include <tandem/autograd/autocast.h>
 #include <tandem/autograd/ops/nn_ops.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/autograd/ops/raw.h>
@@ -37,6 +38,7 @@ Tensor reduce_rows(const Tensor& rows, const Tensor& target, const ClassLossOpti
 // loss_i = −Σ_j q_ij · log softmax(x_i)_j,  q = (1 − ε)·one_hot(t_i) + ε/C
 // dx_i = dloss_i · (softmax(x_i) − q_i)
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, const ClassLossOptions& o) {
+  if (auto c = autocast::float32({logits_in})) return cross_entropy((*c)[0], target_in, o);
   check_class_loss("cross_entropy", logits_in, target_in, o);
   const Tensor logits = detail::contiguous(logits_in), target = detail::contiguous(target_in);
   const ClassLossParams p{o.ignore_index, o.label_smoothing};
@@ -58,6 +60,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, const Cla
 
 // loss_i = −log_probs[i, t_i]        dlog_probs[i, t_i] = −dloss_i
 Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target_in, const ClassLossOptions& o) {
+  if (auto c = autocast::float32({log_probs_in})) return nll_loss((*c)[0], target_in, o);
   check_class_loss("nll_loss", log_probs_in, target_in, o);
   TD_CHECK_VALUE(o.label_smoothing == 0,
                  "nll_loss: label smoothing needs the logits; use cross_entropy");
@@ -77,6 +80,7 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target_in, const Class
 
 // loss = mean/sum of (x − y)²
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (auto c = autocast::float32({input, target})) return mse_loss((*c)[0], (*c)[1], reduction);
   TD_CHECK_SHAPE(input.shape() == target.shape(), "mse_loss: input ", input.shape(), " and target ",
                  target.shape(), " must have the same shape");
   Tensor d = input - target;

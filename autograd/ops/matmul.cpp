@@ -2,6 +2,7 @@
 // afterwards), 2-D is one GEMM, and ≥3-D broadcasts the batch dims. A transposed 2-D operand
 // (x.matmul(w.t()), as in a linear layer) is passed to GEMM as its contiguous base with a
 // transpose flag instead of being copied.
+#include <tandem/autograd/autocast.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/autograd/ops/raw.h>
 #include <tandem/autograd/record.h>
@@ -75,6 +76,7 @@ Tensor flatten_batch(const Tensor& t) {  // [..., R, C] -> [B, R, C] (contiguous
 
 // y = a·b            da = dy·bᵀ (summed over broadcast batch dims)     db = aᵀ·dy
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (auto c = autocast::lower_precision({a, b})) return matmul((*c)[0], (*c)[1]);
   check_same_device("matmul", {{"self", a}, {"other", b}});
   check_same_dtype("matmul", {{"self", a}, {"other", b}});
   check_floating("matmul", "self", a);

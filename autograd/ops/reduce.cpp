@@ -1,6 +1,7 @@
 // autograd/ops/reduce.cpp — sum, mean, amax/amin and argmax over any dims, with keepdim.
 // Backward broadcasts dy back over the reduced dims; max/min share it among tied maxima (as
 // torch.amax does), so the gradient is well defined even on ties.
+#include <tandem/autograd/autocast.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/autograd/ops/raw.h>
 #include <tandem/autograd/record.h>
@@ -34,6 +35,7 @@ Tensor extremum(ReduceOp op, const char* name, const Tensor& x, const Shape& dim
 
 // y = Σ x over dims          dx = dy broadcast back
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
+  if (auto c = autocast::float32({x})) return sum((*c)[0], dims, keepdim);
   Tensor y = raw::reduce(ReduceOp::Sum, x, dims, keepdim);
   return record("sum", y, {x}, {},
                 [shape = x.shape(), dims, keepdim](const Tensor& dy, const NeedsGrad&, const Saved&)
@@ -42,6 +44,7 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
 
 // y = Σ x / K over dims      dx = dy / K broadcast back
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
+  if (auto c = autocast::float32({x})) return mean((*c)[0], dims, keepdim);
   Tensor y = raw::reduce(ReduceOp::Mean, x, dims, keepdim);
   return record(
       "mean", y, {x}, {},

@@ -1,5 +1,6 @@
 // autograd/ops/softmax.cpp — softmax and log_softmax over any dim. The kernels work on the last
 // dim of a contiguous [M, K]; another dim is moved last (and back) around them.
+#include <tandem/autograd/autocast.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/autograd/ops/raw.h>
 #include <tandem/autograd/record.h>
@@ -44,10 +45,12 @@ Tensor softmax_like(const char* name, KernelFn forward, BackwardKernelFn backwar
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
+  if (auto c = autocast::float32({x})) return softmax((*c)[0], dim);
   return softmax_like("softmax", &Kernels::softmax_forward, &Kernels::softmax_backward, x, dim);
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
+  if (auto c = autocast::float32({x})) return log_softmax((*c)[0], dim);
   return softmax_like("log_softmax", &Kernels::log_softmax_forward, &Kernels::log_softmax_backward,
                       x, dim);
 }

@@ -81,6 +81,9 @@ struct Kernels {
   void (*sgd_step)(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdParams& p);
   void (*adam_step)(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                     const AdamParams& p);
+  // GradScaler's pass: grad *= inv_scale, and found_inf (float32 [1], same device) is set to 1
+  // when any element of grad is inf or NaN (left as it is otherwise, so it gathers over calls)
+  void (*unscale_grad)(Tensor& grad, double inv_scale, Tensor& found_inf);
 };
 
 /// The kernel table for `device`'s backend. Throws DeviceError if this build has none.

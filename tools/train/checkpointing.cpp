@@ -85,7 +85,9 @@ void save_checkpoint(const std::string& dir, nn::Module& model, const optim::Opt
   const fs::path model_path = fs::path(dir) / kModelFile, opt_path = fs::path(dir) / kOptimizerFile;
   const fs::path model_next = model_path.string() + kNext, opt_next = opt_path.string() + kNext;
   nn::save_model(model_next.string(), model, meta);
-  nn::save_optimizer(opt_next.string(), optimizer, meta);
+  nn::Metadata opt_meta = meta;
+  if (!state.grad_scaler_json.empty()) opt_meta["grad_scaler"] = state.grad_scaler_json;
+  nn::save_optimizer(opt_next.string(), optimizer, opt_meta);
   rename_or_fail(model_next, model_path);
   rename_or_fail(opt_next, opt_path);
 }
@@ -112,6 +114,7 @@ TrainState load_checkpoint(const std::string& dir, nn::Module& model, optim::Opt
   state.global_step = int_field(m, "global_step", model_path);
   state.generator = nn::generator_state_from_string(field(m, "generator", model_path), model_path);
   state.config_json = field(m, "config", model_path);
+  if (auto it = o.find("grad_scaler"); it != o.end()) state.grad_scaler_json = it->second;
   const int64_t optimizer_epoch = int_field(o, "epoch", optimizer_path);
   TD_CHECK_AS(DataError, optimizer_epoch == state.epoch, "train: --resume: ", model_path,
               " is from epoch ", state.epoch, " but ", optimizer_path, " is from epoch ",

@@ -15,10 +15,11 @@
 namespace tandem::tools {
 
 struct TrainState {
-  int64_t epoch = 0;         // epochs completed
-  int64_t global_step = 0;   // optimizer steps taken
-  GeneratorState generator;  // of the training device, after `epoch` epochs
-  std::string config_json;   // the run's resolved flags (train/config.h)
+  int64_t epoch = 0;             // epochs completed
+  int64_t global_step = 0;       // optimizer steps taken
+  GeneratorState generator;      // of the training device, after `epoch` epochs
+  std::string config_json;       // the run's resolved flags (train/config.h)
+  std::string grad_scaler_json;  // --amp fp16: the gradient scaler's state (optimizer file only)
 };
 
 /// Writes DIR/model.safetensors and DIR/optimizer.safetensors, creating DIR if needed.

@@ -31,6 +31,7 @@ nlohmann::ordered_json to_json(const TrainOptions& o) {
   j["pipeline"] = o.pipeline;
   j["chunks"] = o.chunks;
   j["pipeline_schedule"] = o.pipeline_schedule;
+  j["amp"] = o.amp;
   return j;
 }
 
@@ -82,6 +83,8 @@ TrainOptions resolve_config(TrainOptions o) {
     use_first_device(o, "--data-parallel", o.data_parallel, data_parallel_devices(o),
                      "holds the model");
   }
+  TD_CHECK_VALUE(one_of(o.amp, {"none", "bf16", "fp16"}), "train: --amp ", o.amp,
+                 " is not one of none, bf16, fp16");
   TD_CHECK_VALUE(o.chunks >= 1, "train: --chunks must be >= 1, but got ", o.chunks);
   TD_CHECK_VALUE(one_of(o.pipeline_schedule, {"gpipe", "1f1b"}), "train: --pipeline-schedule ",
                  o.pipeline_schedule, " is not one of gpipe, 1f1b");

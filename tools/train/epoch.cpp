@@ -1,5 +1,6 @@
 // tools/train/epoch.cpp — the training loop body and the evaluation loop. Loss and accuracy are
 // read back after every step (item()), which also keeps the progress line honest about speed.
+#include <tandem/autograd/autocast.h>
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ops/nn_ops.h>
 #include <tandem/autograd/ops/ops.h>
@@ -48,6 +49,21 @@ bool gradients_finite(const optim::Optimizer& optimizer) {
   return !total.defined() || std::isfinite(total.item());
 }
 
+// --amp: autocast for the scope, in `amp` on `device`'s type; float32 turns it off.
+struct AmpScope : AutocastGuard {
+  AmpScope(Device device, DType amp)
+      : AutocastGuard(device.type(), amp == kFloat32 ? kBFloat16 : amp, amp != kFloat32) {}
+};
+
+// " | scale 32768, 2 skipped" for the progress lines under --amp fp16.
+std::string scaler_note(const optim::GradScaler* scaler) {
+  if (scaler == nullptr || !scaler->is_enabled()) return "";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, " | scale %g, %lld skipped", scaler->get_scale(),
+                (long long)scaler->skipped_steps());
+  return buf;
+}
+
 // Sums over a stretch of steps: loss is summed per image, so means weight batches by size.
 struct Totals {
   double loss = 0;
@@ -71,7 +87,8 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
   ProgressLine progress(s.interactive, epoch, s.steps);
   const int64_t log_every = std::max<int64_t>(1, (s.steps + 9) / 10);  // ~10% of the epoch
   Totals all, interval;
-  int64_t skipped = 0;
+  int64_t skipped = 0, scaler_skipped = 0;
+  const bool scaling = s.scaler != nullptr && s.scaler->is_enabled();
   const Clock::time_point start = Clock::now();
   Clock::time_point interval_start = start;
 
@@ -87,14 +104,24 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
     Tensor logits, loss;
     s.optimizer.zero_grad();
     if (s.step) {
+      // --pipeline: backward happens inside; its loss function scales (--amp fp16), so the
+      // loss it returns is scaled too.
+      AmpScope guard(s.device, s.amp);
       std::tie(loss, logits) = s.step(x, y);  // the last stage's device
+      if (scaling) loss = loss / s.scaler->get_scale();
     } else {
-      logits = s.forward ? s.forward(x) : s.model.forward(x);
-      loss = cross_entropy(logits, y);
-      loss.backward();
+      {
+        AmpScope guard(s.device, s.amp);  // forward and loss; backward outside
+        logits = s.forward ? s.forward(x) : s.model.forward(x);
+        loss = cross_entropy(logits, y);
+      }
+      (scaling ? s.scaler->scale(loss) : loss).backward();
     }
     const double l = loss.item();
-    if (!std::isfinite(l) || !gradients_finite(s.optimizer)) {
+    // Under the gradient scaler, inf/NaN gradients are expected now and then (the scale is
+    // probing how high it can go): the scaler skips those steps. A non-finite loss is still
+    // an error (or a --skip-nonfinite skip).
+    if (!std::isfinite(l) || (!scaling && !gradients_finite(s.optimizer))) {
       TD_CHECK_AS(NonFiniteError, s.skip_nonfinite, "train: the loss is ",
                   std::isnan(l) ? std::string("NaN") : std::to_string(l),
                   std::isfinite(l) ? " but a gradient is NaN or inf" : "", " at epoch ", epoch,
@@ -109,14 +136,20 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
       if (++all.steps == s.steps) break;
       continue;
     }
-    s.optimizer.step();
+    if (scaling) {
+      if (!s.scaler->step(s.optimizer)) ++scaler_skipped;  // counted, and visible below
+      s.scaler->update();
+    } else {
+      s.optimizer.step();
+    }
     if (s.scheduler) s.scheduler->step();
     ++global_step;
 
     const int64_t right = count_correct(logits, y.to(logits.device())), n = y.size(0);
     all.add(l, right, n);
     interval.add(l, right, n);
-    if (!s.quiet) progress.update(all.steps, all.mean_loss(), all.acc());
+    const std::string note = scaler_note(s.scaler);
+    if (!s.quiet) progress.update(all.steps, all.mean_loss(), all.acc(), note);
     if (all.steps % log_every == 0 || all.steps == s.steps) {
       const double secs = seconds_since(interval_start);
       const double rate = secs > 0 ? double(interval.images * s.world) / secs : 0;
@@ -127,8 +160,10 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
                        .loss = interval.mean_loss(),
                        .acc = interval.acc(),
                        .lr = s.optimizer.lr(0),
-                       .samples_per_s = rate});
-      if (!s.quiet) progress.log(all.steps, interval.mean_loss(), interval.acc(), rate);
+                       .samples_per_s = rate,
+                       .loss_scale = scaling ? s.scaler->get_scale() : 0,
+                       .skipped_steps = scaling ? s.scaler->skipped_steps() : -1});
+      if (!s.quiet) progress.log(all.steps, interval.mean_loss(), interval.acc(), rate, note);
       interval = Totals();
       interval_start = Clock::now();
     }
@@ -140,18 +175,23 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
           .acc = all.acc(),
           .images = all.images,
           .samples_per_s = secs > 0 ? double(all.images * s.world) / secs : 0,
-          .skipped = skipped};
+          .skipped = skipped,
+          .scaler_skipped = scaler_skipped};
 }
 
 PassResult evaluate(Classifier& model, data::DataLoader& loader, Device device,
-                    const std::function<Tensor(const Tensor&)>& forward) {
+                    const std::function<Tensor(const Tensor&)>& forward, DType amp) {
   NoGradGuard no_grad;
   model.eval();  // batch norm uses its running statistics, dropout is off
   Totals all;
   const Clock::time_point start = Clock::now();
   for (const data::Batch& batch : loader) {
     const Tensor x = batch.x.to(device);
-    const Tensor logits = forward ? forward(x) : model.forward(x);
+    Tensor logits;
+    {
+      AmpScope guard(device, amp);
+      logits = forward ? forward(x) : model.forward(x);
+    }
     const Tensor y = batch.y.to(logits.device());
     all.add(cross_entropy(logits, y).item(), count_correct(logits, y), y.size(0));
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tandem/data/dataloader.h>
+#include <tandem/nn/optim/grad_scaler.h>
 #include <tandem/nn/optim/lr_scheduler.h>
 #include <tandem/nn/optim/optimizer.h>
 #include <cstdint>
@@ -30,9 +31,11 @@ struct EpochSetup {
   /// --pipeline: forward and backward of (x, y) in micro-batches, returning (loss, logits);
   /// replaces forward, the loss and backward.
   std::function<std::pair<Tensor, Tensor>(const Tensor&, const Tensor&)> step = nullptr;
-  bool quiet = false;           // --ddp ranks other than 0: no progress output
-  int world = 1;                // ranks training together: images/s counts all of them
-  bool skip_nonfinite = false;  // --skip-nonfinite: skip such a step instead of stopping
+  bool quiet = false;                   // --ddp ranks other than 0: no progress output
+  int world = 1;                        // ranks training together: images/s counts all of them
+  bool skip_nonfinite = false;          // --skip-nonfinite: skip such a step instead of stopping
+  DType amp = kFloat32;                 // --amp: forward and loss under autocast in this dtype
+  optim::GradScaler* scaler = nullptr;  // --amp fp16: scales the loss, skips inf/NaN steps
 };
 
 /// A step's loss or gradients were NaN or inf (the step was not applied), or parameters were
@@ -45,8 +48,9 @@ struct PassResult {
   double loss = 0;  // mean cross-entropy per image
   double acc = 0;   // fraction correct
   int64_t images = 0;
-  double samples_per_s = 0;  // images/s over the whole pass
-  int64_t skipped = 0;       // steps not taken: non-finite loss or gradients (--skip-nonfinite)
+  double samples_per_s = 0;    // images/s over the whole pass
+  int64_t skipped = 0;         // steps not taken: non-finite loss or gradients (--skip-nonfinite)
+  int64_t scaler_skipped = 0;  // --amp fp16: steps the gradient scaler skipped this epoch
 };
 
 /// Trains epoch `epoch` (1-based; the loader is set to epoch − 1), advancing global_step. A step
@@ -56,9 +60,10 @@ PassResult train_epoch(EpochSetup& setup, int64_t epoch, int64_t& global_step);
 
 /// Loss and accuracy of the model in eval mode, without gradients, over every batch of `loader`
 /// (the model is put back in training mode afterwards). `forward`, when given, replaces
-/// model.forward (--pipeline).
+/// model.forward (--pipeline); `amp` other than float32 runs it under autocast.
 PassResult evaluate(Classifier& model, data::DataLoader& loader, Device device,
-                    const std::function<Tensor(const Tensor&)>& forward = nullptr);
+                    const std::function<Tensor(const Tensor&)>& forward = nullptr,
+                    DType amp = kFloat32);
 
 /// Seconds since the Unix epoch, for metric records.
 double unix_time();

@@ -19,6 +19,10 @@ nlohmann::ordered_json to_json(const MetricRecord& r) {
   j["acc"] = r.acc;
   j["lr"] = r.lr;
   j["samples_per_s"] = r.samples_per_s;
+  if (r.skipped_steps >= 0) {
+    j["loss_scale"] = r.loss_scale;
+    j["skipped_steps"] = r.skipped_steps;
+  }
   return j;
 }
 
@@ -35,7 +39,8 @@ std::vector<MetricRecord> read_metrics(const std::string& path) {
       out.push_back({j.at("time").get<double>(), j.at("epoch").get<int64_t>(),
                      j.at("step").get<int64_t>(), j.at("split").get<std::string>(),
                      j.at("loss").get<double>(), j.at("acc").get<double>(),
-                     j.at("lr").get<double>(), j.at("samples_per_s").get<double>()});
+                     j.at("lr").get<double>(), j.at("samples_per_s").get<double>(),
+                     j.value("loss_scale", 0.0), j.value("skipped_steps", int64_t(-1))});
     } catch (const nlohmann::json::exception&) {
       // A record missing a field is not one of ours; skip it like a truncated line.
     }

@@ -2,6 +2,7 @@
 // run (reference §4.6), flushed as it is written so a crash keeps everything logged so far:
 //   {"time":1717171717.25,"epoch":1,"step":450,"split":"train","loss":0.231,"acc":0.912,
 //    "lr":0.00195,"samples_per_s":1234.5}
+// and with --amp fp16 also "loss_scale":32768,"skipped_steps":3 on train records.
 // The records are also kept in memory for the HTML report.
 #pragma once
 
@@ -21,6 +22,10 @@ struct MetricRecord {
   double acc = 0;            // fraction correct, 0–1
   double lr = 0;             // lr after the last step (PyTorch's get_last_lr())
   double samples_per_s = 0;  // train: images/s over the interval; eval: evaluation images/s
+  // --amp fp16 only (train records): the gradient scaler's scale after the interval, and the
+  // steps it skipped (inf/NaN gradients) since the run began. 0 and -1 otherwise (not written).
+  double loss_scale = 0;
+  int64_t skipped_steps = -1;
 };
 
 class MetricsLog {

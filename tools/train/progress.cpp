@@ -59,7 +59,7 @@ double ProgressLine::elapsed() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
-void ProgressLine::update(int64_t step, double loss, double acc) {
+void ProgressLine::update(int64_t step, double loss, double acc, const std::string& note) {
   if (!interactive_) return;
   const auto now = std::chrono::steady_clock::now();
   if (drawn_ && step < total_ &&
@@ -72,20 +72,22 @@ void ProgressLine::update(int64_t step, double loss, double acc) {
   const double frac = total_ > 0 ? double(step) / double(total_) : 1;
   // \r, then the line, then erase anything left over from a longer previous line.
   std::fprintf(stderr,
-               "\rEpoch %lld: %3.0f%%|%s| %lld/%lld [%s<%s, %.1fit/s, loss=%.3f, acc=%.3f]\033[K",
+               "\rEpoch %lld: %3.0f%%|%s| %lld/%lld [%s<%s, %.1fit/s, loss=%.3f, acc=%.3f%s]\033[K",
                (long long)epoch_, 100 * frac, bar(frac).c_str(), (long long)step, (long long)total_,
-               format_duration(t).c_str(), format_duration(remaining).c_str(), rate, loss, acc);
+               format_duration(t).c_str(), format_duration(remaining).c_str(), rate, loss, acc,
+               note.c_str());
   std::fflush(stderr);
 }
 
-void ProgressLine::log(int64_t step, double loss, double acc, double samples_per_s) {
+void ProgressLine::log(int64_t step, double loss, double acc, double samples_per_s,
+                       const std::string& note) {
   if (interactive_) return;
   const double t = elapsed();
   const double eta = step > 0 ? t / double(step) * double(total_ - step) : 0;
-  std::printf("epoch %lld step %lld/%lld (%.0f%%) loss %.4f acc %.3f %.1f img/s eta %s\n",
+  std::printf("epoch %lld step %lld/%lld (%.0f%%) loss %.4f acc %.3f %.1f img/s eta %s%s\n",
               (long long)epoch_, (long long)step, (long long)total_,
               100.0 * double(step) / double(total_), loss, acc, samples_per_s,
-              format_duration(eta).c_str());
+              format_duration(eta).c_str(), note.c_str());
   std::fflush(stdout);
 }
 

@@ -24,10 +24,12 @@ class ProgressLine {
   ProgressLine(bool interactive, int64_t epoch, int64_t total_steps);
 
   /// After every step, with the epoch's running loss and accuracy (interactive mode only).
-  void update(int64_t step, double loss, double acc);
+  /// `note` is appended (--amp fp16: the loss scale and skipped steps).
+  void update(int64_t step, double loss, double acc, const std::string& note = "");
   /// At a log point (~10% of the epoch): the plain line, with the interval's loss, accuracy and
   /// images/s (plain mode only).
-  void log(int64_t step, double loss, double acc, double samples_per_s);
+  void log(int64_t step, double loss, double acc, double samples_per_s,
+           const std::string& note = "");
   /// Erases the bar, so what is printed next starts on a clean line.
   void finish();
 

@@ -135,9 +135,10 @@ int run_train(const TrainOptions& flags) {
 
   // ---- resume: weights, optimizer state, step count and dropout's generator, as they were.
   int64_t first_epoch = 1, global_step = 0;
-  std::string resumed;
+  std::string resumed, resumed_scaler;
   if (o.resume) {
     const TrainState state = load_checkpoint(o.checkpoint, *model, *optimizer);
+    resumed_scaler = state.grad_scaler_json;
     default_generator(device).set_state(state.generator);
     first_epoch = state.epoch + 1;
     global_step = state.global_step;
@@ -161,6 +162,18 @@ int run_train(const TrainOptions& flags) {
       return 0;
     }
   }
+  // ---- --amp: autocast in the forward; for fp16 a gradient scaler (bfloat16 has float32's range
+  // and needs none). Under --ddp the ranks sum their found-inf flags, so all skip together.
+  const DType amp = o.amp == "bf16" ? kBFloat16 : o.amp == "fp16" ? kFloat16 : kFloat32;
+  optim::GradScaler scaler({.enabled = amp == kFloat16,
+                            .all_reduce = group ? std::function<void(Tensor&)>([&](Tensor& t) {
+                              Tensor d = t.to(device);
+                              group->all_reduce(d)->wait();
+                              t.copy_(d);
+                            })
+                                                : nullptr});
+  if (o.resume && amp == kFloat16 && !resumed_scaler.empty())
+    scaler.load_state_dict(optim::grad_scaler_state_from_json(resumed_scaler));
   if (scheduler) scheduler->set_step(global_step);  // this step's lr (warm-up starts low)
 
   // ---- logging: metrics.jsonl (a resumed run drops what ran after its checkpoint), report.
@@ -191,6 +204,8 @@ int run_train(const TrainOptions& flags) {
     parallel_line = str(", pipeline over ", o.pipeline, " (", o.pipeline_schedule, ", ", o.chunks,
                         " chunks; stages of ", sizes, " modules)");
   }
+  if (amp != kFloat32)
+    parallel_line += str(", autocast ", o.amp, amp == kFloat16 ? " with a gradient scaler" : "");
   if (lead)
     std::printf("tandem train: %s (%s parameters) on %s, device %s%s\n", o.model.c_str(),
                 params.c_str(), data_line.c_str(), device.str().c_str(), parallel_line.c_str());
@@ -217,14 +232,17 @@ int run_train(const TrainOptions& flags) {
                    .forward = nullptr,
                    .quiet = !lead,
                    .world = world,
-                   .skip_nonfinite = o.skip_nonfinite};
+                   .skip_nonfinite = o.skip_nonfinite,
+                   .amp = amp,
+                   .scaler = &scaler};
   if (ddp) setup.forward = [&](const Tensor& x) { return (*ddp)(x); };
   if (!replicas.empty()) setup.forward = data_parallel_forward(*model, replicas);
   std::function<Tensor(const Tensor&)> eval_forward = nullptr;
   if (pipe) {
     setup.step = [&](const Tensor& x, const Tensor& y) {
-      const parallel::PipelineResult r = pipe->step(
-          x, y, [](const Tensor& out, const Tensor& t) { return cross_entropy(out, t); });
+      const parallel::PipelineResult r = pipe->step(x, y, [&](const Tensor& out, const Tensor& t) {
+        return scaler.scale(cross_entropy(out, t));  // unscaled unless --amp fp16
+      });
       return std::pair{r.loss, r.output};
     };
     eval_forward = [&](const Tensor& x) { return pipe->evaluate(x); };
@@ -238,7 +256,7 @@ int run_train(const TrainOptions& flags) {
   for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
     const PassResult t = train_epoch(setup, epoch, global_step);
     if (!lead) continue;  // the others go straight on to the next epoch's first all-reduce
-    const PassResult e = evaluate(*model, eval_loader, device, eval_forward);
+    const PassResult e = evaluate(*model, eval_loader, device, eval_forward, amp);
     metrics.write({.time = unix_time(),
                    .epoch = epoch,
                    .step = global_step,
@@ -255,10 +273,17 @@ int run_train(const TrainOptions& flags) {
     if (t.skipped > 0)
       std::printf("epoch %lld: %lld step%s skipped: loss or gradients not finite\n",
                   (long long)epoch, (long long)t.skipped, t.skipped == 1 ? "" : "s");
+    if (scaler.is_enabled())
+      std::printf(
+          "epoch %lld: gradient scaler skipped %lld step%s (inf/NaN gradients), %lld in "
+          "all; scale now %g\n",
+          (long long)epoch, (long long)t.scaler_skipped, t.scaler_skipped == 1 ? "" : "s",
+          (long long)scaler.skipped_steps(), scaler.get_scale());
     std::fflush(stdout);
     if (!o.checkpoint.empty())
       save_checkpoint(o.checkpoint, *model, *optimizer,
-                      {epoch, global_step, default_generator(device).get_state(), config});
+                      {epoch, global_step, default_generator(device).get_state(), config,
+                       scaler.is_enabled() ? optim::to_json(scaler.state_dict()) : ""});
 
     const bool last = epoch == o.epochs;
     const double wall =

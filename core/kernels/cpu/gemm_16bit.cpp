@@ -55,6 +55,17 @@ struct Primitive {
 
 // The primitive for one set of operand layouts, created once per thread and kept (a training
 // step multiplies the same few shapes over and over).
+// oneDNN parallelises every call (and some primitive creations) with OpenMP over
+// omp_get_max_threads() threads; this thread's setting is made 1 before any of them, so no
+// OpenMP team is ever started (its idle threads would spin on the cores the pool works on).
+void one_openmp_thread() {
+  thread_local const bool done = [] {
+    omp_set_num_threads(1);  // the calling thread's setting only
+    return true;
+  }();
+  (void)done;
+}
+
 const Primitive& primitive(DType t, const Operand& a, const Operand& b, const Operand& c) {
   thread_local std::map<std::vector<int64_t>, Primitive> cache;
   std::vector<int64_t> key{int64_t(t)};
@@ -91,9 +102,9 @@ bool onednn_rows(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, 
   const Operand oa{ta ? lo : lo * k, {ba, rows, k}, {m * k, ta ? 1 : k, ta ? m : 1}};
   const Operand ob{0, {bb, k, n}, {k * n, tb ? 1 : n, tb ? k : 1}};
   const Operand oc{lo * n, {batch, rows, n}, {m * n, n, 1}};
+  one_openmp_thread();
   const Primitive& p = primitive(c.dtype(), oa, ob, oc);
   if (!p.matmul) return false;
-  if (omp_get_max_threads() != 1) omp_set_num_threads(1);  // this thread's OpenMP setting only
   thread_local dnnl::stream stream(engine());
   const size_t es = element_size(c.dtype());
   auto mem = [&](const Operand& o, const Tensor& t) {
@@ -110,6 +121,7 @@ bool onednn_rows(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, 
 // Whether dtype t's products go to oneDNN on this CPU (asked once, on a small product).
 bool hardware_path(DType t) {
   auto probe = [](DType d) {
+    one_openmp_thread();
     const Operand o{0, {1, 64, 64}, {4096, 64, 1}};
     return cpu_has_instructions(d) && primitive(d, o, o, o).matmul.has_value();
   };

@@ -5,6 +5,7 @@
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
 #include <tandem/core/kernels/cpu/strided.h>
 #include <tandem/core/kernels/dispatch_dtype.h>
+#include <atomic>
 #include <cmath>
 
 namespace tandem::cpu {
@@ -63,6 +64,21 @@ void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_a
       }
       p -= step_size * m / (v.sqrt() / bc2_sqrt + T(a.eps));
     });
+  });
+}
+
+// GradScaler: g ← g·(1/scale) in one pass that also notices inf and NaN (a product with them
+// stays non-finite, so checking the result is checking the input).
+void unscale_grad(Tensor& grad, double inv_scale, Tensor& found_inf) {
+  dispatch_float(grad.dtype(), "unscale_grad", [&]<typename T>() {
+    T* pg = grad.data<T>();
+    std::atomic<bool> any{false};
+    detail::parallel_for(0, grad.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+      ArrayMap<T> g(pg + lo, hi - lo);
+      g *= T(inv_scale);
+      if (!g.isFinite().all()) any.store(true, std::memory_order_relaxed);
+    });
+    if (any.load()) *found_inf.data<float>() = 1.0f;
   });
 }
 

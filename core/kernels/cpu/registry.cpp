@@ -44,6 +44,7 @@ const Kernels cpu_kernels = {
     .nll_loss_backward = widened<cpu::nll_loss_backward>,
     .sgd_step = widened<cpu::sgd_step>,
     .adam_step = widened<cpu::adam_step>,
+    .unscale_grad = widened<cpu::unscale_grad>,
 };
 
 }  // namespace tandem

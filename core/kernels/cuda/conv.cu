@@ -2,10 +2,12 @@
 // API, groups and dilation included. The algorithm for each (pass, device, dtype, shapes, params)
 // is chosen once from cuDNN's heuristics and cached; its workspace is a tensor on the device, so
 // memory statistics count it. float32 runs on FMA kernels only (no TF32), so results match the CPU.
+// bfloat16 and float16 run on the tensor cores with float32 accumulation (the descriptor's compute
+// type); their bias add and bias gradient go through float32 (widen.h).
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/kernels/cuda/handles.h>
 #include <tandem/core/kernels/cuda/kernels_cuda.h>
-#include <tandem/core/kernels/dispatch_dtype.h>
+#include <tandem/core/kernels/widen.h>
 #include <array>
 #include <climits>
 #include <map>
@@ -54,19 +56,26 @@ struct FilterDesc {
 };
 
 // float: FMA kernels only, as CUDNN_DEFAULT_MATH allows TF32 on Ampere and later. double has no
-// reduced-precision tensor-core path, so the default is exact.
+// reduced-precision tensor-core path, so the default is exact. The 16-bit types are what the
+// tensor cores are for.
 cudnnMathType_t base_math(cudnnDataType_t type) {
+  if (type == CUDNN_DATA_HALF || type == CUDNN_DATA_BFLOAT16) return CUDNN_TENSOR_OP_MATH;
   return type == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+}
+
+// What a convolution of `type` data accumulates in: float32 for the 16-bit types.
+cudnnDataType_t compute_type(cudnnDataType_t type) {
+  return type == CUDNN_DATA_HALF || type == CUDNN_DATA_BFLOAT16 ? CUDNN_DATA_FLOAT : type;
 }
 
 struct ConvDesc {
   cudnnConvolutionDescriptor_t d = nullptr;
   ConvDesc(cudnnDataType_t type, const Conv2dParams& p) {
     TD_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d));
-    // Compute type = data type: float accumulates in float, double in double, as on the CPU.
+    // float accumulates in float and double in double, as on the CPU; 16 bits in float.
     TD_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
         d, as_int(p.pad_h), as_int(p.pad_w), as_int(p.stride_h), as_int(p.stride_w),
-        as_int(p.dilation_h), as_int(p.dilation_w), CUDNN_CROSS_CORRELATION, type));
+        as_int(p.dilation_h), as_int(p.dilation_w), CUDNN_CROSS_CORRELATION, compute_type(type)));
     TD_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d, as_int(p.groups)));
     TD_CUDNN_CHECK(cudnnSetConvolutionMathType(d, base_math(type)));
   }
@@ -212,10 +221,32 @@ Tensor workspace(size_t bytes, Device device) {
 }
 void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
-template <typename T>
-cudnnDataType_t cudnn_type() {
-  return std::is_same_v<T, float> ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+cudnnDataType_t cudnn_type(DType t, const char* op) {
+  switch (t) {
+    case DType::f32:
+      return CUDNN_DATA_FLOAT;
+    case DType::f64:
+      return CUDNN_DATA_DOUBLE;
+    case DType::bf16:
+      return CUDNN_DATA_BFLOAT16;
+    case DType::f16:
+      return CUDNN_DATA_HALF;
+    default:
+      ::tandem::detail::fail<DTypeError>(op, ": expected a floating dtype, but got ", t);
+  }
 }
+
+// alpha = 1 and beta = 0 as cuDNN reads them: double for double data, float for the others.
+struct Factors {
+  float f[2] = {1, 0};
+  double d[2] = {1, 0};
+  bool dbl;
+  explicit Factors(cudnnDataType_t t) : dbl(t == CUDNN_DATA_DOUBLE) {}
+  const void* one() const { return dbl ? static_cast<const void*>(&d[0]) : &f[0]; }
+  const void* zero() const { return dbl ? static_cast<const void*>(&d[1]) : &f[1]; }
+};
+
+bool is_16bit(cudnnDataType_t t) { return t == CUDNN_DATA_HALF || t == CUDNN_DATA_BFLOAT16; }
 
 void zero(Tensor& t) {
   if (t.defined()) TD_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), stream()));
@@ -227,26 +258,28 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
                     const Conv2dParams& p) {
   if (y.numel() == 0) return;
   DeviceGuard guard(y.device());
-  dispatch_float(x.dtype(), "conv2d", [&]<typename T>() {
-    const cudnnDataType_t type = cudnn_type<T>();
-    cudnnHandle_t h = cudnn_handle(y.device().index());
-    const T one = 1, none = 0;  // scaling factors have the data's type for float and double
-    if (x.numel() == 0 || w.numel() == 0) {
-      zero(y);  // all taps in padding, or no input channels: cuDNN takes no zero-size dims
-    } else {
-      const Conv c(type, x, w, y, p);
-      const Algo a = algorithm(Pass::Forward, h, c, x, w, p);
-      const Tensor ws = workspace(a.workspace, y.device());
-      TD_CUDNN_CHECK(cudnnConvolutionForward(h, &one, c.x.d, x.data<T>(), c.w.d, w.data<T>(),
-                                             c.conv.d, cudnnConvolutionFwdAlgo_t(a.algo), ptr(ws),
-                                             a.workspace, &none, c.y.d, y.data<T>()));
-    }
-    if (b.defined()) {  // y += b broadcast over N, H, W
-      const TensorDesc bd(type, 1, b.numel(), 1, 1);
-      const TensorDesc yd(type, y.size(0), y.size(1), y.size(2), y.size(3));
-      TD_CUDNN_CHECK(cudnnAddTensor(h, &one, bd.d, b.data<T>(), &one, yd.d, y.data<T>()));
-    }
-  });
+  const cudnnDataType_t type = cudnn_type(x.dtype(), "conv2d");
+  cudnnHandle_t h = cudnn_handle(y.device().index());
+  const Factors k(type);
+  if (x.numel() == 0 || w.numel() == 0) {
+    zero(y);  // all taps in padding, or no input channels: cuDNN takes no zero-size dims
+  } else {
+    const Conv c(type, x, w, y, p);
+    const Algo a = algorithm(Pass::Forward, h, c, x, w, p);
+    const Tensor ws = workspace(a.workspace, y.device());
+    TD_CUDNN_CHECK(cudnnConvolutionForward(h, k.one(), c.x.d, x.data_ptr(), c.w.d, w.data_ptr(),
+                                           c.conv.d, cudnnConvolutionFwdAlgo_t(a.algo), ptr(ws),
+                                           a.workspace, k.zero(), c.y.d, y.data_ptr()));
+  }
+  if (!b.defined()) return;
+  if (is_16bit(type)) {  // y += b broadcast over N, H, W, computed in float32
+    const Tensor bb = ::tandem::detail::as_strided(b, y.shape(), {0, 1, 0, 0}, b.storage_offset());
+    kernels(y.device()).binary(BinaryOp::Add, y, bb, y);
+    return;
+  }
+  const TensorDesc bd(type, 1, b.numel(), 1, 1);
+  const TensorDesc yd(type, y.size(0), y.size(1), y.size(2), y.size(3));
+  TD_CUDNN_CHECK(cudnnAddTensor(h, k.one(), bd.d, b.data_ptr(), k.one(), yd.d, y.data_ptr()));
 }
 
 void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
@@ -258,39 +291,43 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
     zero(db);
     return;
   }
-  dispatch_float(x.dtype(), "conv2d_backward", [&]<typename T>() {
-    const cudnnDataType_t type = cudnn_type<T>();
-    cudnnHandle_t h = cudnn_handle(dy.device().index());
-    const T one = 1, none = 0;
-    if (db.defined()) {  // db = Σ over (n, oy, ox) of dy
-      const TensorDesc dyd(type, dy.size(0), dy.size(1), dy.size(2), dy.size(3));
-      const TensorDesc bd(type, 1, db.numel(), 1, 1);
-      TD_CUDNN_CHECK(
-          cudnnConvolutionBackwardBias(h, &one, dyd.d, dy.data<T>(), &none, bd.d, db.data<T>()));
-    }
-    if (!dx.defined() && !dw.defined()) return;
-    if (x.numel() == 0 || w.numel() == 0) {  // no products: what gradients exist are zero
-      zero(dx);
-      zero(dw);
-      return;
-    }
-    const Conv c(type, x, w, dy, p);  // dy has y's shape
-    if (dx.defined()) {               // dx = the adjoint of the convolution in x, applied to dy
-      const Algo a = algorithm(Pass::BackwardData, h, c, x, w, p);
-      const Tensor ws = workspace(a.workspace, dy.device());
-      TD_CUDNN_CHECK(cudnnConvolutionBackwardData(
-          h, &one, c.w.d, w.data<T>(), c.y.d, dy.data<T>(), c.conv.d,
-          cudnnConvolutionBwdDataAlgo_t(a.algo), ptr(ws), a.workspace, &none, c.x.d, dx.data<T>()));
-    }
-    if (dw.defined()) {  // dw = Σ over the batch of dy correlated with x
-      const Algo a = algorithm(Pass::BackwardFilter, h, c, x, w, p);
-      const Tensor ws = workspace(a.workspace, dy.device());
-      TD_CUDNN_CHECK(
-          cudnnConvolutionBackwardFilter(h, &one, c.x.d, x.data<T>(), c.y.d, dy.data<T>(), c.conv.d,
-                                         cudnnConvolutionBwdFilterAlgo_t(a.algo), ptr(ws),
-                                         a.workspace, &none, c.w.d, dw.data<T>()));
-    }
-  });
+  const cudnnDataType_t type = cudnn_type(x.dtype(), "conv2d_backward");
+  cudnnHandle_t h = cudnn_handle(dy.device().index());
+  const Factors k(type);
+  if (db.defined()) {  // db = Σ over (n, oy, ox) of dy; for 16 bits summed in float32
+    const bool wide = is_16bit(type);
+    const Tensor g = wide ? ::tandem::detail::widen(dy) : dy;
+    Tensor sum = wide ? empty(db.shape(), {.dtype = DType::f32, .device = db.device()}) : db;
+    const cudnnDataType_t st = wide ? CUDNN_DATA_FLOAT : type;
+    const TensorDesc dyd(st, dy.size(0), dy.size(1), dy.size(2), dy.size(3));
+    const TensorDesc bd(st, 1, db.numel(), 1, 1);
+    TD_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, k.one(), dyd.d, g.data_ptr(), k.zero(), bd.d,
+                                                sum.data_ptr()));
+    if (wide) kernels(db.device()).copy(sum, db);
+  }
+  if (!dx.defined() && !dw.defined()) return;
+  if (x.numel() == 0 || w.numel() == 0) {  // no products: what gradients exist are zero
+    zero(dx);
+    zero(dw);
+    return;
+  }
+  const Conv c(type, x, w, dy, p);  // dy has y's shape
+  if (dx.defined()) {               // dx = the adjoint of the convolution in x, applied to dy
+    const Algo a = algorithm(Pass::BackwardData, h, c, x, w, p);
+    const Tensor ws = workspace(a.workspace, dy.device());
+    TD_CUDNN_CHECK(cudnnConvolutionBackwardData(h, k.one(), c.w.d, w.data_ptr(), c.y.d,
+                                                dy.data_ptr(), c.conv.d,
+                                                cudnnConvolutionBwdDataAlgo_t(a.algo), ptr(ws),
+                                                a.workspace, k.zero(), c.x.d, dx.data_ptr()));
+  }
+  if (dw.defined()) {  // dw = Σ over the batch of dy correlated with x
+    const Algo a = algorithm(Pass::BackwardFilter, h, c, x, w, p);
+    const Tensor ws = workspace(a.workspace, dy.device());
+    TD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, k.one(), c.x.d, x.data_ptr(), c.y.d,
+                                                  dy.data_ptr(), c.conv.d,
+                                                  cudnnConvolutionBwdFilterAlgo_t(a.algo), ptr(ws),
+                                                  a.workspace, k.zero(), c.w.d, dw.data_ptr()));
+  }
 }
 
 }  // namespace tandem::cuda

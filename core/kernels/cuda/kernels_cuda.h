@@ -61,5 +61,6 @@ void nll_loss_backward(const Tensor& target, const Tensor& dloss, Tensor& dlog_p
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdParams& p);
 void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                const AdamParams& p);
+void unscale_grad(Tensor& grad, double inv_scale, Tensor& found_inf);
 
 }  // namespace tandem::cuda

@@ -59,6 +59,17 @@ __global__ void adam_kernel(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, 
   }
 }
 
+// GradScaler: g ← g·(1/scale), and *found_inf = 1 if any result is inf or NaN (a product with
+// them stays non-finite). Every thread that finds one writes the same value: no atomics needed.
+template <typename T>
+__global__ void unscale_kernel(T* grad, int64_t n, T inv_scale, float* found_inf) {
+  TD_GRID_STRIDE_LOOP(i, n) {
+    const T g = grad[i] * inv_scale;
+    grad[i] = g;
+    if (!isfinite(g)) *found_inf = 1.0f;
+  }
+}
+
 }  // namespace
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdParams& p) {
@@ -102,6 +113,17 @@ void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_a
                            .decoupled_decay = decay && a.decoupled_weight_decay};
     adam_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(
         param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(), n, s);
+    TD_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void unscale_grad(Tensor& grad, double inv_scale, Tensor& found_inf) {
+  const int64_t n = grad.numel();
+  if (n == 0) return;
+  DeviceGuard guard(grad.device());
+  dispatch_float(grad.dtype(), "unscale_grad", [&]<typename T>() {
+    unscale_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(grad.data<T>(), n, T(inv_scale),
+                                                                found_inf.data<float>());
     TD_CUDA_CHECK_LAUNCH();
   });
 }

@@ -1,7 +1,8 @@
 // core/kernels/cuda/registry.cpp — the CUDA kernel table. A plain .cpp: the launchers are host
 // functions. Compiled with -Werror=missing-field-initializers, like the CPU registry, so a kernel
 // left out is a build error. Kernels written for float32/float64 serve bfloat16 and float16
-// through widened<> (widen.h); copies, fills, comparisons and GEMM handle every dtype themselves.
+// through widened<> (widen.h); copies, fills, comparisons, GEMM and convolution (cuBLAS's and
+// cuDNN's 16-bit tensor-core paths) handle every dtype themselves.
 #include <tandem/core/kernels/cuda/kernels_cuda.h>
 #include <tandem/core/kernels/widen.h>
 
@@ -32,8 +33,8 @@ const Kernels cuda_kernels = {
     .softmax_backward = widened<cuda::softmax_backward>,
     .log_softmax_forward = widened<cuda::log_softmax_forward>,
     .log_softmax_backward = widened<cuda::log_softmax_backward>,
-    .conv2d_forward = widened<cuda::conv2d_forward>,
-    .conv2d_backward = widened<cuda::conv2d_backward>,
+    .conv2d_forward = cuda::conv2d_forward,
+    .conv2d_backward = cuda::conv2d_backward,
     .max_pool2d_forward = widened<cuda::max_pool2d_forward>,
     .max_pool2d_backward = widened<cuda::max_pool2d_backward>,
     .avg_pool2d_forward = widened<cuda::avg_pool2d_forward>,
@@ -44,6 +45,7 @@ const Kernels cuda_kernels = {
     .nll_loss_backward = widened<cuda::nll_loss_backward>,
     .sgd_step = widened<cuda::sgd_step>,
     .adam_step = widened<cuda::adam_step>,
+    .unscale_grad = widened<cuda::unscale_grad>,
 };
 
 }  // namespace tandem
