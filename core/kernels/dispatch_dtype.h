@@ -12,10 +12,13 @@
 
 namespace tandem {
 
-/// The types each kind of kernel is written for. The 16-bit floating types join a list once its
-/// kernels compute them (accumulating in float32).
+/// The types each kind of kernel is written for. Most kernels compute the 16-bit floating types
+/// by widening whole tensors (kernels/widen.h); the CPU's elementwise kernels take them directly
+/// (kernels/cpu/runs.h), through the *With16Bit lists.
 using FloatTypes = TypeList<float, double>;
 using NumericTypes = TypeList<float, double, int64_t>;
+using FloatTypesWith16Bit = TypeList<float, double, BFloat16, Float16>;
+using NumericTypesWith16Bit = TypeList<float, double, int64_t, BFloat16, Float16>;
 
 namespace detail {
 

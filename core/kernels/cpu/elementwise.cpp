@@ -1,27 +1,16 @@
 // core/kernels/cpu/elementwise.cpp — unary, binary, comparison and where kernels on the CPU.
 // The strided loop (strided.h) hands out 1-D runs; each operand of a run is either contiguous
 // (an Eigen map), broadcast (an Eigen constant) or strided (gathered into a small buffer first),
-// so Eigen's vectorised exp/log/tanh/erf do the arithmetic in every case.
+// so Eigen's vectorised exp/log/tanh/erf do the arithmetic in every case. bfloat16 and float16
+// runs are widened into float32 buffers and the result rounded once (runs.h).
 #include <tandem/core/kernels/cpu/eigen.h>
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
+#include <tandem/core/kernels/cpu/runs.h>
 #include <tandem/core/kernels/cpu/strided.h>
 #include <tandem/core/kernels/dispatch_dtype.h>
 
 namespace tandem::cpu {
 namespace {
-
-// Calls f with an Eigen expression for the n elements at p, stride s.
-template <int Slot, typename T, typename F>
-void operand(const T* p, int64_t s, int64_t n, F&& f) {
-  if (s == 0) return f(Array1<T>::Constant(n, *p));
-  if (s != 1) {
-    thread_local std::vector<T> scratch;  // one per operand slot and type
-    scratch.resize(size_t(n));
-    for (int64_t i = 0; i < n; ++i) scratch[size_t(i)] = p[i * s];
-    p = scratch.data();
-  }
-  f(ConstArrayMap<T>(p, n));
-}
 
 template <typename T, typename Op>
 void binary_loop(const Tensor& a, const Tensor& b, Tensor& out, Op op) {
@@ -30,9 +19,10 @@ void binary_loop(const Tensor& a, const Tensor& b, Tensor& out, Op op) {
   T* po = out.data<T>();
   for_each_run<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()},
                   [&](const auto& off, int64_t n, const auto& st) {
-                    ArrayMap<T> o(po + off[0], n);
-                    operand<0>(pa + off[1], st[1], n, [&](const auto& x) {
-                      operand<1>(pb + off[2], st[2], n, [&](const auto& y) { o = op(x, y); });
+                    write_run(po + off[0], n, [&](auto& o) {
+                      operand<0>(pa + off[1], st[1], n, [&](const auto& x) {
+                        operand<1>(pb + off[2], st[2], n, [&](const auto& y) { o = op(x, y); });
+                      });
                     });
                   });
 }
@@ -43,8 +33,9 @@ void unary_loop(const Tensor& x, Tensor& y, Op op) {
   T* py = y.data<T>();
   for_each_run<2>(y.shape(), {&y.strides(), &x.strides()},
                   [&](const auto& off, int64_t n, const auto& st) {
-                    ArrayMap<T> o(py + off[0], n);
-                    operand<0>(px + off[1], st[1], n, [&](const auto& v) { o = op(v); });
+                    write_run(py + off[0], n, [&](auto& o) {
+                      operand<0>(px + off[1], st[1], n, [&](const auto& v) { o = op(v); });
+                    });
                   });
 }
 
@@ -55,7 +46,8 @@ void unary(UnaryOp op, const Tensor& x, Tensor& y) {
     if (op == UnaryOp::Neg) return unary_loop<int64_t>(x, y, [](const auto& v) { return -v; });
     return unary_loop<int64_t>(x, y, [](const auto& v) { return v.abs(); });
   }
-  dispatch_float(x.dtype(), name(op), [&]<typename T>() {
+  dispatch<FloatTypesWith16Bit>(x.dtype(), name(op), [&]<typename T>() {
+    using C = compute_t<T>;
     switch (op) {
       case UnaryOp::Neg:
         return unary_loop<T>(x, y, [](const auto& v) { return -v; });
@@ -68,14 +60,14 @@ void unary(UnaryOp op, const Tensor& x, Tensor& y) {
       case UnaryOp::Abs:
         return unary_loop<T>(x, y, [](const auto& v) { return v.abs(); });
       case UnaryOp::Relu:
-        return unary_loop<T>(x, y, [](const auto& v) { return v.max(T(0)); });
+        return unary_loop<T>(x, y, [](const auto& v) { return v.max(C(0)); });
       case UnaryOp::Sigmoid:
         return unary_loop<T>(x, y, [](const auto& v) { return v.logistic(); });
       case UnaryOp::Tanh:
         return unary_loop<T>(x, y, [](const auto& v) { return v.tanh(); });
       case UnaryOp::Gelu:  // exact GELU, PyTorch's default: x·Φ(x) = x/2·(1 + erf(x/√2))
         return unary_loop<T>(
-            x, y, [](const auto& v) { return T(0.5) * v * (T(1) + (v * T(M_SQRT1_2)).erf()); });
+            x, y, [](const auto& v) { return C(0.5) * v * (C(1) + (v * C(M_SQRT1_2)).erf()); });
     }
   });
 }
@@ -85,7 +77,8 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
     TD_CHECK_DTYPE(op != BinaryOp::Div && op != BinaryOp::Pow, name(op),
                    ": not defined for int64 tensors; convert with .to(kFloat32) first");
   }
-  dispatch_numeric(a.dtype(), name(op), [&]<typename T>() {
+  dispatch<NumericTypesWith16Bit>(a.dtype(), name(op), [&]<typename T>() {
+    using C = compute_t<T>;
     switch (op) {
       case BinaryOp::Add:
         return binary_loop<T>(a, b, out, [](const auto& x, const auto& y) { return x + y; });
@@ -98,13 +91,13 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
       case BinaryOp::Minimum:
         return binary_loop<T>(a, b, out, [](const auto& x, const auto& y) { return x.min(y); });
       case BinaryOp::Div:
-        if constexpr (std::is_floating_point_v<T>)
+        if constexpr (std::is_floating_point_v<C>)
           return binary_loop<T>(a, b, out, [](const auto& x, const auto& y) { return x / y; });
         break;
       case BinaryOp::Pow:
-        if constexpr (std::is_floating_point_v<T>)
+        if constexpr (std::is_floating_point_v<C>)
           return binary_loop<T>(a, b, out, [](const auto& x, const auto& y) {
-            return x.binaryExpr(y, [](T u, T v) { return std::pow(u, v); });
+            return x.binaryExpr(y, [](C u, C v) { return std::pow(u, v); });
           });
         break;
     }

@@ -9,14 +9,12 @@
 // Threads: as for sgemm (gemm_util.h), the pool owns them. oneDNN runs on OpenMP here, whose
 // workers spin after each call and would fight the pool on 2 cores; so every call is made with one
 // OpenMP thread, and a large product is split into row blocks over the pool.
-#include <omp.h>
-#include <tandem/core/cpu_info.h>
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
+#include <tandem/core/kernels/cpu/onednn.h>
 #include <tandem/core/kernels/widen.h>
 #include <tandem/core/thread_pool.h>
 #include <algorithm>
 #include <map>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <vector>
 
@@ -25,28 +23,11 @@ namespace {
 
 using dnnl::memory;
 
-const dnnl::engine& engine() {
-  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-memory::data_type onednn_type(DType t) {
-  return t == DType::bf16 ? memory::data_type::bf16 : memory::data_type::f16;
-}
-
 // One operand as oneDNN sees it: element offset, dims and strides (batch, rows, cols).
 struct Operand {
   int64_t offset;
   memory::dims dims, strides;
 };
-
-// True when this CPU computes the format in hardware: AVX512-BF16 or AMX for bfloat16 (Zen 4,
-// Sapphire Rapids), AVX512-FP16 for float16 (Sapphire Rapids). Without them oneDNN emulates the
-// format and loses to sgemm.
-bool cpu_has_instructions(DType t) {
-  const CpuInfo& c = cpu_info();
-  return t == DType::bf16 ? (c.avx512_bf16 || c.amx_bf16) : c.avx512_fp16;
-}
 
 struct Primitive {
   std::optional<dnnl::matmul> matmul;  // empty: only oneDNN's reference kernel, or none
@@ -55,17 +36,6 @@ struct Primitive {
 
 // The primitive for one set of operand layouts, created once per thread and kept (a training
 // step multiplies the same few shapes over and over).
-// oneDNN parallelises every call (and some primitive creations) with OpenMP over
-// omp_get_max_threads() threads; this thread's setting is made 1 before any of them, so no
-// OpenMP team is ever started (its idle threads would spin on the cores the pool works on).
-void one_openmp_thread() {
-  thread_local const bool done = [] {
-    omp_set_num_threads(1);  // the calling thread's setting only
-    return true;
-  }();
-  (void)done;
-}
-
 const Primitive& primitive(DType t, const Operand& a, const Operand& b, const Operand& c) {
   thread_local std::map<std::vector<int64_t>, Primitive> cache;
   std::vector<int64_t> key{int64_t(t)};
@@ -81,11 +51,11 @@ const Primitive& primitive(DType t, const Operand& a, const Operand& b, const Op
     const dnnl::matmul::primitive_desc pd(
         dnnl::matmul::desc(memory::desc(a.dims, dt, a.strides), memory::desc(b.dims, dt, b.strides),
                            memory::desc(c.dims, dt, c.strides)),
-        engine());
+        onednn_engine());
     p.impl = pd.impl_info_str();
     // Its kernels ("brg:avx512_core_bf16", "gemm:jit", "brg:avx512_core_amx") run near the
     // instructions' peak for every layout we pass; "ref" is a plain loop.
-    if (p.impl.rfind("ref", 0) != 0) p.matmul.emplace(pd);
+    if (is_optimized(p.impl)) p.matmul.emplace(pd);
   } catch (const dnnl::error&) {  // unimplemented for these operands: sgemm it is
     p.impl = "none";
   }
@@ -105,28 +75,13 @@ bool onednn_rows(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb, 
   one_openmp_thread();
   const Primitive& p = primitive(c.dtype(), oa, ob, oc);
   if (!p.matmul) return false;
-  thread_local dnnl::stream stream(engine());
-  const size_t es = element_size(c.dtype());
   auto mem = [&](const Operand& o, const Tensor& t) {
-    const memory::desc d(o.dims, onednn_type(c.dtype()), o.strides);
-    return memory(d, engine(), static_cast<char*>(const_cast<void*>(t.data_ptr())) + o.offset * es);
+    return onednn_memory(memory::desc(o.dims, onednn_type(c.dtype()), o.strides), t, o.offset);
   };
   p.matmul->execute(
-      stream,
+      onednn_stream(),
       {{DNNL_ARG_SRC, mem(oa, a)}, {DNNL_ARG_WEIGHTS, mem(ob, b)}, {DNNL_ARG_DST, mem(oc, c)}});
-  stream.wait();
   return true;
-}
-
-// Whether dtype t's products go to oneDNN on this CPU (asked once, on a small product).
-bool hardware_path(DType t) {
-  auto probe = [](DType d) {
-    one_openmp_thread();
-    const Operand o{0, {1, 64, 64}, {4096, 64, 1}};
-    return cpu_has_instructions(d) && primitive(d, o, o, o).matmul.has_value();
-  };
-  static const bool bf16 = probe(DType::bf16), f16 = probe(DType::f16);
-  return t == DType::bf16 ? bf16 : f16;
 }
 
 }  // namespace
@@ -135,7 +90,7 @@ bool hardware_path(DType t) {
 void gemm_16bit(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b) {
   const int64_t m = c.size(-2), n = c.size(-1), k = trans_a ? a.size(-2) : a.size(-1);
   if (c.numel() == 0) return;
-  if (k > 0 && hardware_path(c.dtype())) {
+  if (k > 0 && has_16bit_hardware(c.dtype())) {
     const int threads = detail::in_parallel_region() ? 1 : get_num_threads();
     const int64_t batch = c.dim() == 3 ? c.size(0) : 1;
     if (threads == 1 || batch * m * n * k < (int64_t(1) << 20) || m < 32) {
@@ -162,7 +117,7 @@ namespace tandem {
 std::string cpu_gemm_path(DType t) {
   if (!is_floating(t)) return "none";
   if (accumulate_dtype(t) == t) return "float32/float64 GEMM (OpenBLAS where built with it)";
-  if (!cpu::hardware_path(t))
+  if (!cpu::has_16bit_hardware(t))
     return "converted to float32 (this CPU has no " + std::string(name(t)) + " instructions)";
   const cpu::Operand o{0, {1, 64, 64}, {4096, 64, 1}};
   return "oneDNN " + cpu::primitive(t, o, o, o).impl;

@@ -3,8 +3,10 @@
 // two forms, so these two loops serve sum/mean/max/min/argmax over any dims.
 #include <tandem/core/kernels/cpu/eigen.h>
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
+#include <tandem/core/kernels/cpu/runs.h>
 #include <tandem/core/kernels/cpu/strided.h>
 #include <tandem/core/kernels/dispatch_dtype.h>
+#include <tandem/core/kernels/widen.h>
 
 namespace tandem::cpu {
 namespace {
@@ -70,6 +72,26 @@ void reduce_rows(ReduceOp op, const Tensor& x, Tensor& out) {
 
 void reduce_cols(ReduceOp op, const Tensor& x, Tensor& out) {
   const int64_t m = out.numel(), k = m ? x.numel() / m : 0;
+  if (detail::computes_wider(x)) {
+    // bfloat16/float16 sums (the bias gradient of a 16-bit layer): each row widened once into a
+    // float32 accumulator per block of columns, rounded once. The rest go through float32 copies.
+    if (op != ReduceOp::Sum && op != ReduceOp::Mean) return widened<reduce_cols>(op, x, out);
+    dispatch<TypeList<BFloat16, Float16>>(x.dtype(), name(op), [&]<typename T>() {
+      const T* px = x.data<T>();
+      T* po = out.data<T>();
+      detail::parallel_for(0, m, std::max<int64_t>(256, kGrain / std::max<int64_t>(k, 1)),
+                           [&](int64_t lo, int64_t hi) {
+                             const int64_t n = hi - lo;
+                             Array1<float> acc = Array1<float>::Zero(n);
+                             for (int64_t r = 0; r < k; ++r)
+                               operand<0>(px + r * m + lo, 1, n,
+                                          [&](const auto& row) { acc += row; });
+                             if (op == ReduceOp::Mean) acc /= float(k);  // k = 0: NaN, as torch
+                             for (int64_t j = 0; j < n; ++j) po[lo + j] = T(acc[j]);
+                           });
+    });
+    return;
+  }
   dispatch_numeric(x.dtype(), name(op), [&]<typename T>() {
     const T* px = x.data<T>();
     // Each task owns a block of columns and walks down the rows, so every access is contiguous.

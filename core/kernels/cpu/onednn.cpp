@@ -1,0 +1,55 @@
+// core/kernels/cpu/onednn.cpp — oneDNN's engine, streams and memory for the CPU kernels, and the
+// decision whether a 16-bit dtype goes to oneDNN on this CPU.
+#include <omp.h>
+#include <tandem/core/cpu_info.h>
+#include <tandem/core/kernels/cpu/onednn.h>
+
+namespace tandem::cpu {
+
+const dnnl::engine& onednn_engine() {
+  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& onednn_stream() {
+  thread_local dnnl::stream s(onednn_engine());
+  return s;
+}
+
+dnnl::memory::data_type onednn_type(DType t) {
+  return t == DType::bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f16;
+}
+
+dnnl::memory onednn_memory(const dnnl::memory::desc& d, const Tensor& t, int64_t offset) {
+  char* p = static_cast<char*>(const_cast<void*>(t.data_ptr()));
+  return dnnl::memory(d, onednn_engine(), p + offset * int64_t(element_size(t.dtype())));
+}
+
+void one_openmp_thread() {
+  thread_local const bool done = [] {
+    omp_set_num_threads(1);  // the calling thread's setting only
+    return true;
+  }();
+  (void)done;
+}
+
+bool has_16bit_hardware(DType t) {
+  // The instructions: AVX512-BF16 or AMX for bfloat16, AVX512-FP16 for float16. Then oneDNN must
+  // offer more than its reference loop for a plain product in that type.
+  auto probe = [](DType d) {
+    const CpuInfo& c = cpu_info();
+    if (!(d == DType::bf16 ? (c.avx512_bf16 || c.amx_bf16) : c.avx512_fp16)) return false;
+    one_openmp_thread();
+    try {
+      const dnnl::memory::desc m({64, 64}, onednn_type(d), dnnl::memory::format_tag::ab);
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m, m, m), onednn_engine());
+      return is_optimized(pd.impl_info_str());
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  };
+  static const bool bf16 = probe(DType::bf16), f16 = probe(DType::f16);
+  return t == DType::bf16 ? bf16 : f16;
+}
+
+}  // namespace tandem::cpu

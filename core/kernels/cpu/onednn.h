@@ -1,0 +1,35 @@
+// core/kernels/cpu/onednn.h — what the CPU kernels that call oneDNN share: its engine and a stream
+// per thread, tensors as oneDNN memory, and the rule for when oneDNN runs at all. oneDNN computes
+// bfloat16 on AVX512-BF16 (Zen 4, Sapphire Rapids) and AMX (Sapphire Rapids), float16 on
+// AVX512-FP16 (Sapphire Rapids); it picks its kernels from the CPU at run time, so one binary
+// serves every host. Without those instructions it emulates the format and loses to float32
+// sgemm (bench/bf16_gemm_bench), and the kernels widen to float32 instead.
+#pragma once
+
+#include <tandem/core/tensor.h>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+
+namespace tandem::cpu {
+
+const dnnl::engine& onednn_engine();
+/// The calling thread's stream (oneDNN's CPU streams run calls on the calling thread).
+dnnl::stream& onednn_stream();
+dnnl::memory::data_type onednn_type(DType t);  // bfloat16 or float16
+/// `t`'s memory from element `offset` on, described by `d` (no copy).
+dnnl::memory onednn_memory(const dnnl::memory::desc& d, const Tensor& t, int64_t offset = 0);
+
+/// Whether the 16-bit dtype t goes to oneDNN on this CPU: the instructions are there and oneDNN
+/// has a kernel for them (asked once).
+bool has_16bit_hardware(DType t);
+/// True for an implementation worth calling ("brg:avx512_core_bf16", "gemm:jit", "jit:...");
+/// false for oneDNN's reference loops ("ref:any").
+inline bool is_optimized(const std::string& impl) { return impl.rfind("ref", 0) != 0; }
+
+/// Makes the calling thread's OpenMP thread count 1, once. oneDNN (on OpenMP in Debian) runs
+/// every call, and some primitive creations, over omp_get_max_threads() threads; keeping that at
+/// 1 means no OpenMP team is ever started, whose idle threads would spin on the cores the pool
+/// works on (measured: the 2-thread bf16 MLP step ran slower than the 1-thread one until this).
+void one_openmp_thread();
+
+}  // namespace tandem::cpu
