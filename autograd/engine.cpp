@@ -109,7 +109,10 @@ void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
   dy = Tensor();
   TD_INTERNAL_ASSERT(grads.size() == node->next.size(), "backward of '", node->name, "' returned ",
                      grads.size(), " gradients for ", node->next.size(), " inputs");
-  if (!task->retain_graph) {  // free the saved tensors now, not when the graph dies
+  // Free the saved tensors now, not when the graph dies. A node that saved nothing stays
+  // runnable, as in PyTorch: a parameter's cast that autocast keeps for the region feeds several
+  // separate backward calls (a pipeline's micro-batches, accumulation steps).
+  if (!task->retain_graph && !node->saved.empty()) {
     node->backward = nullptr;
     node->saved.clear();
     node->released = true;

@@ -37,8 +37,8 @@ struct Node {
   const char* name = "";
   uint64_t sequence_nr = 0;  // creation order: later nodes run first in backward
   Device device;             // of the op's output: dy arrives here, and backward runs here
-  BackwardFn backward;       // released after backward unless retain_graph
-  std::vector<Edge> next;    // one per input
+  BackwardFn backward;     // released after backward unless retain_graph (kept if nothing is saved)
+  std::vector<Edge> next;  // one per input
   std::vector<SavedTensor> saved;
   HookList<TensorHook> pre_hooks;  // register_hook on the (non-leaf) output
   Tensor leaf;                     // accumulator nodes only: the leaf whose .grad this node writes

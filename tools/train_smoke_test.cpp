@@ -322,6 +322,13 @@ TEST(TrainCommand, AmpTrainsAndTheScalerStateResumes) {
       load_safetensors((tmp / "b" / "optimizer.safetensors").string()).metadata["grad_scaler"],
       opt.metadata.at("grad_scaler"));
 
+  // Through a pipeline: autocast reaches the stage threads, the loss function scales.
+  const Result piped = tandem_cli(fp16 + "--epochs 1 --pipeline cpu:0,cpu:1 --chunks 2 --log-dir " +
+                                      (tmp / "log-pipe").string(),
+                                  tmp / "pipe.txt");
+  ASSERT_EQ(piped.code, 0) << piped.output;
+  EXPECT_NE(piped.output.find(" | scale "), std::string::npos) << piped.output;
+
   const Result bad = tandem_cli(common + "--amp fp32", tmp / "bad.txt");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.output.find("--amp fp32 is not one of none, bf16, fp16"), std::string::npos)

@@ -88,6 +88,9 @@ TEST_P(Autocast, AParameterIsCastOncePerRegion) {
     }
     out.sum().backward();  // the three uses' gradients meet in the one cast
     EXPECT_EQ(w.grad().dtype(), kFloat32);
+    // The cached cast serves separate backward calls too (a pipeline's micro-batches).
+    x.matmul(w).sum().backward();
+    EXPECT_EQ(autocast::cached_casts(), 1u);
     {
       NoGradGuard no_grad;
       w.add_(1.0);  // changed in place: the cache casts it again
