@@ -2,8 +2,9 @@
 // with bench/gpu_bench_torch.py on the same GPU and prints the ratios): one training step
 // (forward, cross-entropy, backward, optimizer) of the MNIST reference CNN at batch 64 and 256
 // with Adam, and of the MLP 784-512-256-10 at batch 256 with SGD-momentum; and a 4096³ float32
-// GEMM in TFLOP/s. Prints "name value unit" lines. Times are medians over rounds, each round
-// synchronised with the device at its ends.
+// GEMM in TFLOP/s. Issue 16's rows: the CNN at batch 256 under autocast (bfloat16; and float16
+// with a gradient scaler), and the 4096³ GEMM in bfloat16. Prints "name value unit" lines. Times
+// are medians over rounds, each round synchronised with the device at its ends.
 #include <tandem/core/cpu_info.h>
 #include <tandem/tandem.h>
 #include <algorithm>
@@ -35,16 +36,25 @@ double median_ms(F&& f, int reps, int rounds = 7) {
   return ms[ms.size() / 2];
 }
 
+// One step; `amp` bfloat16/float16 runs forward and loss under autocast (float16 with a scaler).
 template <typename M, typename Opt>
-double step_ms(M& model, Opt& opt, int64_t batch, Device d) {
+double step_ms(M& model, Opt& opt, int64_t batch, Device d, DType amp = kFloat32) {
   manual_seed(0);
   const Tensor x = randn({batch, 1, 28, 28}).to(d);
   const Tensor y = zeros({batch}, {.dtype = kInt64}).to(d);
+  optim::GradScaler scaler({.enabled = amp == kFloat16});
   return median_ms(
       [&] {
         opt.zero_grad();
-        cross_entropy(model.forward(x), y).backward();
-        opt.step();
+        Tensor loss;
+        {
+          AutocastGuard autocast(DeviceType::CUDA, amp == kFloat32 ? kBFloat16 : amp,
+                                 amp != kFloat32);
+          loss = cross_entropy(model.forward(x), y);
+        }
+        scaler.scale(loss).backward();
+        scaler.step(opt);
+        scaler.update();
       },
       50);
 }
@@ -66,6 +76,14 @@ int main() {
     optim::Adam adam(cnn.parameters(), {.lr = 1e-3});
     std::printf("cnn_b%lld_ms %.4f ms\n", (long long)batch, step_ms(cnn, adam, batch, d));
   }
+  for (DType amp : {kBFloat16, kFloat16}) {
+    manual_seed(0);
+    bench::ReferenceCnn cnn;
+    cnn.to(d);
+    optim::Adam adam(cnn.parameters(), {.lr = 1e-3});
+    std::printf("cnn_b256_%s_ms %.4f ms\n", amp == kBFloat16 ? "bf16" : "fp16",
+                step_ms(cnn, adam, 256, d, amp));
+  }
   {
     manual_seed(0);
     bench::ReferenceMlp mlp;
@@ -79,6 +97,9 @@ int main() {
     const Tensor a = randn({n, n}).to(d), b = randn({n, n}).to(d);
     const double ms = median_ms([&] { (void)matmul(a, b); }, 20);
     std::printf("gemm4096_tflops %.3f TFLOP/s\n", 2.0 * n * n * n / (ms * 1e-3) / 1e12);
+    const Tensor a16 = a.to(kBFloat16), b16 = b.to(kBFloat16);
+    const double ms16 = median_ms([&] { (void)matmul(a16, b16); }, 20);
+    std::printf("gemm4096_bf16_tflops %.3f TFLOP/s\n", 2.0 * n * n * n / (ms16 * 1e-3) / 1e12);
   }
   return 0;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu_bench.sh — Tandem vs PyTorch eager on the same GPU, in one run, as ratios (issue
-# bars: training steps Tandem/PyTorch <= 1.0; GEMM 4096³ >= 90 % of torch.mm's rate).
+# bars: training steps Tandem/PyTorch <= 1.0; GEMM 4096³ >= 90 % of torch.mm's rate; issue 16:
+# the CNN step at batch 256 under autocast <= 1.0, the bf16 GEMM >= 0.70 of torch.mm's).
 #   bench/gpu_bench.sh [path/to/gpu_bench]   (default build-gpu/bench/gpu_bench)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -9,7 +10,8 @@ t=$("$tandem_bin")
 p=$(python3 "$here/gpu_bench_torch.py")
 echo "$t" | head -1
 printf "%-16s %12s %12s %10s\n" benchmark Tandem PyTorch ratio
-for key in cnn_b64_ms cnn_b256_ms mlp_b256_ms gemm4096_tflops; do
+for key in cnn_b64_ms cnn_b256_ms cnn_b256_bf16_ms cnn_b256_fp16_ms mlp_b256_ms gemm4096_tflops \
+  gemm4096_bf16_tflops; do
   a=$(echo "$t" | awk -v k=$key '$1 == k {print $2}')
   b=$(echo "$p" | awk -v k=$key '$1 == k {print $2}')
   unit=$(echo "$t" | awk -v k=$key '$1 == k {print $3}')

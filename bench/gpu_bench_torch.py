@@ -46,15 +46,24 @@ def median_ms(f, reps, rounds=7):
     return sorted(ms)[len(ms) // 2]
 
 
-def step_ms(model, opt, batch):
+def step_ms(model, opt, batch, amp=None):
+    """One step; amp torch.bfloat16/torch.float16 runs forward and loss under autocast (float16
+    with a GradScaler), as bench/gpu_bench.cpp does."""
     torch.manual_seed(0)
     x = torch.randn(batch, 1, 28, 28, device=dev)
     y = torch.zeros(batch, dtype=torch.long, device=dev)
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):  # torch >= 2.3
+        scaler = torch.amp.GradScaler("cuda", enabled=amp == torch.float16)
+    else:
+        scaler = torch.cuda.amp.GradScaler(enabled=amp == torch.float16)
 
     def step():
         opt.zero_grad()
-        F.cross_entropy(model(x), y).backward()
-        opt.step()
+        with torch.autocast("cuda", dtype=amp or torch.bfloat16, enabled=amp is not None):
+            loss = F.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
 
     return median_ms(step, 50)
 
@@ -64,6 +73,11 @@ for batch in (64, 256):
     torch.manual_seed(0)
     cnn = Cnn().to(dev)
     print(f"cnn_b{batch}_ms {step_ms(cnn, torch.optim.Adam(cnn.parameters(), lr=1e-3), batch):.4f} ms")
+for amp, tag in ((torch.bfloat16, "bf16"), (torch.float16, "fp16")):
+    torch.manual_seed(0)
+    cnn = Cnn().to(dev)
+    ms = step_ms(cnn, torch.optim.Adam(cnn.parameters(), lr=1e-3), 256, amp)
+    print(f"cnn_b256_{tag}_ms {ms:.4f} ms")
 torch.manual_seed(0)
 mlp = Mlp().to(dev)
 print(f"mlp_b256_ms {step_ms(mlp, torch.optim.SGD(mlp.parameters(), lr=0.05, momentum=0.9), 256):.4f} ms")
@@ -71,3 +85,6 @@ n = 4096
 a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
 ms = median_ms(lambda: torch.mm(a, b), 20)
 print(f"gemm4096_tflops {2 * n ** 3 / (ms * 1e-3) / 1e12:.3f} TFLOP/s")
+a16, b16 = a.to(torch.bfloat16), b.to(torch.bfloat16)
+ms = median_ms(lambda: torch.mm(a16, b16), 20)
+print(f"gemm4096_bf16_tflops {2 * n ** 3 / (ms * 1e-3) / 1e12:.3f} TFLOP/s")

@@ -102,6 +102,15 @@ TEST(Float16, Tensors) {
               double(t == kBFloat16 ? float(BFloat16(0.1)) : float(Float16(0.1))));
     EXPECT_EQ(ones({3}, {.dtype = t}).to(kFloat32).sum().item(), 3.0);
     EXPECT_EQ(scalar_tensor(-2.5, {.dtype = t}).item(), -2.5);
+    // Random and range factories draw in float32 and round: the same stream as float32's.
+    manual_seed(4);
+    const Tensor r32 = randn({64});
+    manual_seed(4);
+    const Tensor r16 = randn({64}, {.dtype = t});
+    EXPECT_EQ(r16.dtype(), t);
+    EXPECT_EQ(r16.to_vector<double>(), r32.to(t).to_vector<double>());
+    EXPECT_EQ(arange(0, 5, 1, {.dtype = t}).to_vector<double>(),
+              (std::vector<double>{0, 1, 2, 3, 4}));
     EXPECT_EQ(from_vector<int64_t>({3, -7}, {2}).to(t).to(kInt64).to_vector<int64_t>(),
               (std::vector<int64_t>{3, -7}));
     const Tensor exact = from_vector<float>({1.0f, -3.5f, 0.5f, 96.0f}, {4}).to(t);
