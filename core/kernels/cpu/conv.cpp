@@ -11,6 +11,7 @@
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
 #include <tandem/core/kernels/cpu/strided.h>
 #include <tandem/core/kernels/dispatch_dtype.h>
+#include <tandem/core/kernels/widen.h>
 #include <cstring>
 
 namespace tandem::cpu {
@@ -162,6 +163,10 @@ int64_t batch_tasks(const Geometry& g, int64_t partial_elems = 0) {
 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
                     const Conv2dParams& p) {
+  if (detail::computes_wider(x)) {  // bfloat16/float16: oneDNN, or this path in float32
+    if (conv2d_forward_16bit(x, w, b, y, p)) return;
+    return widened<conv2d_forward>(x, w, b, y, p);
+  }
   const Geometry g = geometry(x, w, p);
   dispatch_float(x.dtype(), "conv2d", [&]<typename T>() {
     const int64_t P = g.plane();
@@ -189,6 +194,10 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
 
 void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
                      Tensor& db, const Conv2dParams& p) {
+  if (detail::computes_wider(x)) {
+    if (conv2d_backward_16bit(x, w, dy, dx, dw, db, p)) return;
+    return widened<conv2d_backward>(x, w, dy, dx, dw, db, p);
+  }
   const Geometry g = geometry(x, w, p);
   dispatch_float(x.dtype(), "conv2d_backward", [&]<typename T>() {
     const int64_t P = g.plane(), tasks = batch_tasks(g, dw.defined() ? dw.numel() : 0);

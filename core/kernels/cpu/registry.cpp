@@ -1,9 +1,8 @@
 // core/kernels/cpu/registry.cpp — the CPU kernel table. Compiled with
 // -Werror=missing-field-initializers: a kernel added to kernels.h but not here fails the build.
 // Kernels written for float32/float64 serve bfloat16 and float16 through widened<> (widen.h);
-// copies, fills, comparisons, GEMM and the elementwise kernels (runs.h) handle every dtype
-// themselves. Convolution widens here too: oneDNN 2.6's bfloat16 convolution on NCHW tensors
-// measured slower than float32 im2col on Zen 4 (the CNN step 0.77x of float32 against 0.88x).
+// copies, fills, comparisons, GEMM, convolution and the elementwise kernels (runs.h) handle every
+// dtype themselves.
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
 #include <tandem/core/kernels/widen.h>
 
@@ -34,8 +33,8 @@ const Kernels cpu_kernels = {
     .softmax_backward = widened<cpu::softmax_backward>,
     .log_softmax_forward = widened<cpu::log_softmax_forward>,
     .log_softmax_backward = widened<cpu::log_softmax_backward>,
-    .conv2d_forward = widened<cpu::conv2d_forward>,
-    .conv2d_backward = widened<cpu::conv2d_backward>,
+    .conv2d_forward = cpu::conv2d_forward,
+    .conv2d_backward = cpu::conv2d_backward,
     .max_pool2d_forward = widened<cpu::max_pool2d_forward>,
     .max_pool2d_backward = widened<cpu::max_pool2d_backward>,
     .avg_pool2d_forward = widened<cpu::avg_pool2d_forward>,
