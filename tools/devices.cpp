@@ -142,6 +142,8 @@ int run_devices(const DevicesOptions& o) {
                 {"intra_op_threads", threads},
                 {"matmul_bfloat16", cpu_gemm_path(DType::bf16)},
                 {"matmul_float16", cpu_gemm_path(DType::f16)},
+                {"conv_bfloat16", cpu_conv_path(DType::bf16)},
+                {"conv_float16", cpu_conv_path(DType::f16)},
                 {"allocated_bytes", mem.allocated_bytes},
                 {"peak_allocated_bytes", mem.peak_allocated_bytes}};
     j["cuda_visible_devices"] = visible ? nlohmann::ordered_json(visible) : nullptr;
@@ -168,6 +170,8 @@ int run_devices(const DevicesOptions& o) {
   // Which kernel a 16-bit matrix product gets here: oneDNN picks one from the CPU at run time.
   std::printf("  bfloat16 matmul: %s\n", cpu_gemm_path(DType::bf16).c_str());
   std::printf("  float16 matmul: %s\n", cpu_gemm_path(DType::f16).c_str());
+  std::printf("  bfloat16 convolution: %s\n", cpu_conv_path(DType::bf16).c_str());
+  std::printf("  float16 convolution: %s\n", cpu_conv_path(DType::f16).c_str());
   std::printf(
       "  virtual devices cpu:0 … cpu:%d available (each with its own memory statistics "
       "and generator)\n",

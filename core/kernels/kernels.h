@@ -92,5 +92,7 @@ const Kernels& kernels(Device device);
 /// How the CPU backend multiplies matrices of dtype t, for `tandem devices`: for bfloat16 and
 /// float16, oneDNN's kernel ("oneDNN brg:avx512_core_bf16") or conversion to float32.
 std::string cpu_gemm_path(DType t);
+/// The same for convolutions ("oneDNN jit_bf16:avx512_core_bf16 on blocked layouts").
+std::string cpu_conv_path(DType t);
 
 }  // namespace tandem

@@ -275,3 +275,35 @@ bool conv2d_backward_16bit(const Tensor& x, const Tensor& w, const Tensor& dy, T
 }
 
 }  // namespace tandem::cpu
+
+namespace tandem {
+
+std::string cpu_conv_path(DType t) {
+  if (!is_floating(t)) return "none";
+  if (accumulate_dtype(t) == t) return "im2col + float32/float64 GEMM";
+  if (!cpu::has_16bit_hardware(t))
+    return "converted to float32 (this CPU has no " + std::string(name(t)) + " instructions)";
+  // What oneDNN picks for a typical layer (32 -> 64 channels, 3x3, batch 64).
+  cpu::one_openmp_thread();
+  try {
+    const dnnl::memory::data_type dt = cpu::onednn_type(t);
+    auto md = [&](dnnl::memory::dims d) {
+      return dnnl::memory::desc(d, dt, dnnl::memory::format_tag::any);
+    };
+    const dnnl::convolution_forward::primitive_desc pd({dnnl::prop_kind::forward_training,
+                                                        dnnl::algorithm::convolution_direct,
+                                                        md({64, 32, 13, 13}),
+                                                        md({64, 32, 3, 3}),
+                                                        md({64, 64, 11, 11}),
+                                                        {1, 1},
+                                                        {0, 0},
+                                                        {0, 0},
+                                                        {0, 0}},
+                                                       cpu::onednn_engine());
+    return "oneDNN " + std::string(pd.impl_info_str()) + " on blocked layouts";
+  } catch (const dnnl::error&) {
+    return "converted to float32 (oneDNN has no convolution for it)";
+  }
+}
+
+}  // namespace tandem
