@@ -9,6 +9,7 @@
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/autograd/saved_tensor.h>
 #include <tandem/autograd/thread_local_state.h>
+#include <tandem/autograd/weight_grad_deferral.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/device.h>
 #include <tandem/core/dtype.h>

@@ -7,6 +7,7 @@
 #include <tandem/autograd/engine.h>
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ready_queue.h>
+#include <tandem/autograd/weight_grad_deferral.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/kernels/kernels.h>
 #include <tandem/core/layout.h>
@@ -29,8 +30,7 @@ bool runs_on_caller(Device d) {
   return (d.is_cpu() && d.index() == 0) || !g_device_threads.load(std::memory_order_relaxed);
 }
 
-void accumulate(Node& node, Tensor grad) {
-  const Tensor& leaf = node.leaf;
+void accumulate(const Tensor& leaf, Tensor grad) {
   AutogradMeta& meta = autograd_meta(leaf);
   {
     std::lock_guard lk(meta.mutex);  // another backward (thread, device) may write it too
@@ -90,7 +90,7 @@ void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
     for (const Edge& e : node->next) onward |= e.node && task->needed.contains(e.node.get());
     if (node->is_accumulator() || !onward) return;
   }
-  if (node->is_accumulator()) return accumulate(*node, std::move(dy));
+  if (node->is_accumulator()) return accumulate(node->leaf, std::move(dy));
   TD_CHECK_AS(AutogradError, !node->released, "backward through the graph a second time (at '",
               node->name,
               "'): its saved tensors were freed after the first backward\n"
@@ -117,10 +117,14 @@ void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
     node->saved.clear();
     node->released = true;
   }
+  const bool deferring = WeightGradDeferral::current() != nullptr;
   for (size_t i = 0; i < grads.size(); ++i) {
     const Edge& e = node->next[i];
     if (!e.node) continue;
     Tensor& g = grads[i];
+    // A leaf's gradient may have been handed to the thread's WeightGradDeferral instead: its
+    // accumulator gets it from flush(), after this pass.
+    if (!g.defined() && e.node->is_accumulator() && deferring) continue;
     TD_INTERNAL_ASSERT(g.defined(), "backward of '", node->name, "' gave no gradient for input ",
                        i);
     TD_INTERNAL_ASSERT(g.shape() == e.shape && g.dtype() == e.dtype && g.device() == e.device,
@@ -229,6 +233,14 @@ void run_backward_worker(Device device, const std::shared_ptr<ReadyQueue>& queue
   }
 }
 
+void autograd::detail::accumulate_grad(const Tensor& leaf, Tensor grad) {
+  for (auto& hook : autograd_meta(leaf).hooks.snapshot()) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) grad = replaced;
+  }
+  accumulate(leaf, std::move(grad));
+}
+
 void set_backward_device_threads(bool enabled) { g_device_threads = enabled; }
 bool backward_device_threads() { return g_device_threads; }
 
@@ -302,6 +314,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
 
 std::vector<Tensor> autograd::grad(const Tensor& output, const std::vector<Tensor>& inputs,
                                    const GradOptions& options) {
+  WeightGradDeferralGuard no_deferral(nullptr);  // every gradient asked for is returned
   std::vector<Tensor> grads = execute(output, options.grad_output, options.retain_graph, &inputs);
   for (size_t k = 0; k < grads.size(); ++k)
     TD_CHECK_AS(AutogradError, grads[k].defined() || options.allow_unused, "autograd::grad: input ",

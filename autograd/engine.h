@@ -25,6 +25,12 @@ struct GradOptions {
 /// AutogradError unless allow_unused.
 std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs,
                          const GradOptions& options = {});
+namespace detail {
+/// What backward does with a leaf's gradient: the leaf's hooks, then .grad += grad under the leaf's
+/// lock (.grad = grad when it has none), then its post-accumulate hooks. For a gradient computed
+/// after its backward pass (WeightGradDeferral::flush).
+void accumulate_grad(const Tensor& leaf, Tensor grad);
+}  // namespace detail
 }  // namespace autograd
 
 /// Runs `fn` once the outermost backward pass of this thread has finished (after every gradient

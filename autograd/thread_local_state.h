@@ -1,9 +1,9 @@
 // autograd/thread_local_state.h — the per-thread settings that must follow work into the threads
 // Tandem starts (backward workers, DataLoader workers, DataParallel's replica threads): grad
-// mode, the non-blocking-copies flag, the current CUDA streams, the saved-tensor hooks and the cap
-// on intra-op threads and autocast. As PyTorch's at::ThreadLocalState:
-// capture() on the thread that hands the work over, a ThreadLocalStateGuard on the thread that
-// does it.
+// mode, the non-blocking-copies flag, the current CUDA streams, the saved-tensor hooks, the cap
+// on intra-op threads, autocast and the weight-gradient deferral. As PyTorch's
+// at::ThreadLocalState: capture() on the thread that hands the work over, a ThreadLocalStateGuard
+// on the thread that does it.
 //
 //   ThreadLocalState state = ThreadLocalState::capture();
 //   std::thread t([state] { ThreadLocalStateGuard g(state); ... });
@@ -17,6 +17,8 @@
 
 namespace tandem {
 
+class WeightGradDeferral;
+
 struct ThreadLocalState {
   bool grad_mode = true;
   bool non_blocking_copies = false;
@@ -24,6 +26,7 @@ struct ThreadLocalState {
   std::vector<std::pair<int, void*>> cuda_streams;  // (device, cudaStream_t) this thread set
   int intra_op_threads_cap = 0;                     // IntraOpThreadsGuard's; 0: none
   AutocastState autocast;                           // with the region's cast cache
+  std::shared_ptr<WeightGradDeferral> weight_grad_deferral;  // where Linear's dW goes, if set
 
   /// The calling thread's state.
   static ThreadLocalState capture();

@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
                   threads, t * 1e3, gflops(t), sgemm / t, pd.impl_info_str());
     }
   }
-  // Tandem's own matmul in bfloat16 (kernels/cpu/gemm_16bit.cpp: oneDNN where the CPU has the
+  // Tandem's own matmul in bfloat16 (kernels/cpu/gemm_onednn.cpp: oneDNN where the CPU has the
   // instructions, split over the intra-op threads), in the three layouts a linear layer uses:
   // forward x·Wᵀ, input gradient dy·W, weight gradient dyᵀ·x.
   std::printf("\nTandem matmul (bfloat16 path: %s)\n", cpu_gemm_path(kBFloat16).c_str());

@@ -3,9 +3,11 @@
 //
 // Time: the median of single SGD steps, interleaved round by round:
 //   plain model parallelism (parallel::run_stages: stage 0, then stage 1, the whole batch at once,
-//   one thread) against parallel::Pipeline with GPipe for M = 1, 2, 4, 8, 16 micro-batches and
-//   1F1B for M = 8. With K = 2 stages of equal work, the bubble leaves (K−1)/(M+K−1) of each
-//   stage's time idle, so the best speed-up over plain is K·M/(M+K−1) (1.78 for M = 8).
+//   one thread) against parallel::Pipeline with GPipe for M = 1, 2, 4, 8, 16 micro-batches,
+//   1F1B for M = 8, and GPipe for M = 8 with its weight gradients computed in each backward
+//   instead of deferred to one W action per stage ("gpipe-BW"). With K = 2 stages of equal work,
+//   the bubble leaves (K−1)/(M+K−1) of each stage's time idle, so the best speed-up over plain is
+//   K·M/(M+K−1) (1.78 for M = 8).
 // Memory: each stage's peak activation memory in the step (PipelineResult::peak_activation_bytes:
 //   its device's memory above the step's start, between actions), GPipe against 1F1B at M = 8.
 // --trace FILE writes a Chrome trace of one GPipe and one 1F1B step (M = 8): open it in Perfetto,
@@ -30,6 +32,7 @@ struct Mode {
   std::string name;
   int64_t chunks;  // 0: plain model parallelism
   parallel::PipelineSchedule schedule;
+  parallel::PipelineWeightGrads weight_grads;
   std::unique_ptr<parallel::Pipeline> pipe;
   std::vector<double> ms;
   std::vector<int64_t> peak;
@@ -72,14 +75,19 @@ int main(int argc, char** argv) {
   auto loss_fn = [](const Tensor& out, const Tensor& t) { return cross_entropy(out, t); };
 
   using S = parallel::PipelineSchedule;
+  using W = parallel::PipelineWeightGrads;
   std::vector<Mode> modes;
-  modes.push_back({"plain", 0, S::GPipe, nullptr, {}, {}});
-  for (int64_t m : {1, 2, 4, 8, 16}) modes.push_back({"gpipe", m, S::GPipe, nullptr, {}, {}});
-  modes.push_back({"1f1b", 8, S::OneFOneB, nullptr, {}, {}});
+  modes.push_back({"plain", 0, S::GPipe, W::Auto, nullptr, {}, {}});
+  for (int64_t m : {1, 2, 4, 8, 16})
+    modes.push_back({"gpipe", m, S::GPipe, W::Auto, nullptr, {}, {}});
+  modes.push_back({"1f1b", 8, S::OneFOneB, W::Auto, nullptr, {}, {}});
+  modes.push_back({"gpipe-BW", 8, S::GPipe, W::WithBackward, nullptr, {}, {}});
   for (Mode& mode : modes)
     if (mode.chunks > 0)  // the pipelines share the stages' modules: the same parameters
       mode.pipe = std::make_unique<parallel::Pipeline>(
-          stages, parallel::PipelineOptions{.chunks = mode.chunks, .schedule = mode.schedule});
+          stages,
+          parallel::PipelineOptions{
+              .chunks = mode.chunks, .schedule = mode.schedule, .weight_grads = mode.weight_grads});
 
   auto step = [&](Mode& mode) {
     {
@@ -106,7 +114,7 @@ int main(int argc, char** argv) {
       "%d x (Linear(%ld, %ld) + ReLU), batch %ld, float32, SGD, stages 4 + 4 layers on "
       "cpu:0, cpu:1; one intra-op thread per stage; median of %d steps\n",
       kLayers, long(kWidth), long(kWidth), long(kBatch), rounds);
-  std::printf("%-7s %4s %10s %10s %8s %8s %8s %8s %6s %10s %14s\n", "mode", "M", "ms / step",
+  std::printf("%-8s %4s %10s %10s %8s %8s %8s %8s %6s %10s %14s\n", "mode", "M", "ms / step",
               "speed-up", "bound", "of bound", "bubble", "idle", "work", "bound/work",
               "peak act MiB");
   const double plain = bench::median(modes[0].ms);
@@ -114,14 +122,14 @@ int main(int argc, char** argv) {
   for (const Mode& mode : modes) {
     const double ms = bench::median(mode.ms), speedup = plain / ms;
     if (mode.chunks == 0) {
-      std::printf("%-7s %4s %10.1f %9.2fx %8s %8s %8s %8s %6s %10s %14s\n", "plain", "-", ms, 1.0,
+      std::printf("%-8s %4s %10.1f %9.2fx %8s %8s %8s %8s %6s %10s %14s\n", "plain", "-", ms, 1.0,
                   "1.00x", "", "50%", "50%", "1.00", "1.00x", "");
       continue;
     }
     const double m = double(mode.chunks), bound = 2 * m / (m + 1);
     const std::string peak = str(int(mib(mode.peak[0]) + 0.5), " / ", int(mib(mode.peak[1]) + 0.5));
     const double work = bench::median(mode.work) / plain;
-    std::printf("%-7s %4ld %10.1f %9.2fx %7.2fx %7.0f%% %7.0f%% %7.0f%% %6.2f %9.2fx %14s\n",
+    std::printf("%-8s %4ld %10.1f %9.2fx %7.2fx %7.0f%% %7.0f%% %7.0f%% %6.2f %9.2fx %14s\n",
                 mode.name.c_str(), long(mode.chunks), ms, speedup, bound, 100 * speedup / bound,
                 100 / (m + 1), 100 * bench::median(mode.idle), work, bound / work, peak.c_str());
     if (mode.name == "gpipe" && mode.chunks == 8) gpipe8 = speedup, bound8 = bound;
@@ -134,6 +142,10 @@ int main(int argc, char** argv) {
       "PipelineResult::busy_seconds)\nwork: both stages' computing time over plain's step: "
       "what smaller products cost (1.00: as efficient as the whole batch);\n  bound/work: "
       "the speed-up the bubble allows at that cost\n"
+      "gpipe and 1f1b: PipelineWeightGrads::Auto (GPipe defers its weight gradients to one W per "
+      "stage after its last\n  backward, whose last stage's W overlaps the first stage's last "
+      "B: M = 1 can pass 2M/(M+1)); gpipe-BW: GPipe\n  with the weight gradients inside each "
+      "backward (WithBackward)\n"
       "bars (M = 8): GPipe at least 1.5x plain (%.2fx) and within 15%% of %.2fx (%.0f%%);\n"
       "1F1B's peak activation memory at most half of GPipe's per stage (%.2f, %.2f)\n",
       gpipe8, bound8, 100 * gpipe8 / bound8, double(f8.peak[0]) / double(g8.peak[0]),

@@ -140,6 +140,7 @@ int run_devices(const DevicesOptions& o) {
                 {"memory_total_gib", cpu.memory_gib},
                 {"virtual_devices", Device::kMaxCpuDevices},
                 {"intra_op_threads", threads},
+                {"matmul_float32", cpu_gemm_path(DType::f32)},
                 {"matmul_bfloat16", cpu_gemm_path(DType::bf16)},
                 {"matmul_float16", cpu_gemm_path(DType::f16)},
                 {"conv_bfloat16", cpu_conv_path(DType::bf16)},
@@ -167,7 +168,8 @@ int run_devices(const DevicesOptions& o) {
   std::string ext;
   for (const std::string& e : cpu.extensions) ext += (ext.empty() ? "" : " ") + e;
   std::printf("  vector extensions: %s\n", ext.empty() ? "none beyond SSE (no AVX2)" : ext.c_str());
-  // Which kernel a 16-bit matrix product gets here: oneDNN picks one from the CPU at run time.
+  // Which kernel a matrix product gets here: oneDNN picks one from the CPU at run time.
+  std::printf("  float32 matmul: %s\n", cpu_gemm_path(DType::f32).c_str());
   std::printf("  bfloat16 matmul: %s\n", cpu_gemm_path(DType::bf16).c_str());
   std::printf("  float16 matmul: %s\n", cpu_gemm_path(DType::f16).c_str());
   std::printf("  bfloat16 convolution: %s\n", cpu_conv_path(DType::bf16).c_str());

@@ -4,6 +4,7 @@
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/autograd/ops/raw.h>
 #include <tandem/autograd/record.h>
+#include <tandem/autograd/weight_grad_deferral.h>
 #include <tandem/core/tensor_checks.h>
 
 namespace tandem {
@@ -49,7 +50,10 @@ Tensor linear(const Tensor& x_in, const Tensor& w, const Tensor& b) {
           k.gemm(dy, detail::contiguous(w), dx, false, false);
           g[0] = detail::as_strided(dx, in_shape, contiguous_strides(in_shape), 0);
         }
-        if (need[1]) {  // dW = dyᵀ·x
+        // dW = dyᵀ·x, unless a pipeline stage puts it off (weight_grad_deferral.h): then the
+        // weight's accumulator gets nothing now, and the product comes at flush().
+        const auto deferral = need[1] ? WeightGradDeferral::current() : nullptr;
+        if (need[1] && !(deferral && deferral->defer(w, dy, x))) {
           g[1] = empty(w.shape(), dy.options());
           k.gemm(dy, x, g[1], true, false);
         }

@@ -3,6 +3,7 @@
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/autograd/thread_local_state.h>
+#include <tandem/autograd/weight_grad_deferral.h>
 #include <tandem/core/check.h>
 #include <tandem/core/memory_stats.h>
 #include <tandem/core/thread_pool.h>
@@ -23,6 +24,11 @@ std::vector<int64_t> micro_batch_sizes(int64_t n, int64_t m) {
   std::vector<int64_t> sizes(static_cast<size_t>(m), n / m);
   for (int64_t i = 0; i < n % m; ++i) ++sizes[size_t(i)];
   return sizes;
+}
+
+bool defers_weight_grads(const PipelineOptions& o) {
+  if (o.weight_grads == PipelineWeightGrads::Auto) return o.schedule == PipelineSchedule::GPipe;
+  return o.weight_grads == PipelineWeightGrads::Deferred;
 }
 
 std::vector<Device> devices_of(const std::vector<Stage>& stages) {
@@ -134,9 +140,11 @@ void Pipeline::run_stage(size_t k, Run& r) {
   Stage& stage = stages_[k];
   const bool first = k == 0, last = k + 1 == stages_.size();
   const int64_t m = int64_t(r.sizes.size());
+  const bool defer = r.training && defers_weight_grads(options_);
+  const auto deferral = defer ? std::make_shared<WeightGradDeferral>() : nullptr;
   std::vector<PipelineAction> actions;
   if (r.training) {
-    actions = stage_actions(options_.schedule, int64_t(k), int64_t(stages_.size()), m);
+    actions = stage_actions(options_.schedule, int64_t(k), int64_t(stages_.size()), m, defer);
   } else {
     for (int64_t i = 0; i < m; ++i) actions.push_back({PipelineAction::Forward, i});
   }
@@ -171,6 +179,7 @@ void Pipeline::run_stage(size_t k, Run& r) {
     if (r.training) inputs[i] = x;
   };
   auto backward = [&](size_t i, const Tensor& grad_output) {
+    WeightGradDeferralGuard deferring(deferral);  // null: nothing deferred
     if (last) {
       roots[i].backward();
     } else {
@@ -198,7 +207,7 @@ void Pipeline::run_stage(size_t k, Run& r) {
       if (is_forward) {
         received =
             first ? r.inputs[i] : r.exchange.take(Exchange::Activation, int64_t(k), int64_t(i));
-      } else if (!last) {
+      } else if (a.kind == PipelineAction::Backward && !last) {
         received = r.exchange.take(Exchange::Gradient, int64_t(k), int64_t(i));
       }
       const int64_t start = trace::now_us();
@@ -206,8 +215,10 @@ void Pipeline::run_stage(size_t k, Run& r) {
         trace::Scope span("pipeline", to_string(a));
         if (is_forward) {
           forward(i, std::move(received));
-        } else {
+        } else if (a.kind == PipelineAction::Backward) {
           backward(i, received);
+        } else {
+          deferral->flush();  // W: every micro-batch's Linear weight gradients into .grad
         }
       }
       r.busy_us[k] += trace::now_us() - start;
@@ -216,8 +227,10 @@ void Pipeline::run_stage(size_t k, Run& r) {
     } catch (...) {
       std::rethrow_exception(::tandem::detail::with_context(
           std::current_exception(),
-          str("pipeline stage ", k, " on ", stage.device, ", micro-batch ", i, " (",
-              is_forward ? "forward" : "backward", ")")));
+          a.kind == PipelineAction::Weight
+              ? str("pipeline stage ", k, " on ", stage.device, ", weight gradients (W)")
+              : str("pipeline stage ", k, " on ", stage.device, ", micro-batch ", i, " (",
+                    is_forward ? "forward" : "backward", ")")));
     }
     r.peak[k] = std::max(r.peak[k], memory_stats(stage.device).allocated_bytes - baseline);
   }

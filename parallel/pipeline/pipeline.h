@@ -15,7 +15,10 @@
 // micro-batch), detached, and passes its output on; a backward takes the output's gradient from
 // the stage after and passes the input's gradient back (exchange.h). Each stage's graph therefore
 // ends at its own boundaries, and backward of one micro-batch on one stage runs while another
-// stage computes something else.
+// stage computes something else. With GPipe, each backward computes only what the stage before
+// needs, and the stage's Linear weight gradients follow in one W action over all micro-batches
+// (PipelineWeightGrads, autograd/weight_grad_deferral.h): one large product per weight instead of
+// M small ones on the critical path.
 //
 // What it computes: the loss function is applied to each micro-batch's output and must return
 // the mean over that micro-batch (as cross_entropy and mse_loss do by default). The pipeline
@@ -41,10 +44,19 @@ namespace tandem::parallel {
 /// forward at once, so checkpointing it saves nothing: torchgpipe's default), or all.
 enum class PipelineCheckpoint { Never, ExceptLast, Always };
 
+/// When each stage computes its Linear layers' weight gradients (autograd/weight_grad_deferral.h).
+/// WithBackward: in each micro-batch's backward, as outside a pipeline. Deferred: in one W action
+/// after the stage's last backward, over every micro-batch's rows at once: fewer and larger
+/// products, off the critical path; the stage keeps each micro-batch's layer inputs and output
+/// gradients until then. Auto: Deferred for GPipe, which holds every micro-batch's activations at
+/// its peak anyway; WithBackward for 1F1B, whose point is to free them early.
+enum class PipelineWeightGrads { Auto, WithBackward, Deferred };
+
 struct PipelineOptions {
   int64_t chunks = 1;  // micro-batches per batch (M)
   PipelineSchedule schedule = PipelineSchedule::GPipe;
   PipelineCheckpoint checkpoint = PipelineCheckpoint::Never;
+  PipelineWeightGrads weight_grads = PipelineWeightGrads::Auto;
 };
 
 /// loss(output_i, target_i) on the last stage's device: the mean over micro-batch i.

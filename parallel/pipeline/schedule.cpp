@@ -4,9 +4,24 @@
 #include <algorithm>
 
 namespace tandem::parallel {
+namespace {
+
+// 1F1B: the later a stage, the fewer forwards it runs before its first backward: the last stage
+// starts backward on micro-batch 0 as soon as its forward is done.
+void one_f_one_b(std::vector<PipelineAction>& actions, int64_t stage, int64_t stages, int64_t m) {
+  const int64_t warmup = std::min(stages - stage - 1, m);
+  for (int64_t i = 0; i < warmup; ++i) actions.push_back({PipelineAction::Forward, i});
+  for (int64_t i = warmup; i < m; ++i) {
+    actions.push_back({PipelineAction::Forward, i});
+    actions.push_back({PipelineAction::Backward, i - warmup});
+  }
+  for (int64_t i = m - warmup; i < m; ++i) actions.push_back({PipelineAction::Backward, i});
+}
+
+}  // namespace
 
 std::vector<PipelineAction> stage_actions(PipelineSchedule schedule, int64_t stage, int64_t stages,
-                                          int64_t micro_batches) {
+                                          int64_t micro_batches, bool deferred_weight_grads) {
   TD_CHECK_VALUE(stages >= 1 && stage >= 0 && stage < stages && micro_batches >= 1,
                  "stage_actions: stage ", stage, " of ", stages, " with ", micro_batches,
                  " micro-batches");
@@ -15,21 +30,15 @@ std::vector<PipelineAction> stage_actions(PipelineSchedule schedule, int64_t sta
   if (schedule == PipelineSchedule::GPipe) {
     for (int64_t i = 0; i < m; ++i) actions.push_back({PipelineAction::Forward, i});
     for (int64_t i = m - 1; i >= 0; --i) actions.push_back({PipelineAction::Backward, i});
-    return actions;
+  } else {
+    one_f_one_b(actions, stage, stages, m);
   }
-  // 1F1B: the later a stage, the fewer forwards it runs before its first backward: the last
-  // stage starts backward on micro-batch 0 as soon as its forward is done.
-  const int64_t warmup = std::min(stages - stage - 1, m);
-  for (int64_t i = 0; i < warmup; ++i) actions.push_back({PipelineAction::Forward, i});
-  for (int64_t i = warmup; i < m; ++i) {
-    actions.push_back({PipelineAction::Forward, i});
-    actions.push_back({PipelineAction::Backward, i - warmup});
-  }
-  for (int64_t i = m - warmup; i < m; ++i) actions.push_back({PipelineAction::Backward, i});
+  if (deferred_weight_grads) actions.push_back({PipelineAction::Weight, -1});
   return actions;
 }
 
 std::string to_string(const PipelineAction& action) {
+  if (action.kind == PipelineAction::Weight) return "W";
   std::string out(1, action.kind == PipelineAction::Forward ? 'F' : 'B');
   out += std::to_string(action.micro_batch);
   return out;

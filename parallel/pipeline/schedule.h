@@ -15,6 +15,11 @@
 //   K = 2, M = 4     GPipe                      1F1B
 //   stage 0:   F0 F1 F2 F3 B3 B2 B1 B0     F0 F1 B0 F2 B1 F3 B2 B3
 //   stage 1:   F0 F1 F2 F3 B3 B2 B1 B0     F0 B0 F1 B1 F2 B2 F3 B3
+//
+// With the weight gradients deferred (weight_grad_deferral.h), each B computes what the stage
+// before needs and the stage's Linear weight gradients come in one W action at the end, over all
+// micro-batches at once (zero-bubble's B/W split): "F0 F1 F2 F3 B3 B2 B1 B0 W". The last stage's W
+// runs while the first stage is still on its last B, outside the bubble.
 #pragma once
 
 #include <cstdint>
@@ -26,16 +31,18 @@ namespace tandem::parallel {
 enum class PipelineSchedule { GPipe, OneFOneB };
 
 struct PipelineAction {
-  enum Kind { Forward, Backward } kind;
-  int64_t micro_batch;
+  enum Kind { Forward, Backward, Weight } kind;
+  int64_t micro_batch;  // -1 for Weight: it covers them all
   bool operator==(const PipelineAction&) const = default;
 };
 
-/// Stage `stage`'s actions (of `stages` stages) for `micro_batches` micro-batches.
+/// Stage `stage`'s actions (of `stages` stages) for `micro_batches` micro-batches; with
+/// `deferred_weight_grads`, a W action after the last backward.
 std::vector<PipelineAction> stage_actions(PipelineSchedule schedule, int64_t stage, int64_t stages,
-                                          int64_t micro_batches);
+                                          int64_t micro_batches,
+                                          bool deferred_weight_grads = false);
 
-/// "F3" or "B3"; "F0 F1 B0 …" for a list (as in the table above).
+/// "F3", "B3" or "W"; "F0 F1 B0 …" for a list (as in the table above).
 std::string to_string(const PipelineAction& action);
 std::string to_string(const std::vector<PipelineAction>& actions);
 

@@ -1,5 +1,5 @@
 // Matrix products and convolutions in bfloat16 and float16 at sizes where the CPU splits them
-// over threads (kernels/cpu/gemm_16bit.cpp and conv_16bit.cpp: oneDNN where the CPU has the
+// over threads (kernels/cpu/gemm_onednn.cpp and conv_16bit.cpp: oneDNN where the CPU has the
 // instructions, float32 otherwise): every layout a linear layer uses, batched and with a shared
 // 2-D operand, and a 32->64 convolution with all its gradients, against float32 on the same
 // (rounded) inputs. Each result is a sum accumulated in float32 and rounded once, so it is within

@@ -1,7 +1,8 @@
 // tests/parallel/pipeline_test.cpp — parallel::Pipeline: GPipe and 1F1B over cpu:0/cpu:1 (and
 // three stages) train exactly as the whole model on one device (float64, 5 Adam steps,
 // 1e-10 abs + 1e-8 rel) for 1, 4 and 7 micro-batches (7 divides no batch here evenly) with
-// checkpointing never, except_last and always; dropout is reproducible; schedules have the
+// checkpointing never, except_last and always, weight gradients with each backward or deferred
+// to one W per stage; dropout is reproducible; schedules have the
 // documented order and memory bound; bad input and a failing stage are clear errors. The CUDA
 // cases compare with the CPU and are skipped, visibly, without a GPU (two GPUs for the second).
 #include <tandem/parallel/pipeline/pipeline.h>
@@ -84,14 +85,17 @@ TEST(Pipeline, GPipeAnd1F1BTrainAsOneDevice) {
   for (PipelineSchedule schedule : {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB})
     for (int64_t chunks : {1, 4, 7})
       for (PipelineCheckpoint checkpoint :
-           {PipelineCheckpoint::Never, PipelineCheckpoint::ExceptLast}) {
-        SCOPED_TRACE(
-            str(to_string(schedule), ", ", chunks, " chunks, checkpoint ", int(checkpoint)));
-        tandem::testing::expect_same_params(
-            train_pipelined(two,
-                            {.chunks = chunks, .schedule = schedule, .checkpoint = checkpoint}),
-            expected);
-      }
+           {PipelineCheckpoint::Never, PipelineCheckpoint::ExceptLast})
+        for (PipelineWeightGrads weight_grads :
+             {PipelineWeightGrads::WithBackward, PipelineWeightGrads::Deferred}) {
+          SCOPED_TRACE(str(to_string(schedule), ", ", chunks, " chunks, checkpoint ",
+                           int(checkpoint), ", weight gradients ", int(weight_grads)));
+          tandem::testing::expect_same_params(train_pipelined(two, {.chunks = chunks,
+                                                                    .schedule = schedule,
+                                                                    .checkpoint = checkpoint,
+                                                                    .weight_grads = weight_grads}),
+                                              expected);
+        }
 }
 
 TEST(Pipeline, ThreeStagesAndCheckpointAlwaysTrainAsOneDevice) {
@@ -166,6 +170,9 @@ TEST(Pipeline, SchedulesHaveTheDocumentedOrder) {
   EXPECT_EQ(to_string(stage_actions(S::OneFOneB, 0, 2, 4)), "F0 F1 B0 F2 B1 F3 B2 B3");
   EXPECT_EQ(to_string(stage_actions(S::OneFOneB, 1, 2, 4)), "F0 B0 F1 B1 F2 B2 F3 B3");
   EXPECT_EQ(to_string(stage_actions(S::OneFOneB, 0, 4, 2)), "F0 F1 B0 B1");
+  // Weight gradients deferred: one W after the last backward.
+  EXPECT_EQ(to_string(stage_actions(S::GPipe, 1, 2, 3, true)), "F0 F1 F2 B2 B1 B0 W");
+  EXPECT_EQ(to_string(stage_actions(S::OneFOneB, 1, 2, 2, true)), "F0 B0 F1 B1 W");
   // 1F1B: stage j of K never holds more than K − j micro-batches between forward and backward.
   for (int64_t k = 1; k <= 4; ++k)
     for (int64_t m = 1; m <= 9; ++m)

@@ -30,9 +30,11 @@ void addcdiv(Tensor& self, const Tensor& a, const Tensor& b, double value);
 // reduce.cpp
 void reduce_rows(ReduceOp op, const Tensor& x, Tensor& out);
 void reduce_cols(ReduceOp op, const Tensor& x, Tensor& out);
-// matmul.cpp, gemm_16bit.cpp (bfloat16 and float16, which gemm hands over)
+// matmul.cpp; gemm_onednn.cpp (bfloat16 and float16, which gemm hands over, and float32 when
+// oneDNN has a faster kernel for it: false when it does not run)
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b);
 void gemm_16bit(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b);
+bool gemm_float32_onednn(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b);
 // softmax.cpp
 void softmax_forward(const Tensor& x, Tensor& y);
 void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);

@@ -2,6 +2,8 @@
 // OpenBLAS is found), float/double products go to OpenBLAS's sgemm/dgemm (gemm_util.h), about
 // 15 % faster than Eigen's own kernels on these machines (bench/gemm_bench.cpp measures it). Large
 // products are split over the thread pool (gemm_util.h); OpenBLAS itself runs single-threaded.
+// 16-bit products, and float32 ones on CPUs where oneDNN's kernels are faster, go to oneDNN
+// (gemm_onednn.cpp).
 #include <tandem/core/kernels/cpu/eigen.h>
 #include <tandem/core/kernels/cpu/gemm_util.h>
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
@@ -18,6 +20,9 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_
   const int64_t a_step = a.dim() == 3 ? m * k : 0, b_step = b.dim() == 3 ? k * n : 0;
   if (c.dtype() == DType::bf16 || c.dtype() == DType::f16)
     return gemm_16bit(a, b, c, trans_a, trans_b);
+  if (c.dtype() == DType::f32 && k > 0 && c.numel() > 0 &&
+      gemm_float32_onednn(a, b, c, trans_a, trans_b))
+    return;
   dispatch_float(c.dtype(), "matmul", [&]<typename T>() {
     for (int64_t i = 0; i < batch; ++i) {
       const ConstMatrixMap<T> A(a.data<T>() + i * a_step, trans_a ? k : m, trans_a ? m : k);

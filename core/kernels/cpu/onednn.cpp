@@ -17,6 +17,7 @@ dnnl::stream& onednn_stream() {
 }
 
 dnnl::memory::data_type onednn_type(DType t) {
+  if (t == DType::f32) return dnnl::memory::data_type::f32;
   return t == DType::bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f16;
 }
 

@@ -15,7 +15,7 @@ namespace tandem::cpu {
 const dnnl::engine& onednn_engine();
 /// The calling thread's stream (oneDNN's CPU streams run calls on the calling thread).
 dnnl::stream& onednn_stream();
-dnnl::memory::data_type onednn_type(DType t);  // bfloat16 or float16
+dnnl::memory::data_type onednn_type(DType t);  // float32, bfloat16 or float16
 /// `t`'s memory from element `offset` on, described by `d` (no copy).
 dnnl::memory onednn_memory(const dnnl::memory::desc& d, const Tensor& t, int64_t offset = 0);
 
