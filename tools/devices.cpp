@@ -143,6 +143,7 @@ int run_devices(const DevicesOptions& o) {
                 {"matmul_float32", cpu_gemm_path(DType::f32)},
                 {"matmul_bfloat16", cpu_gemm_path(DType::bf16)},
                 {"matmul_float16", cpu_gemm_path(DType::f16)},
+                {"conv_float32", cpu_conv_path(DType::f32)},
                 {"conv_bfloat16", cpu_conv_path(DType::bf16)},
                 {"conv_float16", cpu_conv_path(DType::f16)},
                 {"allocated_bytes", mem.allocated_bytes},
@@ -172,6 +173,7 @@ int run_devices(const DevicesOptions& o) {
   std::printf("  float32 matmul: %s\n", cpu_gemm_path(DType::f32).c_str());
   std::printf("  bfloat16 matmul: %s\n", cpu_gemm_path(DType::bf16).c_str());
   std::printf("  float16 matmul: %s\n", cpu_gemm_path(DType::f16).c_str());
+  std::printf("  float32 convolution: %s\n", cpu_conv_path(DType::f32).c_str());
   std::printf("  bfloat16 convolution: %s\n", cpu_conv_path(DType::bf16).c_str());
   std::printf("  float16 convolution: %s\n", cpu_conv_path(DType::f16).c_str());
   std::printf(

@@ -113,8 +113,9 @@ TEST(DevicesCommand, ExitsZeroAndListsTheCpu) {
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("cpu  "), std::string::npos) << r.output;
   // Which kernels the 16-bit types get on this CPU (oneDNN's, or float32 where it lacks them).
-  for (const char* line : {"float32 matmul: ", "bfloat16 matmul: ", "float16 matmul: ",
-                           "bfloat16 convolution: ", "float16 convolution: "})
+  for (const char* line :
+       {"float32 matmul: ", "bfloat16 matmul: ", "float16 matmul: ", "float32 convolution: ",
+        "bfloat16 convolution: ", "float16 convolution: "})
     EXPECT_NE(r.output.find(line), std::string::npos) << line << " not in:\n" << r.output;
   EXPECT_EQ(tandem_cli("devices --json", tmp / "json.txt").code, 0);
 }

@@ -1,5 +1,5 @@
 // Matrix products and convolutions in bfloat16 and float16 at sizes where the CPU splits them
-// over threads (kernels/cpu/gemm_onednn.cpp and conv_16bit.cpp: oneDNN where the CPU has the
+// over threads (kernels/cpu/gemm_onednn.cpp and conv_onednn.cpp: oneDNN where the CPU has the
 // instructions, float32 otherwise): every layout a linear layer uses, batched and with a shared
 // 2-D operand, and a 32->64 convolution with all its gradients, against float32 on the same
 // (rounded) inputs. Each result is a sum accumulated in float32 and rounded once, so it is within
@@ -55,7 +55,7 @@ TEST_P(LowPrecisionMatmul, MatchesFloat32OnEveryLayoutAndThreadCount) {
 }
 
 // Convolutions with channel counts the blocked kernels are made for (oneDNN reorders NCHW into
-// nChw16c and back; kernels/cpu/conv_16bit.cpp), forward and all three gradients, split over 1
+// nChw16c and back; kernels/cpu/conv_onednn.cpp), forward and all three gradients, split over 1
 // and 2 threads, with and without bias, against float32 on the same rounded inputs.
 TEST_P(LowPrecisionMatmul, ConvolutionsAtRealSizesMatchFloat32) {
   const DType low = GetParam();

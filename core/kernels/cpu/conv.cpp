@@ -6,6 +6,8 @@
 // Each task sums dW and db over its own samples and the partial sums are added in task order, so
 // results do not depend on thread timing. A batch smaller than the pool (one large image) runs its
 // samples on the caller, where the GEMMs themselves split over the pool instead.
+// This is the reference path (and float64's); layers that oneDNN's direct kernels run faster
+// (conv_onednn.cpp says which) go there first.
 #include <tandem/core/kernels/cpu/eigen.h>
 #include <tandem/core/kernels/cpu/gemm_util.h>
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
@@ -163,10 +165,8 @@ int64_t batch_tasks(const Geometry& g, int64_t partial_elems = 0) {
 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
                     const Conv2dParams& p) {
-  if (detail::computes_wider(x)) {  // bfloat16/float16: oneDNN, or this path in float32
-    if (conv2d_forward_16bit(x, w, b, y, p)) return;
-    return widened<conv2d_forward>(x, w, b, y, p);
-  }
+  if (conv2d_forward_onednn(x, w, b, y, p)) return;  // where its kernels win: conv_onednn.cpp
+  if (detail::computes_wider(x)) return widened<conv2d_forward>(x, w, b, y, p);
   const Geometry g = geometry(x, w, p);
   dispatch_float(x.dtype(), "conv2d", [&]<typename T>() {
     const int64_t P = g.plane();
@@ -194,10 +194,8 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
 
 void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
                      Tensor& db, const Conv2dParams& p) {
-  if (detail::computes_wider(x)) {
-    if (conv2d_backward_16bit(x, w, dy, dx, dw, db, p)) return;
-    return widened<conv2d_backward>(x, w, dy, dx, dw, db, p);
-  }
+  if (conv2d_backward_onednn(x, w, dy, dx, dw, db, p)) return;
+  if (detail::computes_wider(x)) return widened<conv2d_backward>(x, w, dy, dx, dw, db, p);
   const Geometry g = geometry(x, w, p);
   dispatch_float(x.dtype(), "conv2d_backward", [&]<typename T>() {
     const int64_t P = g.plane(), tasks = batch_tasks(g, dw.defined() ? dw.numel() : 0);

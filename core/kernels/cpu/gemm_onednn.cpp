@@ -105,7 +105,7 @@ bool onednn_block(const Tensor& a_in, const Tensor& b, Tensor& c, bool ta, bool 
   const Operand ob{
       batched_b ? b0 * k * n : 0, {batched_b ? entries : 1, k, n}, {k * n, tb ? 1 : n, tb ? k : 1}};
   const Operand oc{b0 * m * n + r0 * n, {entries, rows, n}, {rows * n, n, 1}};
-  one_openmp_thread();
+  OneOpenMpThread one;
   const Primitive& p = primitive(c.dtype(), oa, ob, oc);
   if (!p.matmul) return false;
   auto mem = [&](const Operand& o, const Tensor& t) {
@@ -172,6 +172,7 @@ namespace tandem {
 std::string cpu_gemm_path(DType t) {
   if (!is_floating(t)) return "none";
   const cpu::Operand o{0, {1, 64, 64}, {4096, 64, 1}};
+  cpu::OneOpenMpThread one;  // as every product runs: primitives are made for one thread
   if (t == DType::f32) {
     const cpu::Primitive& p = cpu::primitive(t, o, o, o);
     return p.matmul ? "oneDNN " + p.impl + " (sgemm under 2^20 multiply-adds)"

@@ -40,16 +40,17 @@ void softmax_forward(const Tensor& x, Tensor& y);
 void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
 void log_softmax_forward(const Tensor& x, Tensor& y);
 void log_softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
-// conv.cpp, conv_16bit.cpp (oneDNN, for bfloat16/float16 on CPUs with the instructions; false
-// when it does not run, and conv.cpp widens to float32 instead)
+// conv.cpp (im2col); conv_onednn.cpp (oneDNN: bfloat16/float16 on CPUs with the instructions,
+// float32 on AVX-512 for 16+ input channels; false when it does not run, and conv.cpp runs im2col,
+// widened to float32 for a 16-bit type)
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
                     const Conv2dParams& p);
 void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
                      Tensor& db, const Conv2dParams& p);
-bool conv2d_forward_16bit(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                          const Conv2dParams& p);
-bool conv2d_backward_16bit(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
-                           Tensor& dw, Tensor& db, const Conv2dParams& p);
+bool conv2d_forward_onednn(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                           const Conv2dParams& p);
+bool conv2d_backward_onednn(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+                            Tensor& dw, Tensor& db, const Conv2dParams& p);
 // pool.cpp
 void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p);
 void max_pool2d_backward(const Tensor& dy, const Tensor& indices, Tensor& dx,

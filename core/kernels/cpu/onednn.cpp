@@ -26,12 +26,11 @@ dnnl::memory onednn_memory(const dnnl::memory::desc& d, const Tensor& t, int64_t
   return dnnl::memory(d, onednn_engine(), p + offset * int64_t(element_size(t.dtype())));
 }
 
-void one_openmp_thread() {
-  thread_local const bool done = [] {
-    omp_set_num_threads(1);  // the calling thread's setting only
-    return true;
-  }();
-  (void)done;
+OneOpenMpThread::OneOpenMpThread() : previous_(omp_get_max_threads()) {
+  if (previous_ != 1) omp_set_num_threads(1);  // the calling thread's setting only
+}
+OneOpenMpThread::~OneOpenMpThread() {
+  if (previous_ != 1) omp_set_num_threads(previous_);
 }
 
 bool has_16bit_hardware(DType t) {
@@ -40,7 +39,7 @@ bool has_16bit_hardware(DType t) {
   auto probe = [](DType d) {
     const CpuInfo& c = cpu_info();
     if (!(d == DType::bf16 ? (c.avx512_bf16 || c.amx_bf16) : c.avx512_fp16)) return false;
-    one_openmp_thread();
+    OneOpenMpThread one;
     try {
       const dnnl::memory::desc m({64, 64}, onednn_type(d), dnnl::memory::format_tag::ab);
       const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m, m, m), onednn_engine());

@@ -26,10 +26,22 @@ bool has_16bit_hardware(DType t);
 /// false for oneDNN's reference loops ("ref:any").
 inline bool is_optimized(const std::string& impl) { return impl.rfind("ref", 0) != 0; }
 
-/// Makes the calling thread's OpenMP thread count 1, once. oneDNN (on OpenMP in Debian) runs
-/// every call, and some primitive creations, over omp_get_max_threads() threads; keeping that at
-/// 1 means no OpenMP team is ever started, whose idle threads would spin on the cores the pool
-/// works on (measured: the 2-thread bf16 MLP step ran slower than the 1-thread one until this).
-void one_openmp_thread();
+/// For its scope, the calling thread's OpenMP thread count is 1; the previous count comes back
+/// after. oneDNN (on OpenMP in Debian) runs every call, and some primitive creations, over
+/// omp_get_max_threads() threads; keeping that at 1 means no OpenMP team is ever started, whose
+/// idle threads would spin on the cores the pool works on (measured: the 2-thread bf16 MLP step
+/// ran slower than the 1-thread one until this). Restoring it matters to the program around
+/// Tandem: other OpenMP code on the same thread (LibTorch, in bench/cnn_layers_bench) keeps its
+/// own setting.
+class OneOpenMpThread {
+ public:
+  OneOpenMpThread();
+  ~OneOpenMpThread();
+  OneOpenMpThread(const OneOpenMpThread&) = delete;
+  OneOpenMpThread& operator=(const OneOpenMpThread&) = delete;
+
+ private:
+  int previous_;
+};
 
 }  // namespace tandem::cpu

@@ -1,22 +1,31 @@
-// core/kernels/cpu/conv_16bit.cpp — bfloat16 and float16 convolutions on the CPU through oneDNN's
-// convolution primitives, with float32 accumulation. Where the CPU lacks the format's
-// instructions (onednn.cpp decides, once) the caller widens to float32 and runs conv.cpp's
-// im2col path instead.
+// core/kernels/cpu/conv_onednn.cpp — convolutions on the CPU through oneDNN's convolution
+// primitives (Debian's libdnnl 2.6, the library LibTorch uses for the same job), which pick their
+// kernels from the CPU at run time, so one binary serves every host:
+// - bfloat16 / float16 with float32 accumulation, where the CPU has the format's instructions
+//   (onednn.cpp decides, once); elsewhere the caller widens to float32.
+// - float32 on CPUs with AVX-512, for layers with at least 16 input channels per group: its
+//   direct kernels keep a register block of output channels × pixels hot, where im2col + GEMM
+//   multiplies small matrices (a 13×13 plane is a 121-column GEMM) and copies every input nine
+//   times. Below 16 input channels (a first layer on grey images) and without AVX-512, conv.cpp's
+//   im2col path runs: it is faster there, and it stays the readable reference that the tests
+//   compare with (float64 always takes it).
 //
-// Layouts: oneDNN's fast kernels (jit_bf16:avx512_core_bf16, AMX) work on blocked layouts
-// (nChw16c: channels in blocks of 16 innermost), not on NCHW, where it falls back to a GEMM-based
-// kernel that is slower than float32 im2col. So each primitive is created with "any" layouts, and
-// each call reorders the NCHW inputs into the layout the primitive chose and the outputs back
-// (Layouts below). Measured on Zen 4, conv 32->64 3x3 at batch 64, forward + both backwards,
-// reorders included: 4.7 ms against 14.8 ms on NCHW and 8.5 ms for float32 blocked.
+// Layouts: oneDNN's fast kernels work on blocked layouts (nChw16c: channels in blocks of 16
+// innermost), not on NCHW, where it falls back to a GEMM-based kernel no faster than im2col. So
+// each primitive is created with "any" layouts, and each call reorders the NCHW inputs into the
+// layout the primitive chose and the outputs back (Layouts below). Measured on Zen 4, conv
+// 32->64 3x3 at batch 64, forward + both backwards, reorders included: bfloat16 4.7 ms against
+// 14.8 ms on NCHW; float32 8.5 against 12.9.
 //
-// Threads, as for the 16-bit GEMM: one OpenMP thread per oneDNN call, the batch split over the
-// pool. Forward and the input gradient are per sample, so each task takes its own samples. The
-// weight and bias gradients are sums over the batch: each task writes float32 partial sums
-// (oneDNN accumulates 16-bit products in float32 anyway), added in task order and rounded once,
-// so the result does not depend on thread timing.
+// Threads, as for the GEMMs: one OpenMP thread per oneDNN call, the batch split over the pool.
+// Forward and the input gradient are per sample, so each task takes its own samples. The weight
+// and bias gradients are sums over the batch: each task writes float32 partial sums (oneDNN
+// accumulates 16-bit products in float32 anyway), added in task order (and rounded once for a
+// 16-bit type), so the result does not depend on thread timing.
+#include <tandem/core/cpu_info.h>
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
 #include <tandem/core/kernels/cpu/onednn.h>
+#include <tandem/core/layout.h>
 #include <tandem/core/thread_pool.h>
 #include <algorithm>
 #include <map>
@@ -31,11 +40,15 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 
+// float32 layers with fewer input channels per group than this stay on im2col (see the top).
+constexpr int64_t kOneDnnMinChannels = 16;
+
 // Shapes and parameters of one call, for the descriptors and the per-thread primitive caches.
 struct Shapes {
   memory::dims src, weights, bias, dst;  // src/dst for a block of `block` samples
   memory::dims strides, dilates, pad;    // oneDNN counts dilation from 0
   bool grouped;
+  bool winograd;  // 3x3, stride 1, no dilation, one group: where oneDNN has Winograd kernels
 
   Shapes(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p, int64_t block)
       : src{block, x.size(1), x.size(2), x.size(3)},
@@ -44,7 +57,9 @@ struct Shapes {
         strides{p.stride_h, p.stride_w},
         dilates{p.dilation_h - 1, p.dilation_w - 1},
         pad{p.pad_h, p.pad_w},
-        grouped(p.groups > 1) {
+        grouped(p.groups > 1),
+        winograd(w.size(2) == 3 && w.size(3) == 3 && p.stride_h == 1 && p.stride_w == 1 &&
+                 p.dilation_h == 1 && p.dilation_w == 1 && p.groups == 1) {
     weights = grouped
                   ? memory::dims{p.groups, w.size(0) / p.groups, w.size(1), w.size(2), w.size(3)}
                   : memory::dims{w.size(0), w.size(1), w.size(2), w.size(3)};
@@ -66,10 +81,17 @@ struct Shapes {
       k.insert(k.end(), d->begin(), d->end());
     return k;
   }
-  dnnl::convolution_forward::desc forward_desc(memory::data_type t, bool with_bias) const {
+  // The algorithms to try, best first: float32 3x3 layers try Winograd (below), then direct.
+  std::vector<dnnl::algorithm> algorithms(DType t) const {
+    if (t == DType::f32 && winograd)
+      return {dnnl::algorithm::convolution_winograd, dnnl::algorithm::convolution_direct};
+    return {dnnl::algorithm::convolution_direct};
+  }
+  dnnl::convolution_forward::desc forward_desc(memory::data_type t, bool with_bias,
+                                               dnnl::algorithm alg) const {
     if (with_bias)
       return {dnnl::prop_kind::forward_training,
-              dnnl::algorithm::convolution_direct,
+              alg,
               src_md(t, true),
               weights_md(t, true),
               bias_md(t),
@@ -79,7 +101,7 @@ struct Shapes {
               pad,
               pad};
     return {dnnl::prop_kind::forward_training,
-            dnnl::algorithm::convolution_direct,
+            alg,
             src_md(t, true),
             weights_md(t, true),
             dst_md(t, true),
@@ -90,26 +112,48 @@ struct Shapes {
   }
 };
 
+// Whether oneDNN's kernel `impl` is worth calling for dtype t: for 16-bit types anything but its
+// reference loops; for float32 only its AVX-512 direct kernels (its "gemm:" ones are im2col too).
+bool worth_calling(DType t, const std::string& impl) {
+  if (t != DType::f32) return is_optimized(impl);
+  return impl.find("avx512") != std::string::npos && impl.rfind("gemm", 0) != 0;
+}
+
 // The three primitives, created once per thread and shape (a training step repeats its shapes)
-// from make_pd()'s primitive descriptor; empty when oneDNN has only its reference loop or nothing
-// for these shapes (the caller widens then).
+// from make_pd()'s primitive descriptor; empty when oneDNN has no kernel worth calling for these
+// shapes (the caller runs im2col then).
 template <typename P>
 struct Cached {
   typename P::primitive_desc pd;
   P primitive;
 };
 template <typename P, typename MakePd>
-const std::optional<Cached<P>>& cached(const std::vector<int64_t>& key, MakePd make_pd) {
+const std::optional<Cached<P>>& cached(const std::vector<int64_t>& key, DType t,
+                                       const std::vector<dnnl::algorithm>& algorithms,
+                                       MakePd make_pd) {
   thread_local std::map<std::vector<int64_t>, std::optional<Cached<P>>> cache;
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   if (cache.size() > 512) cache.clear();
   std::optional<Cached<P>> p;
-  try {
-    const auto pd = make_pd();
-    if (is_optimized(pd.impl_info_str())) p.emplace(Cached<P>{pd, P(pd)});
-  } catch (const dnnl::error&) {
+  for (dnnl::algorithm alg : algorithms) {
+    try {
+      const auto pd = make_pd(alg);
+      if (worth_calling(t, pd.impl_info_str())) {
+        p.emplace(Cached<P>{pd, P(pd)});
+        break;
+      }
+    } catch (const dnnl::error&) {  // no kernel for this algorithm here: the next one
+    }
   }
   return cache.emplace(key, std::move(p)).first->second;
+}
+
+// Whether a convolution of x's dtype and shape goes to oneDNN at all (then per shape, whether it
+// has a kernel worth calling: cached()).
+bool onednn_conv(const Tensor& x, const Conv2dParams& p) {
+  if (x.dtype() == DType::f32)
+    return cpu_info().avx512f && x.size(1) / p.groups >= kOneDnnMinChannels;
+  return x.dtype() != DType::f64 && has_16bit_hardware(x.dtype());
 }
 
 memory mem(const memory::desc& d, const Tensor& t, int64_t offset = 0) {
@@ -165,20 +209,22 @@ int64_t over_samples(int64_t n, F&& fn) {
 
 }  // namespace
 
-bool conv2d_forward_16bit(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                          const Conv2dParams& p) {
-  if (!has_16bit_hardware(x.dtype()) || x.numel() == 0 || w.numel() == 0) return false;
+bool conv2d_forward_onednn(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                           const Conv2dParams& p) {
+  if (!onednn_conv(x, p) || x.numel() == 0 || w.numel() == 0) return false;
   const memory::data_type t = onednn_type(x.dtype());
   const int64_t sample_x = x.numel() / x.size(0), sample_y = y.numel() / y.size(0);
   bool ok = true;
   over_samples(x.size(0), [&](int64_t, int64_t lo, int64_t hi) {
     if (lo == hi) return;
-    one_openmp_thread();
+    OneOpenMpThread one;
     const Shapes s(x, w, y, p, hi - lo);
-    const auto& c = cached<dnnl::convolution_forward>(s.key(0, x.dtype(), b.defined()), [&] {
-      return dnnl::convolution_forward::primitive_desc(s.forward_desc(t, b.defined()),
-                                                       onednn_engine());
-    });
+    const auto& c = cached<dnnl::convolution_forward>(
+        s.key(0, x.dtype(), b.defined()), x.dtype(), s.algorithms(x.dtype()),
+        [&](dnnl::algorithm alg) {
+          return dnnl::convolution_forward::primitive_desc(s.forward_desc(t, b.defined(), alg),
+                                                           onednn_engine());
+        });
     if (!c) {
       ok = false;
       return;
@@ -195,12 +241,11 @@ bool conv2d_forward_16bit(const Tensor& x, const Tensor& w, const Tensor& b, Ten
   return ok;
 }
 
-bool conv2d_backward_16bit(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
-                           Tensor& dw, Tensor& db, const Conv2dParams& p) {
-  if (!has_16bit_hardware(x.dtype()) || x.numel() == 0 || w.numel() == 0 || dy.numel() == 0)
-    return false;
+bool conv2d_backward_onednn(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+                            Tensor& dw, Tensor& db, const Conv2dParams& p) {
+  if (!onednn_conv(x, p) || x.numel() == 0 || w.numel() == 0 || dy.numel() == 0) return false;
   // oneDNN computes the bias gradient only with the weights'; a bias gradient alone (a frozen
-  // kernel) is left to the float32 path.
+  // kernel) is left to the im2col path.
   if (db.defined() && !dw.defined()) return false;
   const memory::data_type t = onednn_type(x.dtype()), f32 = memory::data_type::f32;
   const int64_t n = x.size(0), sample_x = x.numel() / n, sample_y = dy.numel() / n;
@@ -212,20 +257,22 @@ bool conv2d_backward_16bit(const Tensor& x, const Tensor& w, const Tensor& dy, T
   bool ok = true;
   over_samples(n, [&](int64_t task, int64_t lo, int64_t hi) {
     if (lo == hi) return;
-    one_openmp_thread();
+    OneOpenMpThread one;
     const Shapes s(x, w, dy, p, hi - lo);
     const bool bias = db.defined();
-    auto hint = [&] {
-      return dnnl::convolution_forward::primitive_desc(s.forward_desc(t, bias), onednn_engine());
+    auto hint = [&](dnnl::algorithm alg) {
+      return dnnl::convolution_forward::primitive_desc(s.forward_desc(t, bias, alg),
+                                                       onednn_engine());
     };
     Layouts l;
     if (dx.defined()) {
-      const auto& c = cached<dnnl::convolution_backward_data>(s.key(1, x.dtype(), false), [&] {
-        return dnnl::convolution_backward_data::primitive_desc(
-            {dnnl::algorithm::convolution_direct, s.src_md(t, true), s.weights_md(t, true),
-             s.dst_md(t, true), s.strides, s.dilates, s.pad, s.pad},
-            onednn_engine(), hint());
-      });
+      const auto& c = cached<dnnl::convolution_backward_data>(
+          s.key(1, x.dtype(), false), x.dtype(), s.algorithms(x.dtype()), [&](dnnl::algorithm alg) {
+            return dnnl::convolution_backward_data::primitive_desc(
+                {alg, s.src_md(t, true), s.weights_md(t, true), s.dst_md(t, true), s.strides,
+                 s.dilates, s.pad, s.pad},
+                onednn_engine(), hint(alg));
+          });
       if (!c) {
         ok = false;
         return;
@@ -238,17 +285,18 @@ bool conv2d_backward_16bit(const Tensor& x, const Tensor& w, const Tensor& dy, T
       l.finish();
     }
     if (dw.defined()) {
-      const auto& c = cached<dnnl::convolution_backward_weights>(s.key(2, x.dtype(), bias), [&] {
-        const auto d = bias ? dnnl::convolution_backward_weights::desc(
-                                  dnnl::algorithm::convolution_direct, s.src_md(t, true),
-                                  s.weights_md(f32, true), s.bias_md(f32), s.dst_md(t, true),
-                                  s.strides, s.dilates, s.pad, s.pad)
-                            : dnnl::convolution_backward_weights::desc(
-                                  dnnl::algorithm::convolution_direct, s.src_md(t, true),
-                                  s.weights_md(f32, true), s.dst_md(t, true), s.strides, s.dilates,
-                                  s.pad, s.pad);
-        return dnnl::convolution_backward_weights::primitive_desc(d, onednn_engine(), hint());
-      });
+      const auto& c = cached<dnnl::convolution_backward_weights>(
+          s.key(2, x.dtype(), bias), x.dtype(), s.algorithms(x.dtype()), [&](dnnl::algorithm alg) {
+            const auto d =
+                bias ? dnnl::convolution_backward_weights::desc(
+                           alg, s.src_md(t, true), s.weights_md(f32, true), s.bias_md(f32),
+                           s.dst_md(t, true), s.strides, s.dilates, s.pad, s.pad)
+                     : dnnl::convolution_backward_weights::desc(
+                           alg, s.src_md(t, true), s.weights_md(f32, true), s.dst_md(t, true),
+                           s.strides, s.dilates, s.pad, s.pad);
+            return dnnl::convolution_backward_weights::primitive_desc(d, onednn_engine(),
+                                                                      hint(alg));
+          });
       if (!c) {
         ok = false;
         return;
@@ -267,6 +315,11 @@ bool conv2d_backward_16bit(const Tensor& x, const Tensor& w, const Tensor& dy, T
   // Summed in task order (reduce_cols walks the rows in order), then rounded once.
   for (auto [part, grad] : {std::pair{&dw_part, &dw}, std::pair{&db_part, &db}}) {
     if (!grad->defined()) continue;
+    if (grad->dtype() == DType::f32) {
+      Tensor flat_grad = detail::as_strided(*grad, {grad->numel()}, {1}, grad->storage_offset());
+      reduce_cols(ReduceOp::Sum, *part, flat_grad);
+      continue;
+    }
     Tensor sum = empty(grad->shape());
     reduce_cols(ReduceOp::Sum, *part, sum);
     copy(sum, *grad);
@@ -279,12 +332,12 @@ bool conv2d_backward_16bit(const Tensor& x, const Tensor& w, const Tensor& dy, T
 namespace tandem {
 
 std::string cpu_conv_path(DType t) {
-  if (!is_floating(t)) return "none";
-  if (accumulate_dtype(t) == t) return "im2col + float32/float64 GEMM";
-  if (!cpu::has_16bit_hardware(t))
+  if (!is_floating(t) || t == DType::f64) return t == DType::f64 ? "im2col + dgemm" : "none";
+  if (t == DType::f32 && !cpu_info().avx512f) return "im2col + sgemm (no AVX-512)";
+  if (t != DType::f32 && !cpu::has_16bit_hardware(t))
     return "converted to float32 (this CPU has no " + std::string(name(t)) + " instructions)";
   // What oneDNN picks for a typical layer (32 -> 64 channels, 3x3, batch 64).
-  cpu::one_openmp_thread();
+  cpu::OneOpenMpThread one;
   try {
     const dnnl::memory::data_type dt = cpu::onednn_type(t);
     auto md = [&](dnnl::memory::dims d) {
@@ -300,6 +353,11 @@ std::string cpu_conv_path(DType t) {
                                                         {0, 0},
                                                         {0, 0}},
                                                        cpu::onednn_engine());
+    if (t == DType::f32)
+      return cpu::worth_calling(t, pd.impl_info_str())
+                 ? "oneDNN " + std::string(pd.impl_info_str()) +
+                       " on blocked layouts (16+ input channels; im2col + sgemm below)"
+                 : "im2col + sgemm (oneDNN has only " + std::string(pd.impl_info_str()) + ")";
     return "oneDNN " + std::string(pd.impl_info_str()) + " on blocked layouts";
   } catch (const dnnl::error&) {
     return "converted to float32 (oneDNN has no convolution for it)";
