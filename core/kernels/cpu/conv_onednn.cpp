@@ -167,8 +167,13 @@ class Layouts {
  public:
   memory in(memory user, const memory::desc& want) {
     if (user.get_desc() == want) return user;
+    // Backward reads dy twice (input and weight gradients): reorder it once.
+    for (const Reordered& r : reordered_)
+      if (r.data == user.get_data_handle() && r.from == user.get_desc() && r.to.get_desc() == want)
+        return r.to;
     memory m = scratch(want);
     dnnl::reorder(user, m).execute(onednn_stream(), user, m);
+    reordered_.push_back({user.get_data_handle(), user.get_desc(), m});
     return m;
   }
   memory out(memory user, const memory::desc& want) {
@@ -187,8 +192,14 @@ class Layouts {
     scratch_.push_back(empty({int64_t(d.get_size())}, {.dtype = DType::b8}));
     return memory(d, onednn_engine(), scratch_.back().data_ptr());
   }
+  struct Reordered {
+    void* data;
+    memory::desc from;
+    memory to;
+  };
   std::vector<Tensor> scratch_;
   std::vector<std::pair<memory, memory>> pending_;
+  std::vector<Reordered> reordered_;
 };
 
 // One task per intra-op thread, at most one per sample; one inside a pool task.
