@@ -75,6 +75,8 @@ void deliver(const std::shared_ptr<GraphTask>& task, const Node& producer, size_
 }
 
 void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
+  // An accumulator whose every gradient was deferred: flush() accumulates (and runs its hooks).
+  if (node->is_accumulator() && !dy.defined()) return;
   auto hooks = node->is_accumulator() ? autograd_meta(node->leaf).hooks.snapshot()
                                       : node->pre_hooks.snapshot();
   for (auto& hook : hooks) {
@@ -123,8 +125,12 @@ void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
     if (!e.node) continue;
     Tensor& g = grads[i];
     // A leaf's gradient may have been handed to the thread's WeightGradDeferral instead: its
-    // accumulator gets it from flush(), after this pass.
-    if (!g.defined() && e.node->is_accumulator() && deferring) continue;
+    // accumulator gets it from flush(), after this pass. It still counts as delivered, so the
+    // accumulator runs once its other gradients (a tied weight used elsewhere) are in.
+    if (!g.defined() && e.node->is_accumulator() && deferring) {
+      deliver(task, *node, i, Tensor());
+      continue;
+    }
     TD_INTERNAL_ASSERT(g.defined(), "backward of '", node->name, "' gave no gradient for input ",
                        i);
     TD_INTERNAL_ASSERT(g.shape() == e.shape && g.dtype() == e.dtype && g.device() == e.device,

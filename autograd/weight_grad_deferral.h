@@ -20,9 +20,15 @@
 //   deferral->flush();  // every deferred dW into .grad
 //
 // What is deferred: linear's weight, when it reaches backward as itself (a leaf that requires
-// grad: not autocast's cast of it, not through saved-tensor hooks). Everything else (biases,
-// convolutions, matmul) is computed in backward as usual. autograd::grad never defers: it must
+// grad: not autocast's cast of it, not a copy saved by saved-tensor hooks or activation
+// checkpointing). Everything else (biases, convolutions, matmul, the other uses of a tied weight)
+// is computed in backward as usual and accumulated then. autograd::grad never defers: it must
 // return every gradient it is asked for.
+//
+// The weights' hooks and post-accumulate hooks run in flush(), after the backward pass: a hook that
+// needs to run inside backward (DistributedDataParallel's, which queues a callback) does not work
+// with a deferral. A flush that fails (a hook throws) leaves the weights it did not reach pending;
+// a backward that fails midway leaves what it deferred until then.
 #pragma once
 
 #include <tandem/core/tensor.h>

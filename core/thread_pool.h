@@ -24,8 +24,8 @@ int intra_op_threads();
 
 /// Caps the calling thread's intra-op threads at n (>= 1) for the scope (never raises the cap).
 /// The results are the same bits whatever the cap: kernels are split into the same chunks, except
-/// matrix products, which are split into one block of rows (or columns) per thread they may use;
-/// that changes no element's sum, and a capped thread runs one product, not several small ones.
+/// oneDNN's matrix products, split into one block of rows per thread they may use, which changes
+/// no element's sum (tested), so that a capped thread runs one product, not several small ones.
 class IntraOpThreadsGuard {
  public:
   explicit IntraOpThreadsGuard(int n);

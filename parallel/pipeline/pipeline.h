@@ -15,10 +15,11 @@
 // micro-batch), detached, and passes its output on; a backward takes the output's gradient from
 // the stage after and passes the input's gradient back (exchange.h). Each stage's graph therefore
 // ends at its own boundaries, and backward of one micro-batch on one stage runs while another
-// stage computes something else. With GPipe, each backward computes only what the stage before
-// needs, and the stage's Linear weight gradients follow in one W action over all micro-batches
-// (PipelineWeightGrads, autograd/weight_grad_deferral.h): one large product per weight instead of
-// M small ones on the critical path.
+// stage computes something else. With GPipe, each backward leaves the stage's Linear weight
+// gradients for one W action over all micro-batches (PipelineWeightGrads,
+// autograd/weight_grad_deferral.h): one large product per weight instead of M small ones on the
+// critical path. (Checkpointed micro-batches recompute their layers on copies of the weights and
+// compute those gradients in backward as before.)
 //
 // What it computes: the loss function is applied to each micro-batch's output and must return
 // the mean over that micro-batch (as cross_entropy and mse_loss do by default). The pipeline
@@ -48,8 +49,9 @@ enum class PipelineCheckpoint { Never, ExceptLast, Always };
 /// WithBackward: in each micro-batch's backward, as outside a pipeline. Deferred: in one W action
 /// after the stage's last backward, over every micro-batch's rows at once: fewer and larger
 /// products, off the critical path; the stage keeps each micro-batch's layer inputs and output
-/// gradients until then. Auto: Deferred for GPipe, which holds every micro-batch's activations at
-/// its peak anyway; WithBackward for 1F1B, whose point is to free them early.
+/// gradients until then (and W concatenates them), so its peak can pass the forward's. Auto:
+/// Deferred for GPipe, which holds every micro-batch's activations at its peak anyway;
+/// WithBackward for 1F1B, whose point is to free them early.
 enum class PipelineWeightGrads { Auto, WithBackward, Deferred };
 
 struct PipelineOptions {

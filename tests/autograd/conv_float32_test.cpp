@@ -1,5 +1,6 @@
-// float32 convolutions with 16 or more input channels per group run on oneDNN's direct kernels
-// where the CPU has AVX-512 (kernels/cpu/conv_onednn.cpp); everything else, and float64 always,
+// float32 convolutions with 16 or more input channels per group run on oneDNN where the CPU has
+// AVX-512 (kernels/cpu/conv_onednn.cpp: Winograd for 3x3 stride 1, direct kernels for the
+// others); everything else, and float64 always,
 // runs conv.cpp's im2col. Here the float32 result — output and all three gradients — is compared
 // with float64 im2col on the same inputs, for the geometries a CNN uses (padding, stride,
 // dilation, groups, with and without bias), on 1 and 2 threads (the batch split over tasks, the

@@ -61,6 +61,26 @@ TEST(WeightGradDeferral, FlushGivesTheGradientsBackwardWouldHave) {
   EXPECT_TRUE(tandem::testing::all_close(m.w1.grad(), expected[0], 1e-12, 1e-12));
 }
 
+TEST(WeightGradDeferral, ATiedWeightKeepsItsOtherGradients) {
+  // w1 feeds a Linear (deferred) and an L2 term (computed in backward): both parts must arrive,
+  // the second at backward, the first at flush.
+  auto loss = [](const TwoLayers& m, const Tensor& x) {
+    return m.loss(x) + (m.w1 * m.w1).sum() * 0.01;
+  };
+  TwoLayers expected_model;
+  for (const Tensor& x : micro_batches()) loss(expected_model, x).backward();
+  TwoLayers m;
+  auto deferral = std::make_shared<WeightGradDeferral>();
+  {
+    WeightGradDeferralGuard guard(deferral);
+    for (const Tensor& x : micro_batches()) loss(m, x).backward();
+  }
+  EXPECT_TRUE(m.w1.grad().defined());  // the L2 part, accumulated in backward
+  deferral->flush();
+  EXPECT_TRUE(tandem::testing::all_close(m.w1.grad(), expected_model.w1.grad(), 1e-12, 1e-12));
+  EXPECT_TRUE(tandem::testing::all_close(m.w2.grad(), expected_model.w2.grad(), 1e-12, 1e-12));
+}
+
 TEST(WeightGradDeferral, HooksRunAtFlushOncePerWeight) {
   TwoLayers m;
   int tensor_hooks = 0, post_hooks = 0;

@@ -58,9 +58,10 @@ TEST(GemmThreads, SameBitsWhateverTheCap) {
   const Case cases[] = {
       {"a.bT", {64, 512}, {512, 512}, false, true},       // oneDNN (float32), split by rows
       {"aT.b", {512, 64}, {512, 512}, true, false},       // split by rows of a transposed a
+      {"aT.b odd", {512, 37}, {512, 512}, true, false},   // 18 + 19 rows of a transposed a
       {"a.b wide", {20, 300}, {300, 900}, false, false},  // BLAS splits its columns
       {"batched", {6, 64, 128}, {6, 128, 80}, false, false},
-      {"odd rows", {33, 300}, {301, 300}, false, true},  // blocks of 17 and 16 rows
+      {"odd rows", {33, 300}, {301, 300}, false, true},  // blocks of 16 and 17 rows
   };
   for (DType dtype : {kFloat32, kFloat64})
     for (const Case& c : cases) {

@@ -3,12 +3,14 @@
 // kernels from the CPU at run time, so one binary serves every host:
 // - bfloat16 / float16 with float32 accumulation, where the CPU has the format's instructions
 //   (onednn.cpp decides, once); elsewhere the caller widens to float32.
-// - float32 on CPUs with AVX-512, for layers with at least 16 input channels per group: its
-//   direct kernels keep a register block of output channels × pixels hot, where im2col + GEMM
-//   multiplies small matrices (a 13×13 plane is a 121-column GEMM) and copies every input nine
-//   times. Below 16 input channels (a first layer on grey images) and without AVX-512, conv.cpp's
-//   im2col path runs: it is faster there, and it stays the readable reference that the tests
-//   compare with (float64 always takes it).
+// - float32 on CPUs with AVX-512, for layers with at least 16 input channels per group: Winograd
+//   F(4×4, 3×3) for 3×3 stride-1 layers (about half the multiplications; its rounding differs from
+//   a direct convolution's by float32 noise: tests/autograd/conv_float32_test.cpp), direct kernels
+//   for the others; both keep a register block of output channels × pixels hot, where im2col +
+//   GEMM multiplies small matrices (a 13×13 plane is a 121-column GEMM) and copies every input
+//   nine times. Below 16 input channels (a first layer on grey images) and without AVX-512,
+//   conv.cpp's im2col path runs: it is faster there, and it stays the readable reference that the
+//   tests compare with (float64 always takes it).
 //
 // Layouts: oneDNN's fast kernels work on blocked layouts (nChw16c: channels in blocks of 16
 // innermost), not on NCHW, where it falls back to a GEMM-based kernel no faster than im2col. So
@@ -347,15 +349,16 @@ std::string cpu_conv_path(DType t) {
   if (t == DType::f32 && !cpu_info().avx512f) return "im2col + sgemm (no AVX-512)";
   if (t != DType::f32 && !cpu::has_16bit_hardware(t))
     return "converted to float32 (this CPU has no " + std::string(name(t)) + " instructions)";
-  // What oneDNN picks for a typical layer (32 -> 64 channels, 3x3, batch 64).
+  // What oneDNN picks for a typical layer (32 -> 64 channels, 3x3, batch 64), per algorithm.
   cpu::OneOpenMpThread one;
-  try {
-    const dnnl::memory::data_type dt = cpu::onednn_type(t);
+  const dnnl::memory::data_type dt = cpu::onednn_type(t);
+  auto impl = [&](dnnl::algorithm alg) -> std::string {
     auto md = [&](dnnl::memory::dims d) {
       return dnnl::memory::desc(d, dt, dnnl::memory::format_tag::any);
     };
-    const dnnl::convolution_forward::primitive_desc pd({dnnl::prop_kind::forward_training,
-                                                        dnnl::algorithm::convolution_direct,
+    try {
+      return dnnl::convolution_forward::primitive_desc({dnnl::prop_kind::forward_training,
+                                                        alg,
                                                         md({64, 32, 13, 13}),
                                                         md({64, 32, 3, 3}),
                                                         md({64, 64, 11, 11}),
@@ -363,16 +366,21 @@ std::string cpu_conv_path(DType t) {
                                                         {0, 0},
                                                         {0, 0},
                                                         {0, 0}},
-                                                       cpu::onednn_engine());
-    if (t == DType::f32)
-      return cpu::worth_calling(t, pd.impl_info_str())
-                 ? "oneDNN " + std::string(pd.impl_info_str()) +
-                       " on blocked layouts (16+ input channels; im2col + sgemm below)"
-                 : "im2col + sgemm (oneDNN has only " + std::string(pd.impl_info_str()) + ")";
-    return "oneDNN " + std::string(pd.impl_info_str()) + " on blocked layouts";
-  } catch (const dnnl::error&) {
-    return "converted to float32 (oneDNN has no convolution for it)";
-  }
+                                                       cpu::onednn_engine())
+          .impl_info_str();
+    } catch (const dnnl::error&) {
+      return "none";
+    }
+  };
+  const std::string direct = impl(dnnl::algorithm::convolution_direct);
+  if (t != DType::f32)
+    return direct == "none" ? "converted to float32 (oneDNN has no convolution for it)"
+                            : "oneDNN " + direct + " on blocked layouts";
+  if (!cpu::worth_calling(t, direct)) return "im2col + sgemm (oneDNN has only " + direct + ")";
+  const std::string wino = impl(dnnl::algorithm::convolution_winograd);
+  return "oneDNN on blocked layouts, 16+ input channels: " +
+         (cpu::worth_calling(t, wino) ? wino + " for 3x3 stride 1, " : std::string()) + direct +
+         " otherwise; im2col + sgemm below 16";
 }
 
 }  // namespace tandem

@@ -14,7 +14,8 @@
 //
 // Threads: as for sgemm (gemm_util.h), the pool owns them. oneDNN runs on OpenMP here, whose
 // workers spin after each call and would fight the pool on 2 cores; so every call is made with one
-// OpenMP thread, and a large product is split into blocks of rows or columns over the pool.
+// OpenMP thread, and a large product is split into blocks of rows or batch entries over the pool.
+#include <tandem/core/cpu_info.h>
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
 #include <tandem/core/kernels/cpu/onednn.h>
 #include <tandem/core/kernels/widen.h>
@@ -87,8 +88,9 @@ Tensor transposed_rows(const Tensor& a, int64_t r0, int64_t r1) {
 
 // c = op(a)·op(b) by oneDNN for batch entries [b0, b1) and rows [r0, r1) of c (a row block only
 // of a single matrix); false when there is no kernel worth calling. Every descriptor is dense, so
-// a block gets the same kernel as the whole product and each element the same sum: the bits do
-// not depend on how the product is split.
+// a block gets the same kind of kernel as the whole product, and each element of c is one sum over
+// k in the same order (tests/core/gemm_float32_test.cpp checks that the bits do not depend on the
+// split; oneDNN does not promise it).
 bool onednn_block(const Tensor& a_in, const Tensor& b, Tensor& c, bool ta, bool tb, int64_t b0,
                   int64_t b1, int64_t r0, int64_t r1) {
   const int64_t m = c.size(-2), n = c.size(-1), k = ta ? a_in.size(-2) : a_in.size(-1);
@@ -117,27 +119,29 @@ bool onednn_block(const Tensor& a_in, const Tensor& b, Tensor& c, bool ta, bool 
   return true;
 }
 
-// c = op(a)·op(b) by oneDNN on the pool's threads: a batch split by entries, one matrix by rows;
-// false when oneDNN has no kernel worth calling for some block (the caller then computes all of c
-// another way).
+// c = op(a)·op(b) by oneDNN on the pool's threads: a batch split by entries, one matrix by rows
+// (blocks of at least 16), one block per thread the caller may use; false when oneDNN has no
+// kernel worth calling for some block (the caller then computes all of c another way).
 bool onednn_gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb) {
   const int64_t batch = c.dim() == 3 ? c.size(0) : 1, m = c.size(-2), n = c.size(-1);
   const int64_t k = ta ? a.size(-2) : a.size(-1);
   const int threads = detail::in_parallel_region() ? 1 : intra_op_threads();
-  if (threads == 1 || batch * m * n * k < (int64_t(1) << 20))
-    return onednn_block(a, b, c, ta, tb, 0, batch, 0, m);
+  const bool by_entries = batch > 1;
+  const int64_t side = by_entries ? batch : m;
+  const int64_t blocks =
+      threads == 1 || batch * m * n * k < (int64_t(1) << 20)
+          ? 1
+          : std::min<int64_t>(threads, by_entries ? batch : std::max<int64_t>(1, m / 16));
+  if (blocks == 1) return onednn_block(a, b, c, ta, tb, 0, batch, 0, m);
   std::atomic<bool> ok{true};
-  if (batch > 1) {
-    const int64_t grain = (batch + threads - 1) / threads;
-    detail::parallel_for(0, batch, grain, [&](int64_t lo, int64_t hi) {
-      if (!onednn_block(a, b, c, ta, tb, lo, hi, 0, m)) ok = false;
-    });
-  } else {
-    const int64_t grain = std::max<int64_t>(16, (m + threads - 1) / threads);
-    detail::parallel_for(0, m, grain, [&](int64_t lo, int64_t hi) {
-      if (!onednn_block(a, b, c, ta, tb, 0, 1, lo, hi)) ok = false;
-    });
-  }
+  detail::parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t from = side * i / blocks, to = side * (i + 1) / blocks;
+      const bool done = by_entries ? onednn_block(a, b, c, ta, tb, from, to, 0, m)
+                                   : onednn_block(a, b, c, ta, tb, 0, 1, from, to);
+      if (!done) ok = false;
+    }
+  });
   return ok;
 }
 
@@ -159,6 +163,8 @@ void gemm_16bit(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool 
 }
 
 bool gemm_float32_onednn(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b) {
+  static const bool avx512 = cpu_info().avx512f;  // oneDNN's float32 brgemm kernels need it
+  if (!avx512) return false;
   const int64_t batch = c.dim() == 3 ? c.size(0) : 1;
   const int64_t k = trans_a ? a.size(-2) : a.size(-1);
   if (batch * c.size(-2) * c.size(-1) * k < kFloat32MinMacs) return false;
