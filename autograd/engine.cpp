@@ -119,7 +119,6 @@ void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
     node->saved.clear();
     node->released = true;
   }
-  const bool deferring = WeightGradDeferral::current() != nullptr;
   for (size_t i = 0; i < grads.size(); ++i) {
     const Edge& e = node->next[i];
     if (!e.node) continue;
@@ -127,7 +126,7 @@ void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
     // A leaf's gradient may have been handed to the thread's WeightGradDeferral instead: its
     // accumulator gets it from flush(), after this pass. It still counts as delivered, so the
     // accumulator runs once its other gradients (a tied weight used elsewhere) are in.
-    if (!g.defined() && e.node->is_accumulator() && deferring) {
+    if (!g.defined() && e.node->is_accumulator() && WeightGradDeferral::current()) {
       deliver(task, *node, i, Tensor());
       continue;
     }

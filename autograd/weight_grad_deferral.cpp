@@ -30,27 +30,21 @@ void WeightGradDeferral::flush() {
     weights = std::exchange(weights_, {});
   }
   NoGradGuard no_grad;  // as in backward: what is computed here is not part of any graph
-  size_t done = 0;
-  // A failure (a hook that throws, memory) leaves the weights not yet accumulated pending.
-  struct Restore {
-    WeightGradDeferral& self;
-    std::vector<Weight>& weights;
-    size_t& done;
-    ~Restore() {
-      if (done == weights.size()) return;
-      std::lock_guard lk(self.mutex_);
-      self.weights_.insert(self.weights_.begin(), std::make_move_iterator(weights.begin() + done),
-                           std::make_move_iterator(weights.end()));
-    }
-  } restore{*this, weights, done};
-  for (; done < weights.size(); ++done) {
+  for (size_t done = 0; done < weights.size(); ++done) {
     Weight& w = weights[done];
-    // dW = Σ_i dy_iᵀ·x_i = [dy_0; dy_1; …]ᵀ·[x_0; x_1; …]: one product over all the rows.
-    const Tensor dy = w.dy.size() == 1 ? detail::contiguous(w.dy[0]) : cat(w.dy, 0);
-    const Tensor x = w.x.size() == 1 ? detail::contiguous(w.x[0]) : cat(w.x, 0);
-    Tensor dw = empty(w.weight.shape(), dy.options());
-    kernels(dy.device()).gemm(dy, x, dw, /*trans_a=*/true, /*trans_b=*/false);
-    autograd::detail::accumulate_grad(w.weight, std::move(dw));
+    try {
+      // dW = Σ_i dy_iᵀ·x_i = [dy_0; dy_1; …]ᵀ·[x_0; x_1; …]: one product over all the rows.
+      const Tensor dy = w.dy.size() == 1 ? detail::contiguous(w.dy[0]) : cat(w.dy, 0);
+      const Tensor x = w.x.size() == 1 ? detail::contiguous(w.x[0]) : cat(w.x, 0);
+      Tensor dw = empty(w.weight.shape(), dy.options());
+      kernels(dy.device()).gemm(dy, x, dw, /*trans_a=*/true, /*trans_b=*/false);
+      autograd::detail::accumulate_grad(w.weight, std::move(dw));
+    } catch (...) {  // a hook threw, memory ran out: what was not accumulated stays pending
+      std::lock_guard lk(mutex_);
+      weights_.insert(weights_.begin(), std::make_move_iterator(weights.begin() + done),
+                      std::make_move_iterator(weights.end()));
+      throw;
+    }
     w.dy.clear();  // this weight's rows are free now, not at the end of the flush
     w.x.clear();
   }

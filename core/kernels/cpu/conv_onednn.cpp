@@ -27,7 +27,6 @@
 #include <tandem/core/cpu_info.h>
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
 #include <tandem/core/kernels/cpu/onednn.h>
-#include <tandem/core/layout.h>
 #include <tandem/core/thread_pool.h>
 #include <algorithm>
 #include <map>
@@ -328,9 +327,8 @@ bool conv2d_backward_onednn(const Tensor& x, const Tensor& w, const Tensor& dy, 
   // Summed in task order (reduce_cols walks the rows in order), then rounded once.
   for (auto [part, grad] : {std::pair{&dw_part, &dw}, std::pair{&db_part, &db}}) {
     if (!grad->defined()) continue;
-    if (grad->dtype() == DType::f32) {
-      Tensor flat_grad = detail::as_strided(*grad, {grad->numel()}, {1}, grad->storage_offset());
-      reduce_cols(ReduceOp::Sum, *part, flat_grad);
+    if (grad->dtype() == DType::f32) {  // reduce_cols reads out as its numel() columns
+      reduce_cols(ReduceOp::Sum, *part, *grad);
       continue;
     }
     Tensor sum = empty(grad->shape());

@@ -16,13 +16,14 @@
 // workers spin after each call and would fight the pool on 2 cores; so every call is made with one
 // OpenMP thread, and a large product is split into blocks of rows or batch entries over the pool.
 #include <tandem/core/cpu_info.h>
+#include <tandem/core/kernels/cpu/gemm_util.h>
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
 #include <tandem/core/kernels/cpu/onednn.h>
 #include <tandem/core/kernels/widen.h>
+#include <tandem/core/layout.h>
 #include <tandem/core/thread_pool.h>
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <map>
 #include <optional>
 #include <vector>
@@ -77,13 +78,8 @@ const Primitive& primitive(DType t, const Operand& a, const Operand& b, const Op
 // into a dense [k, rows] one (oneDNN's fast kernels refuse operands whose strides say they are
 // part of a larger matrix, and the copy is k·rows elements against the block's k·rows·n products).
 Tensor transposed_rows(const Tensor& a, int64_t r0, int64_t r1) {
-  const int64_t k = a.size(-2), m = a.size(-1), rows = r1 - r0;
-  Tensor out = empty({k, rows}, {.dtype = a.dtype(), .device = a.device()});
-  const size_t es = element_size(a.dtype());
-  const char* src = static_cast<const char*>(a.data_ptr()) + r0 * es;
-  char* dst = static_cast<char*>(out.data_ptr());
-  for (int64_t i = 0; i < k; ++i) std::memcpy(dst + i * rows * es, src + i * m * es, rows * es);
-  return out;
+  const int64_t k = a.size(-2), m = a.size(-1);
+  return detail::contiguous(detail::as_strided(a, {k, r1 - r0}, {m, 1}, a.storage_offset() + r0));
 }
 
 // c = op(a)·op(b) by oneDNN for batch entries [b0, b1) and rows [r0, r1) of c (a row block only
@@ -129,7 +125,7 @@ bool onednn_gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb) 
   const bool by_entries = batch > 1;
   const int64_t side = by_entries ? batch : m;
   const int64_t blocks =
-      threads == 1 || batch * m * n * k < (int64_t(1) << 20)
+      threads == 1 || batch * m * n * k < kSplitMinMacs
           ? 1
           : std::min<int64_t>(threads, by_entries ? batch : std::max<int64_t>(1, m / 16));
   if (blocks == 1) return onednn_block(a, b, c, ta, tb, 0, batch, 0, m);
@@ -145,9 +141,10 @@ bool onednn_gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb) 
   return ok;
 }
 
-// float32 goes to oneDNN for products of at least this many multiply-adds: below it a call's
-// fixed cost (~2 µs) is more than OpenBLAS loses (bench/gemm_bench's small shapes).
-constexpr int64_t kFloat32MinMacs = int64_t(1) << 20;
+// float32 goes to oneDNN for products of at least this many multiply-adds (the size below which
+// gemm_util.h does not split either): below it a call's fixed cost (~2 µs) is more than OpenBLAS
+// loses (bench/gemm_bench's small shapes).
+constexpr int64_t kFloat32MinMacs = kSplitMinMacs;
 
 }  // namespace
 

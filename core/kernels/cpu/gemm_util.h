@@ -62,6 +62,9 @@ bool blas_gemm([[maybe_unused]] const A& a, [[maybe_unused]] const B& b, [[maybe
   return false;
 }
 
+/// Products of fewer multiply-adds than this run on one thread: under ~2 MFLOP a split costs more.
+inline constexpr int64_t kSplitMinMacs = int64_t(1) << 20;
+
 /// c = a·b, or c += a·b with `accumulate`, for Eigen matrix expressions (maps, their transposes);
 /// c must not alias a or b. Inside a pool task it runs on the calling thread.
 template <typename A, typename B, typename C>
@@ -76,7 +79,7 @@ void parallel_gemm(const A& a, const B& b, C&& c, bool accumulate = false) {
   };
   const int64_t m = c.rows(), n = c.cols(), k = a.cols();
   const int threads = detail::in_parallel_region() ? 1 : get_num_threads();
-  if (threads == 1 || m * n * k < (int64_t(1) << 20)) {  // under ~2 MFLOP a split costs more
+  if (threads == 1 || m * n * k < kSplitMinMacs) {
     product(c, a, b);
     return;
   }
