@@ -1,7 +1,7 @@
 // autograd/thread_local_state.h — the per-thread settings that must follow work into the threads
 // Tandem starts (backward workers, DataLoader workers, DataParallel's replica threads): grad
 // mode, the non-blocking-copies flag, the current CUDA streams, the saved-tensor hooks, the cap
-// on intra-op threads, autocast and the weight-gradient deferral. As PyTorch's
+// on intra-op threads, autocast, the weight-gradient deferral and the weight packing. As PyTorch's
 // at::ThreadLocalState: capture() on the thread that hands the work over, a ThreadLocalStateGuard
 // on the thread that does it.
 //
@@ -18,6 +18,7 @@
 namespace tandem {
 
 class WeightGradDeferral;
+class WeightPacking;
 
 struct ThreadLocalState {
   bool grad_mode = true;
@@ -27,6 +28,7 @@ struct ThreadLocalState {
   int intra_op_threads_cap = 0;                     // IntraOpThreadsGuard's; 0: none
   AutocastState autocast;                           // with the region's cast cache
   std::shared_ptr<WeightGradDeferral> weight_grad_deferral;  // where Linear's dW goes, if set
+  std::shared_ptr<WeightPacking> weight_packing;             // kept copies of weights, if set
 
   /// The calling thread's state.
   static ThreadLocalState capture();

@@ -8,6 +8,7 @@
 #include <tandem/core/memory_stats.h>
 #include <tandem/core/thread_pool.h>
 #include <tandem/core/trace.h>
+#include <tandem/core/weight_packing.h>
 #include <tandem/nn/activation_checkpoint.h>
 #include <tandem/parallel/pipeline/exchange.h>
 #include <tandem/parallel/pipeline/pipeline.h>
@@ -63,6 +64,7 @@ Pipeline::Pipeline(std::vector<Stage> stages, PipelineOptions options)
   TD_CHECK_VALUE(options_.chunks >= 1, "Pipeline: chunks = ", options_.chunks,
                  "; a batch is cut into at least one micro-batch");
   workers_ = std::make_unique<StageWorkers>(devices_of(stages_));
+  packing_ = std::make_shared<WeightPacking>();
 }
 
 PipelineResult Pipeline::step(const Tensor& input, const Tensor& target,
@@ -98,6 +100,13 @@ PipelineResult Pipeline::run(const Tensor& input, const Tensor* target,
   r.inputs = tandem::split(input, r.sizes);
   if (target) r.targets = tandem::split(*target, r.sizes);
   r.loss_fn = loss;
+  // The weights stay put for a training step, and each is multiplied by every micro-batch: oneDNN
+  // gets it packed into its own layout once for all of them (core/weight_packing.h). The copy is
+  // made at a weight's second use and costs about two of its 64-row products' savings: from three
+  // micro-batches on it pays.
+  const bool pack = r.training && m >= 3;
+  if (pack) packing_->reset();
+  WeightPackingGuard packing(pack ? packing_ : WeightPacking::current());
   r.state = ThreadLocalState::capture();
   r.intra_op_share = std::max(1, intra_op_threads() / int(stages_.size()));
   r.outputs.resize(size_t(m));

@@ -2,11 +2,12 @@
 // side on micro-batches, so no device waits for the whole batch to pass the others.
 //
 //   auto stages = parallel::split(model, {"cpu:0", "cpu:1"});
-//   parallel::Pipeline pipe(std::move(stages), {.chunks = 8, .schedule =
-//   PipelineSchedule::OneFOneB}); for (auto& [x, y] : batches) {
+//   parallel::Pipeline pipe(std::move(stages), {.chunks = 8});
+//   auto loss = [](const Tensor& out, const Tensor& t) { return cross_entropy(out, t); };
+//   for (auto& [x, y] : batches) {
 //     optimizer.zero_grad();
-//     auto r = pipe.step(x, y, [](const Tensor& out, const Tensor& t) { return cross_entropy(out,
-//     t); }); optimizer.step();  // r.loss: the batch's mean loss; r.output: the batch's outputs
+//     auto r = pipe.step(x, y, loss);  // r.loss: the batch's mean loss; r.output: its outputs
+//     optimizer.step();
 //   }
 //
 // How it works: the batch is cut into `chunks` micro-batches along dim 0 (sizes differ by at most
@@ -19,7 +20,9 @@
 // gradients for one W action over all micro-batches (PipelineWeightGrads,
 // autograd/weight_grad_deferral.h): one large product per weight instead of M small ones on the
 // critical path. (Checkpointed micro-batches recompute their layers on copies of the weights and
-// compute those gradients in backward as before.)
+// compute those gradients in backward as before.) The weights stay put during a step and each
+// meets every micro-batch, so a step packs each one once for oneDNN's products with it
+// (core/weight_packing.h).
 //
 // What it computes: the loss function is applied to each micro-batch's output and must return
 // the mean over that micro-batch (as cross_entropy and mse_loss do by default). The pipeline
@@ -37,6 +40,10 @@
 #include <functional>
 #include <memory>
 #include <vector>
+
+namespace tandem {
+class WeightPacking;
+}
 
 namespace tandem::parallel {
 
@@ -96,6 +103,8 @@ class Pipeline {
   Tensor evaluate(const Tensor& input);
 
   std::vector<Stage>& stages() { return stages_; }
+  /// The weights it packed for oneDNN during its last training step (core/weight_packing.h).
+  const WeightPacking& weight_packing() const { return *packing_; }
   const PipelineOptions& options() const { return options_; }
 
  private:
@@ -106,6 +115,7 @@ class Pipeline {
   std::vector<Stage> stages_;
   PipelineOptions options_;
   std::unique_ptr<StageWorkers> workers_;
+  std::shared_ptr<WeightPacking> packing_;  // reset at every training step
 };
 
 }  // namespace tandem::parallel

@@ -1,13 +1,15 @@
 // tests/parallel/pipeline_test.cpp — parallel::Pipeline: GPipe and 1F1B over cpu:0/cpu:1 (and
 // three stages) train exactly as the whole model on one device (float64, 5 Adam steps,
-// 1e-10 abs + 1e-8 rel) for 1, 4 and 7 micro-batches (7 divides no batch here evenly) with
-// checkpointing never, except_last and always, weight gradients with each backward or deferred
-// to one W per stage; dropout is reproducible; schedules have the
+// 1e-10 abs + 1e-8 rel; float32 with packed weights to 1e-5) for 1, 4 and 7 micro-batches (7
+// divides no batch here evenly) with checkpointing never, except_last and always, weight gradients
+// with each backward or deferred to one W per stage; dropout is reproducible; schedules have the
 // documented order and memory bound; bad input and a failing stage are clear errors. The CUDA
 // cases compare with the CPU and are skipped, visibly, without a GPU (two GPUs for the second).
 #include <tandem/parallel/pipeline/pipeline.h>
 
+#include <tandem/core/cpu_info.h>
 #include <tandem/core/cuda_device.h>
+#include <tandem/core/weight_packing.h>
 
 #include "parallel/ddp_models.h"
 #include "support/expect.h"
@@ -116,6 +118,56 @@ TEST(Pipeline, TwoStagesOnOneDeviceTrainAsOneDevice) {
       train_pipelined({Device::cpu(1), Device::cpu(1)},
                       {.chunks = 4, .schedule = PipelineSchedule::OneFOneB}),
       train_one_device());
+}
+
+// In float32, with weights large enough (512 × 512 = 2^18 elements) that each step packs them
+// for oneDNN's backward products on AVX-512 hosts (core/weight_packing.h): the pipeline still
+// trains as one device, to float32's rounding of differently ordered sums.
+TEST(Pipeline, Float32WithPackedWeightsTrainsAsOneDevice) {
+  auto model = [] {
+    manual_seed(14);
+    nn::Sequential s;
+    for (int i = 0; i < 2; ++i) {
+      s.push_back(nn::Linear(512, 512));
+      s.push_back(nn::ReLU());
+    }
+    s.push_back(nn::Linear(512, 10));
+    return s;
+  };
+  manual_seed(15);
+  const Tensor x = randn({64, 512});
+  const Tensor y = (rand({64}) * 10.0).to(kInt64);
+  auto train = [&](bool pipelined, PipelineSchedule schedule) {
+    nn::Sequential m = model();
+    std::unique_ptr<Pipeline> pipe;
+    if (pipelined)
+      pipe = std::make_unique<Pipeline>(split(m, {Device::cpu(0), Device::cpu(1)}),
+                                        PipelineOptions{.chunks = 4, .schedule = schedule});
+    optim::SGD opt(m.parameters(), {.lr = 0.1});
+    for (int s = 0; s < 3; ++s) {
+      opt.zero_grad();
+      if (pipe)
+        pipe->step(x, y, loss_fn);
+      else
+        loss_fn(m(x), y).backward();
+      opt.step();
+    }
+    if (pipe && cpu_info().avx512f) {
+      // One a step: the second layer's weight, for dx = dy·W (the first layer's input needs no
+      // gradient, the last layer's weight is small).
+      EXPECT_EQ(pipe->weight_packing().packs(), 3);
+    }
+    m.to(Device::cpu());
+    return tandem::testing::flat_params(m);
+  };
+  const std::vector<double> expected = train(false, PipelineSchedule::GPipe);
+  for (PipelineSchedule schedule : {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB}) {
+    const std::vector<double> got = train(true, schedule);
+    ASSERT_EQ(got.size(), expected.size());
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - expected[i]));
+    EXPECT_LT(worst, 1e-5) << to_string(schedule);
+  }
 }
 
 // The same cases on a GPU: both stages on cuda:0, and a CPU stage feeding a GPU stage.

@@ -10,7 +10,9 @@
 //   ones (a pipeline's 64-row micro-batch against a 2048×2048 weight: 0.76 of sgemm's time; a full
 //   512-row batch: 0.90; bench/gemm_bench). Elsewhere (AVX2 only: oneDNN's gemm:jit, slower than
 //   OpenBLAS) and for small products, where a call's fixed cost shows, OpenBLAS runs.
-// cpu_gemm_path() says which, for `tandem devices`.
+// cpu_gemm_path() says which, for `tandem devices`. Inside a WeightPacking's region (a pipeline
+// step) a plain right-hand operand met again is handed to oneDNN packed in its own layout
+// (core/weight_packing.h).
 //
 // Threads: as for sgemm (gemm_util.h), the pool owns them. oneDNN runs on OpenMP here, whose
 // workers spin after each call and would fight the pool on 2 cores; so every call is made with one
@@ -22,9 +24,11 @@
 #include <tandem/core/kernels/widen.h>
 #include <tandem/core/layout.h>
 #include <tandem/core/thread_pool.h>
+#include <tandem/core/weight_packing.h>
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -42,13 +46,16 @@ struct Operand {
 struct Primitive {
   std::optional<dnnl::matmul> matmul;  // empty: only oneDNN's reference kernel, or none
   std::string impl;
+  memory::desc weights;  // b's layout (oneDNN's own, for a packed b)
 };
 
 // The primitive for one set of operand layouts, created once per thread and kept (a training
-// step multiplies the same few shapes over and over).
-const Primitive& primitive(DType t, const Operand& a, const Operand& b, const Operand& c) {
+// step multiplies the same few shapes over and over). With `packed_b`, b's layout is oneDNN's
+// choice (weights_desc()), for an operand a WeightPacking keeps.
+const Primitive& primitive(DType t, const Operand& a, const Operand& b, const Operand& c,
+                           bool packed_b = false) {
   thread_local std::map<std::vector<int64_t>, Primitive> cache;
-  std::vector<int64_t> key{int64_t(t)};
+  std::vector<int64_t> key{int64_t(t), int64_t(packed_b)};
   for (const Operand* o : {&a, &b, &c}) {
     key.insert(key.end(), o->dims.begin(), o->dims.end());
     key.insert(key.end(), o->strides.begin(), o->strides.end());
@@ -58,11 +65,14 @@ const Primitive& primitive(DType t, const Operand& a, const Operand& b, const Op
   Primitive p;
   try {
     const memory::data_type dt = onednn_type(t);
+    const memory::desc b_desc = packed_b ? memory::desc(b.dims, dt, memory::format_tag::any)
+                                         : memory::desc(b.dims, dt, b.strides);
     const dnnl::matmul::primitive_desc pd(
-        dnnl::matmul::desc(memory::desc(a.dims, dt, a.strides), memory::desc(b.dims, dt, b.strides),
+        dnnl::matmul::desc(memory::desc(a.dims, dt, a.strides), b_desc,
                            memory::desc(c.dims, dt, c.strides)),
         onednn_engine());
     p.impl = pd.impl_info_str();
+    p.weights = pd.weights_desc();
     // Its kernels ("brg:avx512_core_bf16", "gemm:jit", "brg:avx512_core_amx") run near the
     // instructions' peak for every layout we pass; "ref" is a plain loop.
     // For float32 only its AVX-512 brgemm kernels beat OpenBLAS.
@@ -82,13 +92,29 @@ Tensor transposed_rows(const Tensor& a, int64_t r0, int64_t r1) {
   return detail::contiguous(detail::as_strided(a, {k, r1 - r0}, {m, 1}, a.storage_offset() + r0));
 }
 
+// b as the thread's WeightPacking keeps it (core/weight_packing.h), looked up once per product by
+// whichever of its blocks comes first.
+struct KeptB {
+  std::shared_ptr<WeightPacking> packing;  // null: b is read as it is
+  std::once_flag looked_up;
+  dnnl::memory memory;  // empty: b's first use in the region (or no room left)
+};
+
+// Whether a WeightPacking may keep b: a plain float32 matrix, large enough for a pass over it to
+// be worth saving (a transposed one repacks three times slower: a transpose).
+std::shared_ptr<WeightPacking> packing_for(const Tensor& b, const Tensor& c, bool tb) {
+  constexpr int64_t kMinElements = int64_t(1) << 18;
+  if (c.dtype() != DType::f32 || b.dim() != 2 || tb || b.numel() < kMinElements) return nullptr;
+  return WeightPacking::current();
+}
+
 // c = op(a)·op(b) by oneDNN for batch entries [b0, b1) and rows [r0, r1) of c (a row block only
 // of a single matrix); false when there is no kernel worth calling. Every descriptor is dense, so
 // a block gets the same kind of kernel as the whole product, and each element of c is one sum over
 // k in the same order (tests/core/gemm_float32_test.cpp checks that the bits do not depend on the
 // split; oneDNN does not promise it).
 bool onednn_block(const Tensor& a_in, const Tensor& b, Tensor& c, bool ta, bool tb, int64_t b0,
-                  int64_t b1, int64_t r0, int64_t r1) {
+                  int64_t b1, int64_t r0, int64_t r1, KeptB& kept) {
   const int64_t m = c.size(-2), n = c.size(-1), k = ta ? a_in.size(-2) : a_in.size(-1);
   const int64_t entries = b1 - b0, rows = r1 - r0;
   const bool packed = ta && rows < m;  // then a is [k, rows], from row 0
@@ -104,11 +130,30 @@ bool onednn_block(const Tensor& a_in, const Tensor& b, Tensor& c, bool ta, bool 
       batched_b ? b0 * k * n : 0, {batched_b ? entries : 1, k, n}, {k * n, tb ? 1 : n, tb ? k : 1}};
   const Operand oc{b0 * m * n + r0 * n, {entries, rows, n}, {rows * n, n, 1}};
   OneOpenMpThread one;
-  const Primitive& p = primitive(c.dtype(), oa, ob, oc);
-  if (!p.matmul) return false;
   auto mem = [&](const Operand& o, const Tensor& t) {
     return onednn_memory(memory::desc(o.dims, onednn_type(c.dtype()), o.strides), t, o.offset);
   };
+  if (kept.packing && entries == 1) {
+    // As 2-D products: oneDNN picks a blocked layout for a 2-D b only.
+    auto matrix = [](const Operand& o) {
+      return Operand{o.offset, {o.dims[1], o.dims[2]}, {o.strides[1], o.strides[2]}};
+    };
+    const Operand a2 = matrix(oa), b2 = matrix(ob), c2 = matrix(oc);
+    const Primitive& p = primitive(c.dtype(), a2, b2, c2, /*packed_b=*/true);
+    const memory::desc plain(b2.dims, onednn_type(c.dtype()), b2.strides);
+    if (p.matmul && p.weights != plain) {
+      std::call_once(kept.looked_up,
+                     [&] { kept.memory = packed_weight(*kept.packing, b, mem(b2, b), p.weights); });
+      if (kept.memory && kept.memory.get_desc() == p.weights) {
+        p.matmul->execute(onednn_stream(), {{DNNL_ARG_SRC, mem(a2, a)},
+                                            {DNNL_ARG_WEIGHTS, kept.memory},
+                                            {DNNL_ARG_DST, mem(c2, c)}});
+        return true;
+      }
+    }
+  }
+  const Primitive& p = primitive(c.dtype(), oa, ob, oc);
+  if (!p.matmul) return false;
   p.matmul->execute(
       onednn_stream(),
       {{DNNL_ARG_SRC, mem(oa, a)}, {DNNL_ARG_WEIGHTS, mem(ob, b)}, {DNNL_ARG_DST, mem(oc, c)}});
@@ -128,13 +173,14 @@ bool onednn_gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb) 
       threads == 1 || batch * m * n * k < kSplitMinMacs
           ? 1
           : std::min<int64_t>(threads, by_entries ? batch : std::max<int64_t>(1, m / 16));
-  if (blocks == 1) return onednn_block(a, b, c, ta, tb, 0, batch, 0, m);
+  KeptB kept{.packing = packing_for(b, c, tb)};
+  if (blocks == 1) return onednn_block(a, b, c, ta, tb, 0, batch, 0, m, kept);
   std::atomic<bool> ok{true};
   detail::parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t from = side * i / blocks, to = side * (i + 1) / blocks;
-      const bool done = by_entries ? onednn_block(a, b, c, ta, tb, from, to, 0, m)
-                                   : onednn_block(a, b, c, ta, tb, 0, 1, from, to);
+      const bool done = by_entries ? onednn_block(a, b, c, ta, tb, from, to, 0, m, kept)
+                                   : onednn_block(a, b, c, ta, tb, 0, 1, from, to, kept);
       if (!done) ok = false;
     }
   });

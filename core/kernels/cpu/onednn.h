@@ -10,6 +10,10 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 
+namespace tandem {
+class WeightPacking;
+}
+
 namespace tandem::cpu {
 
 const dnnl::engine& onednn_engine();
@@ -18,6 +22,12 @@ dnnl::stream& onednn_stream();
 dnnl::memory::data_type onednn_type(DType t);  // float32, bfloat16 or float16
 /// `t`'s memory from element `offset` on, described by `d` (no copy).
 dnnl::memory onednn_memory(const dnnl::memory::desc& d, const Tensor& t, int64_t offset = 0);
+
+/// The 2-D operand `b` (read as `plain`) in the layout `packed`, as `packing` keeps it for the
+/// products of its region; an empty memory on its first use there, when the caller reads `plain`
+/// (core/weight_packing.h, core/kernels/cpu/weight_packing.cpp).
+dnnl::memory packed_weight(WeightPacking& packing, const Tensor& b, const dnnl::memory& plain,
+                           const dnnl::memory::desc& packed);
 
 /// Whether the 16-bit dtype t goes to oneDNN on this CPU: the instructions are there and oneDNN
 /// has a kernel for them (asked once).
