@@ -2,11 +2,12 @@
 # bench/gpu_bench.sh — Tandem vs PyTorch eager on the same GPU, in one run, as ratios (issue
 # bars: training steps Tandem/PyTorch <= 1.0; GEMM 4096³ >= 90 % of torch.mm's rate; issue 16:
 # the CNN step at batch 256 under autocast <= 1.0, the bf16 GEMM >= 0.70 of torch.mm's).
-#   bench/gpu_bench.sh [path/to/gpu_bench]   (default build-gpu/bench/gpu_bench)
+#   bench/gpu_bench.sh [path/to/gpu_bench] [LD_LIBRARY_PATH for it]
+#   (default build-gpu/bench/gpu_bench; the library path is Tandem's only, PyTorch keeps its own)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tandem_bin=${1:-build-gpu/bench/gpu_bench}
-t=$("$tandem_bin")
+t=$(LD_LIBRARY_PATH="${2:-${LD_LIBRARY_PATH:-}}" "$tandem_bin")
 p=$(python3 "$here/gpu_bench_torch.py")
 echo "$t" | head -1
 printf "%-16s %12s %12s %10s\n" benchmark Tandem PyTorch ratio

@@ -10,6 +10,7 @@
 #include <tandem/parallel/store/file_store.h>
 #include <tandem/parallel/store/prefix_store.h>
 #include <tandem/parallel/store/tcp_store.h>
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <mutex>
@@ -85,7 +86,11 @@ std::shared_ptr<Store> make_store(const std::string& init_method, int rank,
 
 Device local_device() {
   const int local_rank = int(env_int("LOCAL_RANK", 0));
-  if (cuda::is_available() && cuda::device_count() > 0) return Device::cuda(local_rank);
+  // A GPU for every rank on this node, or none for any: every rank must pick the same kind of
+  // device, since the device picks the backend (two ranks on one GPU would otherwise be one NCCL
+  // rank waiting for a Gloo one).
+  const int local_ranks = std::max(local_rank + 1, int(env_int("LOCAL_WORLD_SIZE", 1)));
+  if (cuda::is_available() && cuda::device_count() >= local_ranks) return Device::cuda(local_rank);
   return Device::cpu(local_rank);
 }
 

@@ -22,7 +22,7 @@ struct ProcessGroupOptions {
   std::string init_method = "env://";  // env:// | tcp://host:port | file:///path/to/dir
   int rank = -1;                       // -1: RANK from the environment
   int world_size = -1;                 // -1: WORLD_SIZE from the environment
-  std::optional<Device> device;        // unset: local_device() (cuda:LOCAL_RANK or cpu)
+  std::optional<Device> device;        // unset: local_device() (cuda:LOCAL_RANK or cpu:LOCAL_RANK)
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};  // rendezvous and collectives
 };
 
@@ -40,8 +40,9 @@ int get_world_size();  // 1 when no group is initialised
 /// Leaves the group (rank 0 keeps the store up until the others have left, or 10 s).
 void destroy_process_group();
 
-/// The device this process should use: cuda:LOCAL_RANK when CUDA devices are visible, else
-/// cpu:LOCAL_RANK (LOCAL_RANK 0 when unset).
+/// The device this process should use: cuda:LOCAL_RANK when this node has a CUDA device for each
+/// of its LOCAL_WORLD_SIZE ranks, else cpu:LOCAL_RANK (LOCAL_RANK 0, LOCAL_WORLD_SIZE 1 when
+/// unset).
 Device local_device();
 
 namespace detail {

@@ -6,8 +6,11 @@
 #   bash tools/gpu-check.sh pack [BUNDLE]   # on a dev machine (Debian): build with CUDA for sm_90,
 #                                           # gather the test programs and the shared libraries
 #                                           # they need that the GPU image lacks (Gloo, OpenBLAS…)
-#   bash tools/gpu-check.sh run  [BUNDLE]   # on the GPU machine: run them, write BUNDLE/results.md
-#                                           # (BUNDLE may be the BUNDLE.tar.xz that pack writes)
+#   bash tools/gpu-check.sh run  [BUNDLE] [tests|bench]
+#                                           # on the GPU machine: run them (both halves by default;
+#                                           # one per call fits the device tool's 10 minutes), write
+#                                           # BUNDLE/results.md (BUNDLE may be the BUNDLE.tar.xz that
+#                                           # pack writes)
 #
 # CUDA's own libraries (cudart, cuBLAS, cuDNN, NCCL) are not carried: `run` finds them in the CUDA
 # toolkit and in PyTorch's nvidia-* wheels there. The build targets x86-64-v3 (AVX2), not this
@@ -16,6 +19,7 @@
 set -euo pipefail
 mode=${1:-}
 bundle=${2:-gpu-bundle}
+part=${3:-all}
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 pack() {
@@ -61,52 +65,86 @@ except Exception:
     pass
 PY
 )
-  export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64:${cuda_libs}:${LD_LIBRARY_PATH:-}"
+  # Only Tandem's programs get the bundle's libraries (Debian's libstdc++, libgomp…): PyTorch,
+  # in the benchmarks, keeps its own.
+  local libs="$bundle/lib:/usr/local/cuda/lib64:${cuda_libs}:${LD_LIBRARY_PATH:-}"
+  # Test data the programs read (tests/fixtures), from this checkout rather than the build's path.
+  export TANDEM_TEST_FIXTURES="$root/tests/fixtures"
   local out="$bundle/results.md"
   {
-    echo "# GPU check — $(date -u +%Y-%m-%d), commit $(cat "$bundle/commit" 2>/dev/null || echo '?')"
+    echo "# GPU check — $(date -u +%Y-%m-%d), commit $(cat "$bundle/commit" 2>/dev/null || echo '?'), part: $part"
     echo
     echo '```'
     nvidia-smi -L || echo "nvidia-smi failed"
-    "$bundle/bin/tandem" devices || true
+    LD_LIBRARY_PATH="$libs" "$bundle/bin/tandem" devices || true
     echo '```'
     echo
-    echo "| test program | filter | run | passed | failed | skipped |"
-    echo "|---|---|---|---|---|---|"
   } >"$out"
   local status=0
-  for t in "$bundle"/bin/tandem_*_tests; do
-    local name xml filter='*Cuda*:*cuda*:*CUDA*:*Nccl*:*NCCL*'
-    name=$(basename "$t")
-    xml="$bundle/$name.xml"
-    # Parallel tests run whole (they fork ranks); the others their CUDA cases.
-    [ "$name" = tandem_parallel_tests ] && filter='*'
-    "$t" --gtest_filter="$filter" --gtest_output="xml:$xml" >"$bundle/$name.log" 2>&1 || status=1
-    python3 - "$xml" "$name" "$filter" >>"$out" <<'PY'
+  [ "$part" = bench ] || run_tests "$libs" "$out" || status=1
+  if [ "$part" != tests ]; then
+    {
+      echo
+      echo "GPU benchmarks (Tandem vs PyTorch eager, same GPU, same run; times: lower ratio is"
+      echo "better, TFLOP/s: higher is better):"
+      echo
+      echo '```'
+      bash "$bundle/bin/gpu_bench.sh" "$bundle/bin/gpu_bench" "$libs" 2>&1 || status=1
+      echo '```'
+    } >>"$out"
+  fi
+  echo -e "\nLogs: $bundle/*.log. Exit status $status." >>"$out"
+  cat "$out"
+  return $status
+}
+
+# One row of results.md per test program and filter: counts from its XML report, or "crashed"
+# when it wrote none (a segfault, an abort), so one crash does not end the whole check.
+run_one() {
+  local libs=$1 out=$2 t=$3 filter=$4 tag=$5
+  local name xml log
+  name=$(basename "$t")
+  xml="$bundle/$name$tag.xml" log="$bundle/$name$tag.log"
+  rm -f "$xml"
+  local rc=0
+  LD_LIBRARY_PATH="$libs" timeout 900 "$t" --gtest_filter="$filter" --gtest_output="xml:$xml" \
+    >"$log" 2>&1 || rc=$?
+  if [ ! -s "$xml" ]; then
+    echo "| $name | \`$filter\` | crashed (exit $rc, no report; see $(basename "$log")) | | | |" >>"$out"
+    return 1
+  fi
+  python3 - "$xml" "$name" "$filter" >>"$out" <<'PY' || rc=1
 import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
-cases = root.iter("testcase")
 run = passed = failed = skipped = 0
-for c in cases:
+for c in root.iter("testcase"):
     run += 1
     if c.find("failure") is not None: failed += 1
     elif c.get("result") == "skipped" or c.find("skipped") is not None: skipped += 1
     else: passed += 1
 print(f"| {sys.argv[2]} | `{sys.argv[3]}` | {run} | {passed} | {failed} | {skipped} |")
 PY
-  done
+  return $rc
+}
+
+run_tests() {
+  local libs=$1 out=$2 status=0
+  local cuda='*Cuda*:*cuda*:*CUDA*:*Nccl*:*NCCL*:*SavesTensorsFromAnyDevice*'
   {
-    echo
-    echo "GPU benchmarks (Tandem vs PyTorch eager, same GPU, same run; times: lower ratio is"
-    echo "better, TFLOP/s: higher is better):"
-    echo
-    echo '```'
-    bash "$bundle/bin/gpu_bench.sh" "$bundle/bin/gpu_bench" 2>&1 || status=1
-    echo '```'
-    echo
-    echo "Logs: $bundle/*.log. Exit status $status."
+    echo "| test program | filter | run | passed | failed | skipped |"
+    echo "|---|---|---|---|---|---|"
   } >>"$out"
-  cat "$out"
+  for t in "$bundle"/bin/tandem_*_tests; do
+    if [ "$(basename "$t")" = tandem_parallel_tests ]; then
+      # The parallel tests fork ranks, and a child cannot use CUDA once its parent has: the CUDA
+      # cases run first, in a process of their own, then every other case (CPU collectives, DDP,
+      # pipelines) in another.
+      run_one "$libs" "$out" "$t" "$cuda" .cuda || status=1
+      run_one "$libs" "$out" "$t" "-$cuda" .rest || status=1
+    else
+      run_one "$libs" "$out" "$t" "$cuda" "" || status=1
+    fi
+  done
   return $status
 }
 

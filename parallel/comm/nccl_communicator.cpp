@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <tandem/core/check.h>
+#include <tandem/core/cuda/stream.h>
 #include <tandem/core/tensor_checks.h>
 #include <tandem/parallel/comm/nccl_communicator.h>
 #include <deque>
@@ -211,13 +212,22 @@ class NcclCommunicator : public Communicator {
                 ": the communicator was aborted after an earlier failure; restart the job");
     const uint64_t seq = next_seq_++;
     auto work = std::make_shared<Work>(seq, describe(op, seq, t, extra), timeout_);
+    // On this communicator's device for the call, the caller's current device again after it.
+    int caller_device = 0;
+    cuda_check(cudaGetDevice(&caller_device), "cudaGetDevice", rank_);
+    struct Restore {
+      int device;
+      ~Restore() { cudaSetDevice(device); }
+    } restore{caller_device};
     cuda_check(cudaSetDevice(device_.index()), "cudaSetDevice", rank_);
     cudaEvent_t ready, done;
     cuda_check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate", rank_);
     cuda_check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate", rank_);
-    // The collective starts after the work already queued on the default stream (the kernels
-    // that produced its input).
-    cuda_check(cudaEventRecord(ready, cudaStreamLegacy), "cudaEventRecord", rank_);
+    // The collective starts after the work already queued on the caller's current stream of the
+    // device (the kernels that produced its input: the legacy default stream unless a StreamGuard
+    // chose another).
+    cuda_check(cudaEventRecord(ready, cuda::current_stream(device_.index())), "cudaEventRecord",
+               rank_);
     cuda_check(cudaStreamWaitEvent(stream_, ready, 0), "cudaStreamWaitEvent", rank_);
     cudaEventDestroy(ready);
     // A non-blocking communicator may return before the collective is queued on stream_; the

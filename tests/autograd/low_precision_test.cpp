@@ -3,7 +3,9 @@
 // gradients for the same upstream gradient. The 16-bit side computes in float32 and rounds each
 // result once, so the difference is a few roundings of the format: bfloat16 keeps 8 significant
 // bits (relative step 2^-8 = 0.4 %), float16 11 (0.05 %). Tolerances: bfloat16 2e-2, float16
-// 4e-3, absolute plus relative. The same rows run on cuda:0 when there is one (skipped visibly).
+// 4e-3, absolute plus relative. The 16-bit side runs on cpu:1, a second (virtual) CPU device, so a
+// row that made a helper tensor on the default device would fail here as it would on cuda:0; the
+// same rows run on cuda:0 when there is one (skipped visibly).
 #include "autograd/op_table.h"
 #include "support/expect.h"
 
@@ -65,8 +67,8 @@ class LowPrecision : public ::testing::TestWithParam<OpCase> {
 
 constexpr Format kBF16{kBFloat16, 2e-2}, kF16{kFloat16, 4e-3};
 
-TEST_P(LowPrecision, BFloat16MatchesFloat32OnCpu) { compare(Device::cpu(), kBF16); }
-TEST_P(LowPrecision, Float16MatchesFloat32OnCpu) { compare(Device::cpu(), kF16); }
+TEST_P(LowPrecision, BFloat16MatchesFloat32OnCpu) { compare(Device::cpu(1), kBF16); }
+TEST_P(LowPrecision, Float16MatchesFloat32OnCpu) { compare(Device::cpu(1), kF16); }
 
 TEST_P(LowPrecision, BFloat16MatchesFloat32OnCuda) {
   if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount = 0)";

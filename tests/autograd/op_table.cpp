@@ -146,7 +146,7 @@ std::vector<OpCase> core_rows() {
       {"clone", {{3}}, [](V x) { return x[0].clone(); }},
       {"to_other_device",
        {{2, 3}},
-       [](V x) { return (x[0].to(Device("cpu:1")) * 2.0).to(Device("cpu")); }},
+       [](V x) { return (x[0].to(Device("cpu:2")) * 2.0).to(x[0].device()); }},
       // compositions: the same input reaching the output along several paths
       {"mlp_layer",
        {{4, 3}, {5, 3}, {5}},

@@ -7,7 +7,11 @@ namespace tandem::testing {
 using V = const std::vector<Tensor>&;
 
 namespace {
-Tensor labels(std::vector<int64_t> v) { return from_vector(v, {int64_t(v.size())}); }
+// Class labels on the logits' device (a row's helper tensors go where its inputs are: the same
+// rows run on cpu:1 and cuda:0).
+Tensor labels(std::vector<int64_t> v, const Tensor& logits) {
+  return from_vector(v, {int64_t(v.size())}).to(logits.device());
+}
 }  // namespace
 
 std::vector<OpCase> layer_rows() {
@@ -59,29 +63,29 @@ std::vector<OpCase> layer_rows() {
       {"cross_entropy",
        {{4, 5}},
        [](V x) {
-         return cross_entropy(x[0], labels({0, 3, 4, 1}));
+         return cross_entropy(x[0], labels({0, 3, 4, 1}, x[0]));
        }},
       {"cross_entropy_sum_smoothing",
        {{4, 5}},
        [](V x) {
-         return cross_entropy(x[0], labels({2, 3, 0, 1}),
+         return cross_entropy(x[0], labels({2, 3, 0, 1}, x[0]),
                               {.reduction = Reduction::Sum, .label_smoothing = 0.1});
        }},
       {"cross_entropy_ignore_index_none",
        {{4, 3}},
        [](V x) {
-         return cross_entropy(x[0], labels({2, -100, 0, 1}), {.reduction = Reduction::None});
+         return cross_entropy(x[0], labels({2, -100, 0, 1}, x[0]), {.reduction = Reduction::None});
        }},
       {"nll_loss",
        {{4, 5}},
        [](V x) {
-         return nll_loss(x[0].log_softmax(1), labels({0, 3, 4, 1}));
+         return nll_loss(x[0].log_softmax(1), labels({0, 3, 4, 1}, x[0]));
        }},
       {"mse_loss", {{3, 4}, {3, 4}}, [](V x) { return mse_loss(x[0], x[1]); }},
       {"batch_norm_2d_train",
        {{3, 2, 2, 2}, {2}, {2}},
        [](V x) {
-         nn::BatchNorm2d bn(2, {.tensor = {.dtype = x[0].dtype()}});
+         nn::BatchNorm2d bn(2, {.tensor = {.dtype = x[0].dtype(), .device = x[0].device()}});
          bn.weight = x[1];
          bn.bias = x[2];
          return bn(x[0]);
@@ -89,7 +93,7 @@ std::vector<OpCase> layer_rows() {
       {"batch_norm_1d_eval",
        {{4, 3}},
        [](V x) {
-         nn::BatchNorm1d bn(3, {.tensor = {.dtype = x[0].dtype()}});
+         nn::BatchNorm1d bn(3, {.tensor = {.dtype = x[0].dtype(), .device = x[0].device()}});
          bn.eval();
          return bn(x[0]);
        }},
@@ -106,6 +110,7 @@ std::vector<OpCase> layer_rows() {
          nn::Sequential net(nn::Conv2d(1, 2, 3, {.padding = 1, .tensor = {.dtype = x[0].dtype()}}),
                             nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
                             nn::Linear(18, 3, {.tensor = {.dtype = x[0].dtype()}}));
+         net.to(x[0].device());  // drawn on the CPU, so every device gets the same weights
          return net(x[0]);
        },
        Inputs::Normal},

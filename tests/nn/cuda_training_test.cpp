@@ -1,7 +1,8 @@
 // nn layers, losses and optimizers on cuda:0 against the CPU: three training steps of a small CNN
 // (conv, pooling, linear, cross-entropy; SGD-momentum and Adam) from the same weights and data end
 // with the same parameters, within 1e-4 absolute + 1e-3 relative in float32. Skipped, visibly,
-// without a GPU.
+// without a GPU. The same training on cpu:1 (a second, virtual CPU device: the CPU's kernels) runs
+// everywhere and must match exactly: it checks the test's own model and data (shapes, devices).
 #include "parallel/ddp_models.h"
 #include "support/expect.h"
 
@@ -20,7 +21,7 @@ struct SmallCnn : nn::Module {
     v("fc", fc);
   }
   Tensor forward(const Tensor& x) {
-    Tensor h = max_pool2d(relu(conv1(x)), {});  // [N,8,13,13] -> [N,8,6,6]
+    Tensor h = max_pool2d(relu(conv1(x)), {});  // [N,1,15,15] -> [N,8,13,13] -> [N,8,6,6]
     h = avg_pool2d(relu(bn(conv2(h))), {});     // [N,16,6,6] -> [N,16,3,3]
     return fc(h.flatten(1));
   }
@@ -32,7 +33,7 @@ std::vector<Tensor> train(Device device, bool adam) {
   model.to(device);
   auto opt = tandem::testing::make_optimizer(model, adam);
   manual_seed(4);
-  const Tensor x = randn({8, 1, 28, 28}).to(device);
+  const Tensor x = randn({8, 1, 15, 15}).to(device);
   const Tensor y = tensor({0, 1, 2, 3, 4, 5, 6, 7}, {.dtype = kInt64}).to(device);
   for (int step = 0; step < 3; ++step) {
     opt->zero_grad();
@@ -56,6 +57,15 @@ TEST_P(CudaTraining, ThreeStepsOnCudaMatchTheCpu) {
   ASSERT_EQ(cpu.size(), gpu.size());
   for (size_t i = 0; i < cpu.size(); ++i)
     EXPECT_TRUE(tandem::testing::all_close(gpu[i], cpu[i], 1e-4, 1e-3)) << "tensor " << i;
+}
+
+TEST(Cpu1Training, ThreeStepsOnCpu1MatchTheCpu) {
+  for (bool adam : {false, true}) {
+    const auto cpu = train(Device::cpu(), adam), other = train(Device::cpu(1), adam);
+    ASSERT_EQ(cpu.size(), other.size());
+    for (size_t i = 0; i < cpu.size(); ++i)
+      EXPECT_TRUE(tandem::testing::all_close(other[i], cpu[i], 0, 0)) << "tensor " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, CudaTraining, ::testing::Values(false, true),

@@ -6,6 +6,7 @@
 #include <tandem/data/dataloader.h>
 #include <tandem/data/mnist.h>
 #include <tandem/parallel/data_parallel/data_parallel.h>
+#include <cstdlib>
 
 #include "parallel/ddp_models.h"
 #include "support/expect.h"
@@ -13,7 +14,12 @@
 namespace tandem::parallel {
 namespace {
 
-const std::string kSlice = std::string(TANDEM_TEST_FIXTURES) + "/mnist-slice";
+// The build's fixtures folder, unless TANDEM_TEST_FIXTURES says where (a test program copied to
+// another machine: tools/gpu-check.sh).
+const std::string kSlice =
+    std::string(std::getenv("TANDEM_TEST_FIXTURES") ? std::getenv("TANDEM_TEST_FIXTURES")
+                                                    : TANDEM_TEST_FIXTURES) +
+    "/mnist-slice";
 
 double accuracy(DataParallel<tandem::testing::Mlp>& dp, const data::MNIST& test) {
   NoGradGuard no_grad;

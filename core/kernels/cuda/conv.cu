@@ -252,12 +252,23 @@ void zero(Tensor& t) {
   if (t.defined()) TD_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), stream()));
 }
 
+// cuDNN's tensor-op kernels want 16-byte aligned operands, but it picks the algorithm from the
+// descriptors alone; an offset view (x.narrow(0, 1, n) in 16 bits with an odd C·H·W) can start
+// anywhere. Such an operand is copied to fresh memory (the allocator's blocks are aligned).
+Tensor aligned(const Tensor& t) {
+  if (reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0) return t;
+  Tensor copy = empty(t.shape(), {.dtype = t.dtype(), .device = t.device()});
+  kernels(t.device()).copy(t, copy);
+  return copy;
+}
+
 }  // namespace
 
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+void conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& b, Tensor& y,
                     const Conv2dParams& p) {
   if (y.numel() == 0) return;
   DeviceGuard guard(y.device());
+  const Tensor x = aligned(x_in), w = aligned(w_in);
   const cudnnDataType_t type = cudnn_type(x.dtype(), "conv2d");
   cudnnHandle_t h = cudnn_handle(y.device().index());
   const Factors k(type);
@@ -282,9 +293,10 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   TD_CUDNN_CHECK(cudnnAddTensor(h, k.one(), bd.d, b.data_ptr(), k.one(), yd.d, y.data_ptr()));
 }
 
-void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
-                     Tensor& db, const Conv2dParams& p) {
-  DeviceGuard guard(dy.device());
+void conv2d_backward(const Tensor& x_in, const Tensor& w_in, const Tensor& dy_in, Tensor& dx,
+                     Tensor& dw, Tensor& db, const Conv2dParams& p) {
+  DeviceGuard guard(dy_in.device());
+  const Tensor x = aligned(x_in), w = aligned(w_in), dy = aligned(dy_in);
   if (dy.numel() == 0) {  // N == 0 or Co == 0: every gradient is an empty sum
     zero(dx);
     zero(dw);
