@@ -36,10 +36,11 @@ TANDEM_HOST_DEVICE inline float bits_float(uint32_t u) { return same_bits<float>
 // bfloat16 is float32's upper half: add just under half of the dropped part, plus the kept
 // part's lowest bit (ties go to even), and keep the upper 16 bits. A NaN stays a (quiet) NaN
 // instead of rounding into inf.
+// Written as a select rather than an early return, so a loop of conversions vectorises.
 TANDEM_HOST_DEVICE inline uint16_t bf16_from_float(float f) {
   const uint32_t u = float_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x0040u);
-  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, nan = (u >> 16) | 0x0040u;
+  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 
 TANDEM_HOST_DEVICE inline float bf16_to_float(uint16_t b) { return bits_float(uint32_t(b) << 16); }

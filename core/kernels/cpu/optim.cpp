@@ -16,23 +16,32 @@ void sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, const SgdParams& s
     T* pp = param.data<T>();
     const T* pg = grad.data<T>();
     T* pb = s.momentum != 0 ? buf.data<T>() : nullptr;
+    const T wd = T(s.weight_decay), mu = T(s.momentum), damp = T(1 - s.dampening), lr = T(s.lr);
     detail::parallel_for(0, param.numel(), kGrain, [&](int64_t lo, int64_t hi) {
       const int64_t n = hi - lo;
       ArrayMap<T> p(pp + lo, n);
-      Array1<T> g = ConstArrayMap<T>(pg + lo, n);
-      if (s.weight_decay != 0) g += T(s.weight_decay) * p;
-      if (pb != nullptr) {
+      const ConstArrayMap<T> g0(pg + lo, n);
+      // Each statement is one loop Eigen fuses element by element, with no temporary array (g
+      // stays an expression; p[i] is read before it is written, so p may appear on both sides).
+      auto update = [&](const auto& g) {
+        if (pb == nullptr) {
+          p -= lr * g;
+          return;
+        }
         ArrayMap<T> b(pb + lo, n);
         if (s.first_step)
           b = g;
         else
-          b = T(s.momentum) * b + T(1 - s.dampening) * g;
+          b = mu * b + damp * g;
         if (s.nesterov)
-          g += T(s.momentum) * b;
+          p -= lr * (g + mu * b);
         else
-          g = b;
-      }
-      p -= T(s.lr) * g;
+          p -= lr * b;
+      };
+      if (s.weight_decay != 0)
+        update(g0 + wd * p);
+      else
+        update(g0);
     });
   });
 }
