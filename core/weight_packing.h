@@ -18,10 +18,12 @@
 // outside Tandem's device statistics: `bytes()` says how much, at most `max_bytes`.
 //
 // It is meant for a region in which the weights stay put: Pipeline keeps one and resets it at the
-// start of every training step, and ThreadLocalState carries it into the stages and backward
-// threads. A write that bypasses the version counter (raw pointers) inside such a region would
-// go unseen. Products elsewhere (transposed weights, as in a forward's x·Wᵀ, whose repacking is a
-// transpose three times as slow; batched operands; float64; CPUs without AVX-512) are unaffected.
+// start of every training step of 3 or more micro-batches, and ThreadLocalState carries it into
+// the stages and backward threads. A write that bypasses the version counter (raw pointers) inside
+// such a region would go unseen. Products elsewhere (transposed weights, as in a forward's x·Wᵀ,
+// whose repacking is a transpose three times as slow; batched products; float64; CPUs without
+// AVX-512) are unaffected. A packed product may differ from the plain one in the last bits (another
+// kernel's summation).
 //
 //   auto packing = std::make_shared<WeightPacking>();
 //   WeightPackingGuard guard(packing);
@@ -42,7 +44,8 @@ class WeightPacking {
   WeightPacking(const WeightPacking&) = delete;
   WeightPacking& operator=(const WeightPacking&) = delete;
 
-  /// How many times an operand was packed, and the bytes the copies hold (spare ones included).
+  /// How many times an operand was packed (since construction, across resets), and the bytes the
+  /// copies hold (spare ones included).
   int64_t packs() const;
   size_t bytes() const;
   /// Forgets every copy, keeping their memory; call it when no product is running.

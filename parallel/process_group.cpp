@@ -89,7 +89,9 @@ Device local_device() {
   // A GPU for every rank on this node, or none for any: every rank must pick the same kind of
   // device, since the device picks the backend (two ranks on one GPU would otherwise be one NCCL
   // rank waiting for a Gloo one).
-  const int local_ranks = std::max(local_rank + 1, int(env_int("LOCAL_WORLD_SIZE", 1)));
+  // (Without LOCAL_WORLD_SIZE, as in a launch by hand, the node is taken to hold the whole world.)
+  const int local_ranks =
+      std::max(local_rank + 1, int(env_int("LOCAL_WORLD_SIZE", env_int("WORLD_SIZE", 1))));
   if (cuda::is_available() && cuda::device_count() >= local_ranks) return Device::cuda(local_rank);
   return Device::cpu(local_rank);
 }

@@ -41,8 +41,8 @@ int get_world_size();  // 1 when no group is initialised
 void destroy_process_group();
 
 /// The device this process should use: cuda:LOCAL_RANK when this node has a CUDA device for each
-/// of its LOCAL_WORLD_SIZE ranks, else cpu:LOCAL_RANK (LOCAL_RANK 0, LOCAL_WORLD_SIZE 1 when
-/// unset).
+/// of its LOCAL_WORLD_SIZE ranks (WORLD_SIZE when that is unset), else cpu:LOCAL_RANK (LOCAL_RANK
+/// 0 and one rank when neither is set).
 Device local_device();
 
 namespace detail {

@@ -67,7 +67,7 @@ PY
 )
   # Only Tandem's programs get the bundle's libraries (Debian's libstdc++, libgomp…): PyTorch,
   # in the benchmarks, keeps its own.
-  local libs="$bundle/lib:/usr/local/cuda/lib64:${cuda_libs}:${LD_LIBRARY_PATH:-}"
+  local libs="$bundle/lib:/usr/local/cuda/lib64${cuda_libs:+:$cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # Test data the programs read (tests/fixtures), from this checkout rather than the build's path.
   export TANDEM_TEST_FIXTURES="$root/tests/fixtures"
   local out="$bundle/results.md"
@@ -107,7 +107,8 @@ run_one() {
   xml="$bundle/$name$tag.xml" log="$bundle/$name$tag.log"
   rm -f "$xml"
   local rc=0
-  LD_LIBRARY_PATH="$libs" timeout 900 "$t" --gtest_filter="$filter" --gtest_output="xml:$xml" \
+  # 4 minutes a program: a hang becomes a row of the report, within the device tool's 10 minutes.
+  LD_LIBRARY_PATH="$libs" timeout 240 "$t" --gtest_filter="$filter" --gtest_output="xml:$xml" \
     >"$log" 2>&1 || rc=$?
   if [ ! -s "$xml" ]; then
     echo "| $name | \`$filter\` | crashed (exit $rc, no report; see $(basename "$log")) | | | |" >>"$out"
@@ -136,10 +137,11 @@ run_tests() {
   } >>"$out"
   for t in "$bundle"/bin/tandem_*_tests; do
     if [ "$(basename "$t")" = tandem_parallel_tests ]; then
-      # The parallel tests fork ranks, and a child cannot use CUDA once its parent has: the CUDA
-      # cases run first, in a process of their own, then every other case (CPU collectives, DDP,
-      # pipelines) in another.
-      run_one "$libs" "$out" "$t" "$cuda" .cuda || status=1
+      # The parallel tests fork ranks, and a child cannot use CUDA once its parent has: the
+      # collectives that fork CUDA ranks run in a process of their own, then the other CUDA cases
+      # (pipelines, DataParallel on cuda:0) in another, then every CPU case in a third.
+      run_one "$libs" "$out" "$t" 'CudaCollectives.*' .collectives || status=1
+      run_one "$libs" "$out" "$t" "$cuda-CudaCollectives.*" .cuda || status=1
       run_one "$libs" "$out" "$t" "-$cuda" .rest || status=1
     else
       run_one "$libs" "$out" "$t" "$cuda" "" || status=1
@@ -148,8 +150,9 @@ run_tests() {
   return $status
 }
 
+case "$part" in all | tests | bench) ;; *) mode=usage ;; esac
 case "$mode" in
   pack) pack ;;
   run) run ;;
-  *) echo "usage: $0 pack|run [BUNDLE]" >&2; exit 2 ;;
+  *) echo "usage: $0 pack [BUNDLE] | run [BUNDLE] [tests|bench]" >&2; exit 2 ;;
 esac

@@ -21,8 +21,8 @@
 // autograd/weight_grad_deferral.h): one large product per weight instead of M small ones on the
 // critical path. (Checkpointed micro-batches recompute their layers on copies of the weights and
 // compute those gradients in backward as before.) The weights stay put during a step and each
-// meets every micro-batch, so a step packs each one once for oneDNN's products with it
-// (core/weight_packing.h).
+// meets every micro-batch, so a step of 3 or more micro-batches packs each one once for oneDNN's
+// products with it (core/weight_packing.h).
 //
 // What it computes: the loss function is applied to each micro-batch's output and must return
 // the mean over that micro-batch (as cross_entropy and mse_loss do by default). The pipeline
@@ -103,7 +103,8 @@ class Pipeline {
   Tensor evaluate(const Tensor& input);
 
   std::vector<Stage>& stages() { return stages_; }
-  /// The weights it packed for oneDNN during its last training step (core/weight_packing.h).
+  /// What it packs for oneDNN in its training steps of 3 or more micro-batches
+  /// (core/weight_packing.h); packs() counts every step's.
   const WeightPacking& weight_packing() const { return *packing_; }
   const PipelineOptions& options() const { return options_; }
 

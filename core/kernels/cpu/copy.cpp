@@ -32,9 +32,9 @@ void copy(const Tensor& src, Tensor& dst) {
                       [&](const auto& off, int64_t n, const auto& st) {
                         if (st[0] == 1 && st[1] == 1) {  // dense runs (every dtype conversion
                           // of a contiguous tensor, as autocast's casts): a loop the compiler
-                          // vectorises, with no strides in the way
-                          D* __restrict d = pd + off[0];
-                          const S* __restrict s = ps + off[1];
+                          // vectorises (with a run-time overlap check), no strides in the way
+                          D* d = pd + off[0];
+                          const S* s = ps + off[1];
                           for (int64_t i = 0; i < n; ++i) d[i] = static_cast<D>(s[i]);
                           return;
                         }

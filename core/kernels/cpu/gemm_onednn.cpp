@@ -97,14 +97,16 @@ Tensor transposed_rows(const Tensor& a, int64_t r0, int64_t r1) {
 struct KeptB {
   std::shared_ptr<WeightPacking> packing;  // null: b is read as it is
   std::once_flag looked_up;
-  dnnl::memory memory;  // empty: b's first use in the region (or no room left)
+  std::shared_ptr<dnnl::memory> memory;  // null: read b as it is (see packed_weight)
 };
 
-// Whether a WeightPacking may keep b: a plain float32 matrix, large enough for a pass over it to
-// be worth saving (a transposed one repacks three times slower: a transpose).
+// Whether a WeightPacking may keep b: a plain float32 matrix times a matrix (not a batch), large
+// enough for a pass over it to be worth saving (a transposed one repacks three times slower: a
+// transpose).
 std::shared_ptr<WeightPacking> packing_for(const Tensor& b, const Tensor& c, bool tb) {
   constexpr int64_t kMinElements = int64_t(1) << 18;
-  if (c.dtype() != DType::f32 || b.dim() != 2 || tb || b.numel() < kMinElements) return nullptr;
+  if (c.dtype() != DType::f32 || c.dim() != 2 || b.dim() != 2 || tb || b.numel() < kMinElements)
+    return nullptr;
   return WeightPacking::current();
 }
 
@@ -142,11 +144,19 @@ bool onednn_block(const Tensor& a_in, const Tensor& b, Tensor& c, bool ta, bool 
     const Primitive& p = primitive(c.dtype(), a2, b2, c2, /*packed_b=*/true);
     const memory::desc plain(b2.dims, onednn_type(c.dtype()), b2.strides);
     if (p.matmul && p.weights != plain) {
-      std::call_once(kept.looked_up,
-                     [&] { kept.memory = packed_weight(*kept.packing, b, mem(b2, b), p.weights); });
-      if (kept.memory && kept.memory.get_desc() == p.weights) {
+      // The lookup never throws out of call_once: the flag would stay unset while the other
+      // blocks wait on it (libstdc++'s call_once is pthread_once). A failed packing just means
+      // the plain operand.
+      std::call_once(kept.looked_up, [&]() noexcept {
+        try {
+          kept.memory = packed_weight(*kept.packing, b, mem(b2, b), p.weights);
+        } catch (...) {
+          kept.memory = nullptr;
+        }
+      });
+      if (kept.memory && kept.memory->get_desc() == p.weights) {
         p.matmul->execute(onednn_stream(), {{DNNL_ARG_SRC, mem(a2, a)},
-                                            {DNNL_ARG_WEIGHTS, kept.memory},
+                                            {DNNL_ARG_WEIGHTS, *kept.memory},
                                             {DNNL_ARG_DST, mem(c2, c)}});
         return true;
       }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <tandem/core/tensor.h>
+#include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 
@@ -24,10 +25,12 @@ dnnl::memory::data_type onednn_type(DType t);  // float32, bfloat16 or float16
 dnnl::memory onednn_memory(const dnnl::memory::desc& d, const Tensor& t, int64_t offset = 0);
 
 /// The 2-D operand `b` (read as `plain`) in the layout `packed`, as `packing` keeps it for the
-/// products of its region; an empty memory on its first use there, when the caller reads `plain`
-/// (core/weight_packing.h, core/kernels/cpu/weight_packing.cpp).
-dnnl::memory packed_weight(WeightPacking& packing, const Tensor& b, const dnnl::memory& plain,
-                           const dnnl::memory::desc& packed);
+/// products of its region; null when the caller should read `plain` instead: b's first use there
+/// (or first since a write to it), or no room left (core/weight_packing.h,
+/// core/kernels/cpu/weight_packing.cpp).
+std::shared_ptr<dnnl::memory> packed_weight(WeightPacking& packing, const Tensor& b,
+                                            const dnnl::memory& plain,
+                                            const dnnl::memory::desc& packed);
 
 /// Whether the 16-bit dtype t goes to oneDNN on this CPU: the instructions are there and oneDNN
 /// has a kernel for them (asked once).
