@@ -43,7 +43,7 @@ pack() {
   cp "$root/bench/gpu_bench.sh" "$root/bench/gpu_bench_torch.py" "$bundle/bin/"
   git -C "$root" rev-parse --short HEAD >"$bundle/commit"
   # Every program embeds the sm_90 kernels (~7 MB each, 68 MB in all): over the device tool's
-  # 64 MiB carry limit, but xz brings it to ~9 MB. Carry the tarball.
+  # 64 MiB carry limit, but xz brings it to ~23 MB. Carry the tarball.
   tar -cJf "$bundle.tar.xz" "$bundle"
   du -sh "$bundle" "$bundle.tar.xz"
 }

@@ -239,7 +239,7 @@ std::string cpu_gemm_path(DType t) {
   }
   if (t == DType::f64) return "dgemm";
   if (!cpu::has_16bit_hardware(t))
-    return "converted to float32 (this CPU has no " + std::string(name(t)) + " instructions)";
+    return "converted to float32 (" + cpu::no_16bit_hardware_reason(t) + ")";
   return "oneDNN " + cpu::primitive(t, o, o, o).impl;
 }
 

@@ -33,12 +33,21 @@ OneOpenMpThread::~OneOpenMpThread() {
   if (previous_ != 1) omp_set_num_threads(previous_);
 }
 
+namespace {
+
+// AVX512-BF16 or AMX for bfloat16, AVX512-FP16 for float16.
+bool has_16bit_instructions(DType t) {
+  const CpuInfo& c = cpu_info();
+  return t == DType::bf16 ? (c.avx512_bf16 || c.amx_bf16) : c.avx512_fp16;
+}
+
+}  // namespace
+
 bool has_16bit_hardware(DType t) {
-  // The instructions: AVX512-BF16 or AMX for bfloat16, AVX512-FP16 for float16. Then oneDNN must
-  // offer more than its reference loop for a plain product in that type.
+  // The instructions, then oneDNN must offer more than its reference loop for a plain product in
+  // that type.
   auto probe = [](DType d) {
-    const CpuInfo& c = cpu_info();
-    if (!(d == DType::bf16 ? (c.avx512_bf16 || c.amx_bf16) : c.avx512_fp16)) return false;
+    if (!has_16bit_instructions(d)) return false;
     OneOpenMpThread one;
     try {
       const dnnl::memory::desc m({64, 64}, onednn_type(d), dnnl::memory::format_tag::ab);
@@ -50,6 +59,14 @@ bool has_16bit_hardware(DType t) {
   };
   static const bool bf16 = probe(DType::bf16), f16 = probe(DType::f16);
   return t == DType::bf16 ? bf16 : f16;
+}
+
+std::string no_16bit_hardware_reason(DType t) {
+  if (!has_16bit_instructions(t))
+    return "this CPU has no " + std::string(name(t)) + " instructions";
+  const dnnl_version_t* v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) +
+         " has only a reference loop for " + std::string(name(t)) + " on this CPU";
 }
 
 }  // namespace tandem::cpu

@@ -35,6 +35,10 @@ std::shared_ptr<dnnl::memory> packed_weight(WeightPacking& packing, const Tensor
 /// Whether the 16-bit dtype t goes to oneDNN on this CPU: the instructions are there and oneDNN
 /// has a kernel for them (asked once).
 bool has_16bit_hardware(DType t);
+/// Why a 16-bit dtype is converted to float32 where has_16bit_hardware(t) is false: the CPU lacks
+/// the instructions, or oneDNN has only its reference loop for them (float16 on Sapphire Rapids in
+/// oneDNN 2.6). For `tandem devices`.
+std::string no_16bit_hardware_reason(DType t);
 /// True for an implementation worth calling ("brg:avx512_core_bf16", "gemm:jit", "jit:...");
 /// false for oneDNN's reference loops ("ref:any").
 inline bool is_optimized(const std::string& impl) { return impl.rfind("ref", 0) != 0; }
