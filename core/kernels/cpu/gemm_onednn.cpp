@@ -224,6 +224,39 @@ bool gemm_float32_onednn(const Tensor& a, const Tensor& b, Tensor& c, bool trans
   return onednn_gemm(a, b, c, trans_a, trans_b);
 }
 
+#ifdef EIGEN_USE_BLAS
+extern "C" char* openblas_get_corename(void);
+#endif
+
+namespace {
+
+// Which kernels sgemm/dgemm run, for cpu_gemm_path(). OpenBLAS picks them from the CPU when it
+// loads; a CPU newer than its table gets its generic SSE3 ones ("Prescott"): Debian's 0.3.21 does
+// that on Xeon family 6 model 207 (Emerald Rapids), where 1024³ sgemm then runs at 16 GFLOP/s
+// instead of 109-131 on one core. Only the environment, read at load time, can change its choice.
+std::string blas_kernels() {
+#ifdef EIGEN_USE_BLAS
+  const std::string core = openblas_get_corename();
+  std::string lower = core;
+  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+  bool wide = false;  // kernels using AVX2 or wider
+  for (const char* name : {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"})
+    wide = wide || lower == name;
+  const CpuInfo& c = cpu_info();
+  if (c.avx2 && !wide)
+    return "OpenBLAS's " + core + " kernels, narrower than this CPU's (a CPU its table lacks, or " +
+           "OPENBLAS_CORETYPE): OPENBLAS_CORETYPE=" +
+           (c.avx512_bf16 ? "COOPERLAKE"
+            : c.avx512f   ? "SKYLAKEX"
+                          : "HASWELL") +
+           " at start-up gives it wider ones";
+  return "OpenBLAS's " + core + " kernels";
+#else
+  return "Eigen's own kernels";
+#endif
+}
+
+}  // namespace
 }  // namespace tandem::cpu
 
 namespace tandem {
@@ -234,10 +267,11 @@ std::string cpu_gemm_path(DType t) {
   cpu::OneOpenMpThread one;  // as every product runs: primitives are made for one thread
   if (t == DType::f32) {
     const cpu::Primitive& p = cpu::primitive(t, o, o, o);
-    return p.matmul ? "oneDNN " + p.impl + " (sgemm under 2^20 multiply-adds)"
-                    : "sgemm (oneDNN has only " + p.impl + ")";
+    return p.matmul ? "oneDNN " + p.impl +
+                          " (sgemm under 2^20 multiply-adds: " + cpu::blas_kernels() + ")"
+                    : "sgemm, " + cpu::blas_kernels() + " (oneDNN has only " + p.impl + ")";
   }
-  if (t == DType::f64) return "dgemm";
+  if (t == DType::f64) return "dgemm, " + cpu::blas_kernels();
   if (!cpu::has_16bit_hardware(t))
     return "converted to float32 (" + cpu::no_16bit_hardware_reason(t) + ")";
   return "oneDNN " + cpu::primitive(t, o, o, o).impl;
