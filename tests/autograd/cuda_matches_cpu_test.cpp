@@ -31,15 +31,7 @@ OpResult run(const OpCase& row, Device device, DType dtype) {
 
 void compare(const OpCase& row, Device device, DType dtype, double atol, double rtol) {
   const OpResult cpu = run(row, Device::cpu(), dtype), other = run(row, device, dtype);
-  EXPECT_TRUE(tandem::testing::all_close(other.out, cpu.out, atol, rtol)) << row.name << " forward";
-  ASSERT_EQ(other.grads.size(), cpu.grads.size());
-  for (size_t i = 0; i < cpu.grads.size(); ++i) {
-    ASSERT_EQ(other.grads[i].defined(), cpu.grads[i].defined()) << row.name << " input " << i;
-    if (cpu.grads[i].defined()) {
-      EXPECT_TRUE(tandem::testing::all_close(other.grads[i], cpu.grads[i], atol, rtol))
-          << row.name << " gradient of input " << i;
-    }
-  }
+  tandem::testing::expect_close(other, cpu, atol, rtol, row.name);
 }
 
 class CudaMatchesCpu : public ::testing::TestWithParam<OpCase> {

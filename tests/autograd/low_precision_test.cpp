@@ -52,16 +52,7 @@ class LowPrecision : public ::testing::TestWithParam<OpCase> {
     if (row.name == "sequential_cnn") GTEST_SKIP() << "weights drawn inside the row, see comment";
     const OpResult ref = run(row, Device::cpu(), f.dtype, kFloat32);
     const OpResult low = run(row, device, f.dtype, f.dtype);
-    const double tol = f.tolerance;
-    EXPECT_TRUE(tandem::testing::all_close(low.out, ref.out, tol, tol)) << row.name << " forward";
-    ASSERT_EQ(low.grads.size(), ref.grads.size());
-    for (size_t i = 0; i < ref.grads.size(); ++i) {
-      ASSERT_EQ(low.grads[i].defined(), ref.grads[i].defined()) << row.name << " input " << i;
-      if (ref.grads[i].defined()) {
-        EXPECT_TRUE(tandem::testing::all_close(low.grads[i], ref.grads[i], tol, tol))
-            << row.name << " gradient of input " << i;
-      }
-    }
+    tandem::testing::expect_close(low, ref, f.tolerance, f.tolerance, row.name);
   }
 };
 

@@ -2,6 +2,8 @@
 // an op is not differentiable (relu and abs at 0, log and sqrt at x <= 0, ties of max).
 #include "autograd/op_table.h"
 
+#include "support/expect.h"
+
 namespace tandem::testing {
 
 using V = const std::vector<Tensor>&;
@@ -9,6 +11,19 @@ using V = const std::vector<Tensor>&;
 std::vector<OpCase> core_rows();
 
 std::vector<OpCase> layer_rows();  // op_table_layers.cpp
+
+void expect_close(const OpResult& got, const OpResult& want, double atol, double rtol,
+                  const std::string& row) {
+  EXPECT_TRUE(all_close(got.out, want.out, atol, rtol)) << row << " forward";
+  ASSERT_EQ(got.grads.size(), want.grads.size()) << row;
+  for (size_t i = 0; i < want.grads.size(); ++i) {
+    ASSERT_EQ(got.grads[i].defined(), want.grads[i].defined()) << row << " input " << i;
+    if (want.grads[i].defined()) {
+      EXPECT_TRUE(all_close(got.grads[i], want.grads[i], atol, rtol))
+          << row << " gradient of input " << i;
+    }
+  }
+}
 
 const std::vector<OpCase>& op_table() {
   static const std::vector<OpCase> rows = [] {

@@ -50,6 +50,15 @@ std::vector<Tensor> train(Device device, bool adam, DType dtype = kFloat32) {
   return out;
 }
 
+// Every tensor of `got` within atol + rtol·|want| of the same one in `want`.
+void expect_same_state(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double atol,
+                       double rtol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TRUE(tandem::testing::all_close(got[i], want[i], atol, rtol))
+        << what << ", tensor " << i;
+}
+
 class CudaTraining : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
@@ -59,17 +68,13 @@ class CudaTraining : public ::testing::TestWithParam<bool> {
 
 TEST_P(CudaTraining, ThreeStepsOnCudaMatchTheCpu) {
   const auto cpu = train(Device::cpu(), GetParam()), gpu = train(Device::cuda(0), GetParam());
-  ASSERT_EQ(cpu.size(), gpu.size());
-  for (size_t i = 0; i < cpu.size(); ++i)
-    EXPECT_TRUE(tandem::testing::all_close(gpu[i], cpu[i], 1e-4, 1e-3)) << "tensor " << i;
+  expect_same_state(gpu, cpu, 1e-4, 1e-3, "cuda:0");
 }
 
 TEST(Cpu1Training, ThreeStepsOnCpu1MatchTheCpu) {
   for (bool adam : {false, true}) {
-    const auto cpu = train(Device::cpu(), adam), other = train(Device::cpu(1), adam);
-    ASSERT_EQ(cpu.size(), other.size());
-    for (size_t i = 0; i < cpu.size(); ++i)
-      EXPECT_TRUE(tandem::testing::all_close(other[i], cpu[i], 0, 0)) << "tensor " << i;
+    expect_same_state(train(Device::cpu(1), adam), train(Device::cpu(), adam), 0, 0,
+                      adam ? "Adam" : "SGD");
   }
 }
 
@@ -77,11 +82,8 @@ TEST(Cpu1Training, ThreeStepsOnCpu1MatchTheCpu) {
 // move the parameters past it (it did, by 0.017, while conv2 had a bias in front of batch norm).
 TEST(Cpu1Training, Float32MatchesFloat64WithinTheCudaTolerance) {
   for (bool adam : {false, true}) {
-    const auto f32 = train(Device::cpu(), adam), f64 = train(Device::cpu(), adam, kFloat64);
-    ASSERT_EQ(f32.size(), f64.size());
-    for (size_t i = 0; i < f32.size(); ++i)
-      EXPECT_TRUE(tandem::testing::all_close(f32[i], f64[i], 1e-4, 1e-3))
-          << (adam ? "Adam" : "SGD") << ", tensor " << i;
+    expect_same_state(train(Device::cpu(), adam), train(Device::cpu(), adam, kFloat64), 1e-4, 1e-3,
+                      adam ? "Adam" : "SGD");
   }
 }
 

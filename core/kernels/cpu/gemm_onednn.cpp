@@ -17,6 +17,7 @@
 // Threads: as for sgemm (gemm_util.h), the pool owns them. oneDNN runs on OpenMP here, whose
 // workers spin after each call and would fight the pool on 2 cores; so every call is made with one
 // OpenMP thread, and a large product is split into blocks of rows or batch entries over the pool.
+#include <strings.h>
 #include <tandem/core/cpu_info.h>
 #include <tandem/core/kernels/cpu/gemm_util.h>
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
@@ -237,11 +238,9 @@ namespace {
 std::string blas_kernels() {
 #ifdef EIGEN_USE_BLAS
   const std::string core = openblas_get_corename();
-  std::string lower = core;
-  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
   bool wide = false;  // kernels using AVX2 or wider
   for (const char* name : {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"})
-    wide = wide || lower == name;
+    wide = wide || strcasecmp(core.c_str(), name) == 0;
   const CpuInfo& c = cpu_info();
   if (c.avx2 && !wide)
     return "OpenBLAS's " + core + " kernels, narrower than this CPU's (a CPU its table lacks, or " +
