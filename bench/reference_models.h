@@ -17,8 +17,9 @@ struct ReferenceCnn : tandem::nn::Module {
     v("fc2", fc2);
   }
   tandem::Tensor forward(const tandem::Tensor& x) {
-    tandem::Tensor h = tandem::max_pool2d(tandem::relu(conv1(x)), {});
-    h = tandem::max_pool2d(tandem::relu(conv2(h)), {});
+    // ReLU then max-pool as one op (relu_max_pool2d); LibTorch's eager model runs them apart.
+    tandem::Tensor h = tandem::relu_max_pool2d(conv1(x), {});
+    h = tandem::relu_max_pool2d(conv2(h), {});
     return fc2(tandem::relu(fc1(h.flatten(1))));
   }
 };

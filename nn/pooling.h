@@ -1,4 +1,5 @@
-// nn/pooling.h — MaxPool2d and AvgPool2d (square windows; stride defaults to the kernel size).
+// nn/pooling.h — MaxPool2d and AvgPool2d (square windows; stride defaults to the kernel size), and
+// ReLUMaxPool2d: ReLU then MaxPool2d as one layer (relu_max_pool2d).
 #pragma once
 
 #include <tandem/autograd/ops/nn_ops.h>
@@ -30,6 +31,14 @@ struct MaxPool2d : Module {
     return tandem::str("kernel_size=", params.kernel_h, ", stride=", params.stride_h,
                        ", padding=", params.pad_h, ", dilation=1, ceil_mode=False");
   }
+};
+
+// nn.ReLU() followed by nn.MaxPool2d(k), computed in one pass; it has no PyTorch twin, so a
+// state dict or a printed model has nothing to match here (neither layer has parameters).
+struct ReLUMaxPool2d : MaxPool2d {
+  using MaxPool2d::MaxPool2d;
+  Tensor forward(const Tensor& x) const { return relu_max_pool2d(x, params); }
+  Tensor operator()(const Tensor& x) const { return forward(x); }
 };
 
 struct AvgPool2d : Module {

@@ -26,13 +26,14 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b, const Con
   TD_CHECK_SHAPE(!b.defined() || (b.dim() == 1 && b.size(0) == w_in.size(0)), "conv2d: bias ",
                  b.shape(), " does not match weight ", w_in.shape(), "; expected [", w_in.size(0),
                  "]");
-  const int64_t ho =
-      (x_in.size(2) + 2 * p.pad_h - p.dilation_h * (w_in.size(2) - 1) - 1) / p.stride_h + 1;
-  const int64_t wo =
-      (x_in.size(3) + 2 * p.pad_w - p.dilation_w * (w_in.size(3) - 1) - 1) / p.stride_w + 1;
-  TD_CHECK_SHAPE(ho >= 1 && wo >= 1, "conv2d: input ", x_in.shape(),
+  // The span left after the first window, checked before dividing: C++ division truncates toward
+  // zero, so a negative span over a stride > 1 would otherwise become one output row.
+  const int64_t span_h = x_in.size(2) + 2 * p.pad_h - p.dilation_h * (w_in.size(2) - 1) - 1;
+  const int64_t span_w = x_in.size(3) + 2 * p.pad_w - p.dilation_w * (w_in.size(3) - 1) - 1;
+  TD_CHECK_SHAPE(span_h >= 0 && span_w >= 0, "conv2d: input ", x_in.shape(),
                  " is smaller than the (dilated) kernel ", w_in.shape(), " with padding ", p.pad_h,
                  "x", p.pad_w);
+  const int64_t ho = span_h / p.stride_h + 1, wo = span_w / p.stride_w + 1;
   const Tensor x = detail::contiguous(x_in), w = detail::contiguous(w_in);
   Tensor y = empty({x.size(0), w.size(0), ho, wo}, x.options());
   if (y.numel() > 0)

@@ -11,8 +11,9 @@ namespace tandem {
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv2dParams& params = {});
 
-// pool.cpp
+// pool.cpp. relu_max_pool2d(x, p) is max_pool2d(relu(x), p), values and gradients, in one pass.
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& params);
+Tensor relu_max_pool2d(const Tensor& x, const Pool2dParams& params);
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& params);
 
 enum class Reduction { Mean, Sum, None };

@@ -61,8 +61,11 @@ struct Kernels {
                          const Conv2dParams& p);
   void (*conv2d_backward)(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                           Tensor& dw, Tensor& db, const Conv2dParams& p);
-  // pool.{cpp,cu}: NCHW; max pooling records the argmax (int64, index within the input plane)
-  void (*max_pool2d_forward)(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p);
+  // pool.{cpp,cu}: NCHW; max pooling records the argmax (int64, index within the input plane).
+  // With relu, y = relu(max) (= the max of relu(x)), and a window whose max is not > 0 records
+  // index −1: relu passes it no gradient, and max_pool2d_backward skips it.
+  void (*max_pool2d_forward)(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p,
+                             bool relu);
   void (*max_pool2d_backward)(const Tensor& dy, const Tensor& indices, Tensor& dx,
                               const Pool2dParams& p);
   void (*avg_pool2d_forward)(const Tensor& x, Tensor& y, const Pool2dParams& p);

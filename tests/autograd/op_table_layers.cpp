@@ -54,6 +54,16 @@ std::vector<OpCase> layer_rows() {
        [](V x) {
          return max_pool2d(x[0], {3, 3, 2, 2, 1, 1});
        }},
+      {"relu_max_pool2d",
+       {{2, 2, 4, 6}},
+       [](V x) { return relu_max_pool2d(x[0], {}); },
+       Inputs::AwayFromZero},
+      {"relu_max_pool2d_stride_padding",
+       {{1, 2, 5, 5}},
+       [](V x) {
+         return relu_max_pool2d(x[0], {3, 3, 2, 2, 1, 1});
+       },
+       Inputs::AwayFromZero},
       {"avg_pool2d", {{2, 2, 4, 6}}, [](V x) { return avg_pool2d(x[0], {}); }},
       {"avg_pool2d_padding_excluded",
        {{1, 1, 5, 5}},

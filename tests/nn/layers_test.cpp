@@ -67,6 +67,8 @@ TEST(Conv2d, ErrorsNameTheShapes) {
   EXPECT_THAT(msg, HasSubstr("[2, 1, 8, 8]"));
   EXPECT_THAT(msg, HasSubstr("[8, 3, 3, 3]"));
   EXPECT_THROW(nn::Conv2d(1, 2, 5)(randn({1, 1, 3, 3})), ShapeError);
+  // Too small with a stride: (2 − 3) / 2 truncates to 0 in C++, which must not pass for one row.
+  EXPECT_THROW(nn::Conv2d(1, 2, 3, {.stride = 2})(randn({1, 1, 2, 8})), ShapeError);
   EXPECT_THROW(nn::Conv2d(1, 2, 3)(randn({1, 8, 8})), ShapeError);
   EXPECT_THROW(nn::Conv2d(3, 4, 3, {.groups = 2}), ValueError);
 }
@@ -76,6 +78,9 @@ TEST(Pooling, MaxAndAverageValues) {
   EXPECT_EQ(values(nn::MaxPool2d(2)(x)), (std::vector<double>{5, 7, 13, 15}));
   EXPECT_EQ(values(nn::AvgPool2d(2)(x)), (std::vector<double>{2.5, 4.5, 10.5, 12.5}));
   EXPECT_EQ(nn::MaxPool2d(3, {.stride = 1})(x).shape(), (Shape{1, 1, 2, 2}));
+  // One row is smaller than the window, though (1 − 2) / 2 + 1 is 1 in C++.
+  EXPECT_THROW(nn::MaxPool2d(2)(zeros({1, 1, 1, 5})), ShapeError);
+  EXPECT_THROW(nn::AvgPool2d(2)(zeros({1, 1, 5, 1})), ShapeError);
   // Padding counted in the average (PyTorch's default) or not.
   EXPECT_NEAR(nn::AvgPool2d(2, {.padding = 1})(x).to_vector<double>()[0], 0.0 / 4, 1e-6);
   EXPECT_NEAR(nn::AvgPool2d(3, {.stride = 3, .padding = 1, .count_include_pad = false})(x)

@@ -47,8 +47,9 @@ Cnn::Cnn(int64_t rows, int64_t cols)
 Tensor Cnn::forward(const Tensor& x) {
   Tensor h = block(
       [conv1 = conv1, conv2 = conv2](const Tensor& in) mutable {
-        const Tensor a = max_pool2d(relu(conv1(in)), kPool2);  // [N, 32, 13, 13] for 28×28
-        return max_pool2d(relu(conv2(a)), kPool2);             // [N, 64, 5, 5]
+        // relu_max_pool2d: max_pool2d(relu(·)) in one pass (as_sequential keeps them apart)
+        const Tensor a = relu_max_pool2d(conv1(in), kPool2);  // [N, 32, 13, 13] for 28×28
+        return relu_max_pool2d(conv2(a), kPool2);             // [N, 64, 5, 5]
       },
       x);
   h = relu(fc1(h.flatten(1)));  // [N, 128]
@@ -85,14 +86,14 @@ CnnBn::CnnBn(int64_t rows, int64_t cols)
 Tensor CnnBn::forward(const Tensor& x) {
   Tensor h = block(
       [conv1 = conv1, bn1 = bn1, conv2 = conv2, bn2 = bn2](const Tensor& in) mutable {
-        const Tensor a = relu(bn1(conv1(in)));           // [N, 32, 28, 28]
-        return max_pool2d(relu(bn2(conv2(a))), kPool2);  // [N, 32, 14, 14]
+        const Tensor a = relu(bn1(conv1(in)));          // [N, 32, 28, 28]
+        return relu_max_pool2d(bn2(conv2(a)), kPool2);  // [N, 32, 14, 14]
       },
       x);
   h = block(
       [conv3 = conv3, bn3 = bn3, conv4 = conv4, bn4 = bn4](const Tensor& in) mutable {
-        const Tensor a = relu(bn3(conv3(in)));           // [N, 64, 14, 14]
-        return max_pool2d(relu(bn4(conv4(a))), kPool2);  // [N, 64, 7, 7]
+        const Tensor a = relu(bn3(conv3(in)));          // [N, 64, 14, 14]
+        return relu_max_pool2d(bn4(conv4(a)), kPool2);  // [N, 64, 7, 7]
       },
       h);
   h = dropout(relu(bn5(fc1(h.flatten(1)))));  // [N, 128]

@@ -25,13 +25,20 @@ void each_plane(const Planes& s, F fn) {
   });
 }
 
+// relu(v) as UnaryOp::Relu computes it: a NaN stays NaN.
+template <typename T>
+T relu_of(T v) {
+  return v < T(0) ? T(0) : v;
+}
+
 // The 2×2, stride-2, unpadded window (nn.MaxPool2d(2), by far the most common), over planes
 // [q0, q1). A branch on `v > best` is a coin flip on real activations, and its mispredictions made
 // pooling cost as much as a convolution; so the four inputs of a block of windows are first copied
 // into four arrays, a row of windows at a time (stride-2 loads the compiler vectorises), and the
 // selection then runs over the arrays as a straight, vectorised loop. Blocks span rows and planes,
-// so small planes (5×5 outputs) run full vectors as well as large ones.
-template <typename T>
+// so small planes (5×5 outputs) run full vectors as well as large ones. Relu (a template
+// argument, so the loop stays straight) clamps each maximum as it is stored.
+template <typename T, bool Relu>
 void max_pool_2x2(const T* x, T* y, int64_t* idx, const Planes& s, int64_t q0, int64_t q1) {
   constexpr int64_t kBlock = 256;
   alignas(64) T a[kBlock], b[kBlock], c[kBlock], d[kBlock];
@@ -66,8 +73,13 @@ void max_pool_2x2(const T* x, T* y, int64_t* idx, const Planes& s, int64_t q0, i
       best = t ? c[k] : best, off = t ? w : off;
       t = (d[k] > best) | (d[k] != d[k]);
       best = t ? d[k] : best, off = t ? w + 1 : off;
-      out[k] = best;
-      where_out[k] = at[k] + off;
+      if constexpr (Relu) {
+        out[k] = relu_of(best);
+        where_out[k] = best > T(0) ? at[k] + off : -1;
+      } else {
+        out[k] = best;
+        where_out[k] = at[k] + off;
+      }
     }
   }
 }
@@ -79,14 +91,17 @@ bool is_two_by_two(const Pool2dParams& p) {
 
 }  // namespace
 
-void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p) {
+// With relu, a window whose maximum is not > 0 (relu's gradient there is 0) records index −1.
+void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p,
+                        bool relu) {
   const Planes s = planes(x, y);
   const bool two_by_two = is_two_by_two(p);
   dispatch_float(x.dtype(), "max_pool2d", [&]<typename T>() {
     if (two_by_two) {
       const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(s.h * s.w, 1));
       detail::parallel_for(0, s.planes, grain, [&](int64_t q0, int64_t q1) {
-        max_pool_2x2(x.data<T>(), y.data<T>(), indices.data<int64_t>(), s, q0, q1);
+        const auto pool = relu ? max_pool_2x2<T, true> : max_pool_2x2<T, false>;
+        pool(x.data<T>(), y.data<T>(), indices.data<int64_t>(), s, q0, q1);
       });
       return;
     }
@@ -109,14 +124,14 @@ void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2
               best = take ? v : best;
               where = take ? iy * s.w + ix : where;
             }
-          out[oy * s.wo + ox] = best;
-          idx[oy * s.wo + ox] = where;
+          out[oy * s.wo + ox] = relu ? relu_of(best) : best;
+          idx[oy * s.wo + ox] = relu && !(best > T(0)) ? -1 : where;
         }
     });
   });
 }
 
-// dx[argmax] += dy
+// dx[argmax] += dy, skipping windows with index −1 (clamped by a fused relu)
 // (A 2×2 path that wrote each dx element once, with no fill, was 3× slower than this fill and
 // scatter: its stride-2 conditional stores do not vectorise, and the fill is a fast memset.)
 void max_pool2d_backward(const Tensor& dy, const Tensor& indices, Tensor& dx, const Pool2dParams&) {
@@ -127,7 +142,8 @@ void max_pool2d_backward(const Tensor& dy, const Tensor& indices, Tensor& dx, co
       std::fill(out, out + s.h * s.w, T(0));
       const T* g = dy.data<T>() + q * s.ho * s.wo;
       const int64_t* idx = indices.data<int64_t>() + q * s.ho * s.wo;
-      for (int64_t o = 0; o < s.ho * s.wo; ++o) out[idx[o]] += g[o];
+      for (int64_t o = 0; o < s.ho * s.wo; ++o)
+        if (idx[o] >= 0) out[idx[o]] += g[o];
     });
   });
 }

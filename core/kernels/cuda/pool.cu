@@ -1,7 +1,8 @@
 // core/kernels/cuda/pool.cu — max and average pooling over NCHW, one thread per output element,
 // with cpu/pool.cpp's windows, tie and NaN rules and divisors. Max backward scatters dy to the
 // argmax with atomics (windows overlap when stride < kernel); average backward gathers, each dx
-// element summing the windows over it: no zeroing, no atomics, deterministic.
+// element summing the windows over it: no zeroing, no atomics, deterministic. A fused relu
+// clamps the maximum and records index −1 where it is not > 0, which no input position matches.
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/kernels/cuda/kernels_cuda.h>
 #include <tandem/core/kernels/dispatch_dtype.h>
@@ -45,7 +46,7 @@ __device__ inline int64_t window_size(const Geometry& g, int64_t oy, int64_t ox)
 }
 
 template <typename T>
-__global__ void max_pool_forward_kernel(const T* x, T* y, int64_t* indices, Geometry g) {
+__global__ void max_pool_forward_kernel(const T* x, T* y, int64_t* indices, Geometry g, bool relu) {
   TD_GRID_STRIDE_LOOP(i, g.planes * g.ho * g.wo) {
     const int64_t ox = i % g.wo, oy = (i / g.wo) % g.ho, q = i / (g.wo * g.ho);
     const T* in = x + q * g.h * g.w;
@@ -63,8 +64,9 @@ __global__ void max_pool_forward_kernel(const T* x, T* y, int64_t* indices, Geom
           where = iy * g.w + ix;
         }
       }
-    y[i] = best;
-    indices[i] = where;
+    const bool clamped = relu && !(best > T(0));  // relu's gradient is 0 there (NaN included)
+    y[i] = relu && best < T(0) ? T(0) : best;
+    indices[i] = clamped ? -1 : where;
   }
 }
 
@@ -127,14 +129,15 @@ __global__ void avg_pool_backward_kernel(const T* dy, T* dx, Geometry g) {
 
 }  // namespace
 
-void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p) {
+void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p,
+                        bool relu) {
   const Geometry g = geometry(x, y, p);
   const int64_t n = y.numel();
   if (n == 0) return;
   DeviceGuard guard(y.device());
   dispatch_float(x.dtype(), "max_pool2d", [&]<typename T>() {
     max_pool_forward_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(
-        x.data<T>(), y.data<T>(), indices.data<int64_t>(), g);
+        x.data<T>(), y.data<T>(), indices.data<int64_t>(), g, relu);
     TD_CUDA_CHECK_LAUNCH();
   });
 }
