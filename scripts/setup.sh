@@ -7,7 +7,8 @@ packages=(
   cmake ninja-build g++ ccache clang-format  # toolchain; ccache makes rebuilds and CI fast
   clang libclang-rt-14-dev                   # sanitizer builds and libFuzzer (scripts/sanitize.sh, fuzz.sh)
   libeigen3-dev libopenblas-dev              # CPU math: Eigen, with OpenBLAS for GEMM
-  libdnnl-dev                                # oneDNN: bfloat16 GEMM candidates (bench/bf16_gemm_bench)
+  libdnnl-dev                                # oneDNN: AVX-512 GEMM and convolution, bfloat16 products
+  ocl-icd-opencl-dev                         # OpenCL, which oneDNN's CMake config requires (only a Recommends)
   libgtest-dev libgmock-dev                  # tests
   libcli11-dev nlohmann-json3-dev            # the tandem command's arguments; JSON (checkpoints, metrics)
   zlib1g-dev                                 # gzipped data files
