@@ -99,8 +99,8 @@ void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2
   dispatch_float(x.dtype(), "max_pool2d", [&]<typename T>() {
     if (two_by_two) {
       const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(s.h * s.w, 1));
+      const auto pool = relu ? max_pool_2x2<T, true> : max_pool_2x2<T, false>;
       detail::parallel_for(0, s.planes, grain, [&](int64_t q0, int64_t q1) {
-        const auto pool = relu ? max_pool_2x2<T, true> : max_pool_2x2<T, false>;
         pool(x.data<T>(), y.data<T>(), indices.data<int64_t>(), s, q0, q1);
       });
       return;
