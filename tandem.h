@@ -2,6 +2,7 @@
 #pragma once
 
 #include <tandem/autograd/autocast.h>
+#include <tandem/autograd/deferred_weight_grads.h>
 #include <tandem/autograd/engine.h>
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/gradcheck.h>
@@ -9,7 +10,6 @@
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/autograd/saved_tensor.h>
 #include <tandem/autograd/thread_local_state.h>
-#include <tandem/autograd/weight_grad_deferral.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/device.h>
 #include <tandem/core/dtype.h>

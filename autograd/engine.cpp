@@ -1,13 +1,16 @@
 // autograd/engine.cpp — reverse-mode backward. Count each node's consumers, then run nodes whose
-// gradients are complete, latest-recorded first, each on its device's thread (ready_queue.h); sum
-// the gradients flowing into each node (graph_task.h); let accumulator nodes (one per leaf) add
+// gradients are complete, latest-recorded first, each on its device's thread (device_workers.h);
+// sum the gradients flowing into each node (graph_task.h); let accumulator nodes (one per leaf) add
 // into .grad under the leaf's lock and fire the post-accumulate hooks. Kernels write, the engine
-// alone accumulates. Runs with grad mode off: there is no double backward.
+// alone accumulates. Runs with grad mode off: there is no double backward. With
+// defer_weight_grads, an op's weight-gradient part is queued on the task instead of run
+// (deferred_weight_grads.h): the engine decides that, not the op.
+#include <pthread.h>
 #include <tandem/autograd/autograd_meta.h>
+#include <tandem/autograd/device_workers.h>
 #include <tandem/autograd/engine.h>
 #include <tandem/autograd/grad_mode.h>
-#include <tandem/autograd/ready_queue.h>
-#include <tandem/autograd/weight_grad_deferral.h>
+#include <tandem/autograd/graph_task.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/kernels/kernels.h>
 #include <tandem/core/layout.h>
@@ -26,36 +29,42 @@ std::atomic<bool> g_device_threads{true};
 // The task whose node (or whose callbacks) this thread is running; null outside backward.
 thread_local std::shared_ptr<GraphTask> t_task;
 
+// The queue this thread runs backward nodes from: its device's on a backward worker, else one of
+// its own (for the plain `cpu` nodes of the backward it calls).
+thread_local std::shared_ptr<WorkQueue> t_queue;
+
+// One backward worker per device other than the plain `cpu`, for the life of the process (never
+// destroyed: no exit-time destructor may wait for a worker blocked on its queue).
+DeviceWorkers& backward_workers() {
+  static DeviceWorkers* workers = new DeviceWorkers(
+      "bw", [](const WorkerKey&, std::shared_ptr<WorkQueue> queue) { t_queue = std::move(queue); });
+  return *workers;
+}
+
+std::shared_ptr<WorkQueue> local_queue() {
+  if (!t_queue) t_queue = std::make_shared<WorkQueue>();
+  return t_queue;
+}
+
+// A forked child's forking thread keeps its thread_locals, but its queue may be mid-use by a
+// worker that is gone.
+[[maybe_unused]] const int g_atfork = ::pthread_atfork(nullptr, nullptr, [] { t_queue = nullptr; });
+
 bool runs_on_caller(Device d) {
   return (d.is_cpu() && d.index() == 0) || !g_device_threads.load(std::memory_order_relaxed);
 }
 
-void accumulate(const Tensor& leaf, Tensor grad) {
-  AutogradMeta& meta = autograd_meta(leaf);
-  {
-    std::lock_guard lk(meta.mutex);  // another backward (thread, device) may write it too
-    if (!meta.grad.defined()) {
-      // Steal the buffer when nothing else holds it; otherwise copy, so .grad never aliases
-      // another tensor (e.g. the dy an add passed through to both of its inputs).
-      const bool sole = grad.is_contiguous() && grad.impl_ptr().use_count() == 1 &&
-                        grad.impl().storage.use_count() == 1;
-      meta.grad = sole ? std::move(grad) : detail::convert(grad, grad.device(), grad.dtype());
-    } else {
-      Tensor g = meta.grad;
-      TD_CHECK_SHAPE(g.shape() == grad.shape(), "backward: the existing .grad of a leaf has shape ",
-                     g.shape(), " but the new gradient has shape ", grad.shape());
-      if (!g.is_contiguous()) meta.grad = g = detail::contiguous(g);
-      kernels(g.device()).add_scaled(g, detail::contiguous(grad), 1.0);
-      detail::bump_version(g);
-    }
-  }
-  for (auto& hook : meta.post_accumulate_hooks.snapshot()) hook(leaf);
-}
+void evaluate(std::shared_ptr<GraphTask> task, Node* node, InputBuffer& grad);
 
+// Queues `node` on its device's thread, latest-recorded first: within one device the nodes of a
+// task run as on one thread.
 void push_ready(const std::shared_ptr<GraphTask>& task, Node* node, InputBuffer grad) {
   task->outstanding.fetch_add(1);
-  auto queue = runs_on_caller(node->device) ? task->owner_queue : device_queue(node->device);
-  queue->push({task, node, std::move(grad)});
+  auto queue =
+      runs_on_caller(node->device) ? task->owner_queue : backward_workers().queue({node->device});
+  queue->push(
+      [task, node, grad = std::move(grad)]() mutable { evaluate(std::move(task), node, grad); },
+      node->sequence_nr);
 }
 
 // Hands input `edge` of `producer` its gradient; queues the consumer once it has them all.
@@ -75,7 +84,7 @@ void deliver(const std::shared_ptr<GraphTask>& task, const Node& producer, size_
 }
 
 void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
-  // An accumulator whose every gradient was deferred: flush() accumulates (and runs its hooks).
+  // An accumulator whose every gradient was deferred: run() accumulates (and runs its hooks).
   if (node->is_accumulator() && !dy.defined()) return;
   auto hooks = node->is_accumulator() ? autograd_meta(node->leaf).hooks.snapshot()
                                       : node->pre_hooks.snapshot();
@@ -92,7 +101,7 @@ void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
     for (const Edge& e : node->next) onward |= e.node && task->needed.contains(e.node.get());
     if (node->is_accumulator() || !onward) return;
   }
-  if (node->is_accumulator()) return accumulate(node->leaf, std::move(dy));
+  if (node->is_accumulator()) return autograd::detail::add_to_grad(node->leaf, std::move(dy));
   TD_CHECK_AS(AutogradError, !node->released, "backward through the graph a second time (at '",
               node->name,
               "'): its saved tensors were freed after the first backward\n"
@@ -103,8 +112,20 @@ void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
   for (const SavedTensor& s : node->saved) saved.push_back(s.unpack(node->name));
   NeedsGrad need(node->next.size());
   for (size_t i = 0; i < need.size(); ++i) need[i] = node->next[i].node != nullptr;
+  // defer_weight_grads: the op's weight-gradient part waits on the task when its weight is a leaf
+  // (deferred_weight_grads.h); backward computes the rest.
+  const WeightGrad& w = node->weight_grad;
+  const bool defer = task->defer_weight_grads && w.fn && need[w.input] &&
+                     node->next[w.input].node->is_accumulator();
+  if (defer) need[w.input] = false;
+  dy = detail::contiguous(dy);
   const int64_t t0 = trace::enabled() ? trace::now_us() : -1;  // a span per op when tracing
-  Grads grads = node->backward(detail::contiguous(dy), need, saved);
+  Grads grads = node->backward(dy, need, saved);
+  if (defer) {
+    std::lock_guard lk(task->mutex);
+    task->deferred.add(
+        {node->next[w.input].node->leaf, w.fn, dy, saved[w.saved], node->sequence_nr});
+  }
   if (t0 >= 0)
     trace::record(str(node->name, " [", node->device, "]"), "backward", t0, trace::now_us());
   saved.clear();
@@ -123,10 +144,9 @@ void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
     const Edge& e = node->next[i];
     if (!e.node) continue;
     Tensor& g = grads[i];
-    // A leaf's gradient may have been handed to the thread's WeightGradDeferral instead: its
-    // accumulator gets it from flush(), after this pass. It still counts as delivered, so the
-    // accumulator runs once its other gradients (a tied weight used elsewhere) are in.
-    if (!g.defined() && e.node->is_accumulator() && WeightGradDeferral::current()) {
+    // A deferred weight gradient still counts as delivered, so the leaf's accumulator runs once
+    // its other gradients (a tied weight used elsewhere) are in; run() accumulates the rest.
+    if (defer && i == w.input) {
       deliver(task, *node, i, Tensor());
       continue;
     }
@@ -142,9 +162,7 @@ void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
 
 // Runs one queued node (or drops it, once its task has failed) and wakes the task's owner when it
 // was the last.
-void evaluate(NodeTask& work) {
-  std::shared_ptr<GraphTask> task = std::move(work.task);
-  Node* node = work.node;
+void evaluate(std::shared_ptr<GraphTask> task, Node* node, InputBuffer& grad) {
   if (!task->failed) {
     auto outer = std::exchange(t_task, task);
     try {
@@ -152,7 +170,7 @@ void evaluate(NodeTask& work) {
       std::optional<IntraOpThreadsGuard> share;
       if (task->intra_op_share > 0) share.emplace(task->intra_op_share);
       NoGradGuard no_grad;
-      run_node(task, node, work.grad.take());
+      run_node(task, node, grad.take());
     } catch (...) {
       task->fail(detail::with_context(std::current_exception(),
                                       str("backward of '", node->name, "' on ", node->device)));
@@ -162,10 +180,10 @@ void evaluate(NodeTask& work) {
   // Let go of the task before counting this node done: once the count reaches 0 the caller
   // returns, and its reference must be the last, so that the task (its error, which the caller is
   // reading) is destroyed on the caller's thread, not under it.
-  const std::shared_ptr<ReadyQueue> owner = task->owner_queue;
+  const std::shared_ptr<WorkQueue> owner = task->owner_queue;
   GraphTask* const counted = task.get();
   task.reset();
-  if (counted->outstanding.fetch_sub(1) == 1) owner->push({});
+  if (counted->outstanding.fetch_sub(1) == 1) owner->wake();
 }
 
 // Counts the gradients each node reachable from `root` will receive, and whether the task's nodes
@@ -229,23 +247,6 @@ void run_callbacks(const std::shared_ptr<GraphTask>& task) {
 
 }  // namespace
 
-void run_backward_worker(Device device, const std::shared_ptr<ReadyQueue>& queue) {
-  // A CUDA worker makes its device current once; the caller's streams come with each task.
-  cuda::DeviceGuard guard(device);
-  for (;;) {
-    NodeTask work = queue->pop();
-    if (work.task) evaluate(work);
-  }
-}
-
-void autograd::detail::accumulate_grad(const Tensor& leaf, Tensor grad) {
-  for (auto& hook : autograd_meta(leaf).hooks.snapshot()) {
-    Tensor replaced = hook(grad);
-    if (replaced.defined()) grad = replaced;
-  }
-  accumulate(leaf, std::move(grad));
-}
-
 void set_backward_device_threads(bool enabled) { g_device_threads = enabled; }
 bool backward_device_threads() { return g_device_threads; }
 
@@ -259,9 +260,11 @@ void queue_callback(std::function<void()> fn) {
 
 namespace {
 
-// One backward pass from `root`; with `inputs` (autograd::grad), returns their gradients.
+// One backward pass from `root`; with `inputs` (autograd::grad), returns their gradients; with
+// `defer`, hands what it put off to `deferred`.
 std::vector<Tensor> execute(const Tensor& root, const Tensor& grad_in, bool retain_graph,
-                            const std::vector<Tensor>* inputs) {
+                            const std::vector<Tensor>* inputs, bool defer = false,
+                            autograd::DeferredWeightGrads* deferred = nullptr) {
   TD_CHECK_AS(AutogradError, root.requires_grad(),
               "backward: the tensor does not require grad and has no grad_fn\n  hint: call "
               "requires_grad_() on the parameters before the forward pass, and do not run it "
@@ -278,8 +281,8 @@ std::vector<Tensor> execute(const Tensor& root, const Tensor& grad_in, bool reta
   TD_CHECK_SHAPE(grad.shape() == root.shape(), "backward: gradient shape ", grad.shape(),
                  " does not match the output shape ", root.shape());
   const std::shared_ptr<Node> start = gradient_node(root);
-  const std::shared_ptr<ReadyQueue> queue = local_queue();
-  auto task = std::make_shared<GraphTask>(retain_graph, queue, t_task);
+  const std::shared_ptr<WorkQueue> queue = local_queue();
+  auto task = std::make_shared<GraphTask>(retain_graph, defer, queue, t_task);
   count_dependencies(*task, start.get());
   std::vector<std::shared_ptr<Node>> targets;  // alive until the pass ends (a leaf's accumulator)
   if (inputs) {
@@ -303,10 +306,19 @@ std::vector<Tensor> execute(const Tensor& root, const Tensor& grad_in, bool reta
   push_ready(task, start.get(), std::move(first));
   // Run this thread's share (its cpu nodes, or its device's on a worker) until every node is done.
   while (task->outstanding.load() > 0) {
-    NodeTask work = queue->pop();
-    if (work.task) evaluate(work);
+    WorkQueue::Job job = queue->pop();
+    if (job) job();
   }
   if (task->error) std::rethrow_exception(task->error);
+  if (deferred && task->deferred.size() > 0) {
+    task->deferred.sort_by_run_order();
+    // Every gradient is in only once the deferred parts have run: the callbacks wait for that.
+    if (!task->parent) {
+      for (auto& fn : task->callbacks) task->deferred.add_callback(std::move(fn));
+      task->callbacks.clear();
+    }
+    *deferred = std::move(task->deferred);
+  }
   if (!task->parent) run_callbacks(task);
   return std::move(task->captured);
 }
@@ -317,9 +329,46 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   execute(root, grad, retain_graph, nullptr);
 }
 
+autograd::DeferredWeightGrads autograd::backward(const Tensor& output,
+                                                 const BackwardOptions& options) {
+  DeferredWeightGrads deferred;
+  execute(output, options.grad_output, options.retain_graph, nullptr, options.defer_weight_grads,
+          &deferred);
+  return deferred;
+}
+
+void autograd::detail::run_as_backward_tail(const std::function<void()>& fn,
+                                            std::vector<std::function<void()>>& callbacks) {
+  auto task = std::make_shared<GraphTask>(false, false, local_queue(), t_task);
+  {
+    auto outer = std::exchange(t_task, task);  // so that fn's hooks may queue_callback
+    struct Restore {
+      std::shared_ptr<GraphTask>& slot;
+      std::shared_ptr<GraphTask> value;
+      ~Restore() { slot = std::move(value); }
+    } restore{t_task, std::move(outer)};
+    try {
+      fn();
+    } catch (...) {
+      std::lock_guard lk(task->mutex);
+      for (auto& queued : task->callbacks) callbacks.push_back(std::move(queued));
+      throw;
+    }
+  }
+  std::vector<std::function<void()>> all = std::exchange(callbacks, {});
+  for (auto& queued : task->callbacks) all.push_back(std::move(queued));
+  if (task->parent) {  // inside another backward: its outermost task runs them at its end
+    GraphTask* outermost = task->outermost();
+    std::lock_guard lk(outermost->mutex);
+    for (auto& f : all) outermost->callbacks.push_back(std::move(f));
+    return;
+  }
+  task->callbacks = std::move(all);
+  run_callbacks(task);
+}
+
 std::vector<Tensor> autograd::grad(const Tensor& output, const std::vector<Tensor>& inputs,
                                    const GradOptions& options) {
-  WeightGradDeferralGuard no_deferral(nullptr);  // every gradient asked for is returned
   std::vector<Tensor> grads = execute(output, options.grad_output, options.retain_graph, &inputs);
   for (size_t k = 0; k < grads.size(); ++k)
     TD_CHECK_AS(AutogradError, grads[k].defined() || options.allow_unused, "autograd::grad: input ",

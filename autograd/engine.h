@@ -1,6 +1,7 @@
 // autograd/engine.h — reverse-mode execution of the graph (Tensor::backward calls this).
 #pragma once
 
+#include <tandem/autograd/deferred_weight_grads.h>
 #include <tandem/core/tensor.h>
 #include <functional>
 #include <vector>
@@ -14,6 +15,18 @@ namespace tandem {
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 
 namespace autograd {
+struct BackwardOptions {
+  Tensor grad_output;         // d(loss)/d(output); default: ones for a one-element output
+  bool retain_graph = false;  // keep the saved tensors for another backward
+  /// Leave the weight-gradient part of the ops that have one (Linear's dW = dyᵀ·x) for later:
+  /// backward computes the rest and returns those parts (deferred_weight_grads.h).
+  bool defer_weight_grads = false;
+};
+/// run_backward with options; returns what it deferred (nothing unless defer_weight_grads). The
+/// callbacks queued during it run when every gradient is in: at its end, or at the end of the
+/// returned parts' run() if it deferred any.
+DeferredWeightGrads backward(const Tensor& output, const BackwardOptions& options = {});
+
 struct GradOptions {
   Tensor grad_output;         // d(loss)/d(output); default: ones for a one-element output
   bool retain_graph = false;  // keep the saved tensors for another backward
@@ -28,8 +41,15 @@ std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs
 namespace detail {
 /// What backward does with a leaf's gradient: the leaf's hooks, then .grad += grad under the leaf's
 /// lock (.grad = grad when it has none), then its post-accumulate hooks. For a gradient computed
-/// after its backward pass (WeightGradDeferral::flush).
+/// after its backward pass (DeferredWeightGrads::run).
 void accumulate_grad(const Tensor& leaf, Tensor grad);
+/// The same without the leaf's hooks (backward has run them already).
+void add_to_grad(const Tensor& leaf, Tensor grad);
+/// Runs fn as the end of a backward pass: hooks it fires may queue_callback(), and when fn
+/// returns, `callbacks` and those run, in order (inside another backward they go to that one's
+/// outermost task instead). If fn throws, `callbacks` keeps them all and nothing runs.
+void run_as_backward_tail(const std::function<void()>& fn,
+                          std::vector<std::function<void()>>& callbacks);
 }  // namespace detail
 }  // namespace autograd
 

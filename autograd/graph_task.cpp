@@ -15,7 +15,7 @@ Tensor sum_grads(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 void InputBuffer::add(uint64_t producer, size_t edge, Tensor grad, bool keep_parts) {
-  if (!grad.defined()) return;  // a gradient put off (WeightGradDeferral): nothing to add
+  if (!grad.defined()) return;  // a weight gradient put off (defer_weight_grads): nothing to add
   if (keep_parts) {
     parts_.push_back({producer, edge, std::move(grad)});
     return;

@@ -1,11 +1,12 @@
 // autograd/graph_task.h — the state of one backward call (PyTorch's GraphTask). Every call to
 // backward owns one: how many gradients each node still waits for, the gradients that have arrived,
 // the error that stopped it, and the callbacks to run when it is done. Nodes of the task run on
-// their devices' threads (ready_queue.h); the calling thread waits until `outstanding` reaches 0.
-// A backward started inside backward (from a hook, or a recompute) is a task of its own whose
+// their devices' threads (device_workers.h); the calling thread waits until `outstanding` reaches
+// 0. A backward started inside backward (from a hook, or a recompute) is a task of its own whose
 // `parent` is the task that thread was running; queue_callback always goes to the outermost one.
 #pragma once
 
+#include <tandem/autograd/deferred_weight_grads.h>
 #include <tandem/autograd/node.h>
 #include <tandem/autograd/thread_local_state.h>
 #include <atomic>
@@ -20,7 +21,7 @@
 
 namespace tandem {
 
-class ReadyQueue;
+class WorkQueue;
 
 /// The gradients flowing into one node. With one thread they are summed as they arrive, which is
 /// in decreasing order of their producers' sequence numbers (the ready queue runs the latest
@@ -45,18 +46,20 @@ class InputBuffer {
 };
 
 struct GraphTask {
-  GraphTask(bool retain_graph, std::shared_ptr<ReadyQueue> owner_queue,
+  GraphTask(bool retain_graph, bool defer_weight_grads, std::shared_ptr<WorkQueue> owner_queue,
             std::shared_ptr<GraphTask> parent)
       : retain_graph(retain_graph),
+        defer_weight_grads(defer_weight_grads),
         state(ThreadLocalState::capture()),
         owner_queue(std::move(owner_queue)),
         parent(std::move(parent)) {}
 
   const bool retain_graph;
-  const ThreadLocalState state;  // the caller's, applied around every node on every thread
+  const bool defer_weight_grads;  // ops' weight-gradient parts go to `deferred`
+  const ThreadLocalState state;   // the caller's, applied around every node on every thread
   // The queue of the thread that called backward: it runs the cpu:0 nodes, and it is woken there
   // when the last node finishes.
-  const std::shared_ptr<ReadyQueue> owner_queue;
+  const std::shared_ptr<WorkQueue> owner_queue;
   const std::shared_ptr<GraphTask> parent;  // the task whose node started this one, if any
   bool keep_parts = false;  // nodes run on several threads: sum gradients in a fixed order
   int cpu_threads = 1;      // the threads that run this task's CPU nodes (caller, cpu:N workers)
@@ -74,6 +77,7 @@ struct GraphTask {
   std::exception_ptr error;                      // the first one; the rest of the task is abandoned
   std::vector<std::function<void()>> callbacks;  // outermost tasks only
   std::vector<Tensor> captured;                  // autograd::grad's results
+  autograd::DeferredWeightGrads deferred;        // defer_weight_grads: what was put off
 
   std::atomic<int> outstanding{0};  // nodes queued or running
   std::atomic<bool> failed{false};
@@ -89,14 +93,6 @@ struct GraphTask {
     while (t->parent) t = t->parent.get();
     return t;
   }
-};
-
-/// One unit of work in a ready queue: run `node` of `task` with gradient `grad`. A null task is a
-/// wake-up for a thread waiting on its queue.
-struct NodeTask {
-  std::shared_ptr<GraphTask> task;
-  Node* node = nullptr;
-  InputBuffer grad;
 };
 
 }  // namespace tandem

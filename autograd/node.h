@@ -22,6 +22,18 @@ using BackwardFn =
 using TensorHook = std::function<Tensor(const Tensor& grad)>;
 using PostAccumulateHook = std::function<void(const Tensor& leaf)>;
 
+/// The weight-gradient part of an op (the "W" of zero-bubble pipelines), recorded beside its
+/// backward: fn(dy, operand) is the gradient of the op's input `input`, from the gradient of its
+/// output and its saved tensor `saved`. fn must be additive over dim 0: for dy and operand
+/// concatenated along dim 0 it gives the sum of what it gives for the parts, so the parts that
+/// several backward passes put off can be computed in one call (deferred_weight_grads.h).
+using WeightGradFn = Tensor (*)(const Tensor& dy, const Tensor& operand);
+struct WeightGrad {
+  size_t input = 0;
+  size_t saved = 0;
+  WeightGradFn fn = nullptr;  // null: the op has none
+};
+
 struct Node;
 
 /// What each input of a node was at record time: where its gradient goes and what it must look
@@ -41,6 +53,7 @@ struct Node {
   std::vector<Edge> next;  // one per input
   std::vector<SavedTensor> saved;
   HookList<TensorHook> pre_hooks;  // register_hook on the (non-leaf) output
+  WeightGrad weight_grad;          // what a backward that defers weight gradients puts off
   Tensor leaf;                     // accumulator nodes only: the leaf whose .grad this node writes
   bool released = false;
 

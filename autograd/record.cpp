@@ -64,20 +64,18 @@ bool any_requires_grad(std::span<const Tensor> inputs) {
   return false;
 }
 
-Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs,
-              std::initializer_list<ToSave> saved, BackwardFn backward) {
-  return record(name, std::move(output), std::span<const Tensor>(inputs.begin(), inputs.size()),
-                saved, std::move(backward));
-}
+namespace {
 
-Tensor record(const char* name, Tensor output, std::span<const Tensor> inputs,
-              std::initializer_list<ToSave> saved, BackwardFn backward) {
+Tensor record_node(const char* name, Tensor output, std::span<const Tensor> inputs,
+                   std::initializer_list<ToSave> saved, BackwardFn backward,
+                   WeightGrad weight_grad) {
   if (!any_requires_grad(inputs)) return output;
   auto node = std::make_shared<Node>();
   node->name = name;
   node->sequence_nr = next_sequence_nr();
   node->device = output.device();
   node->backward = std::move(backward);
+  node->weight_grad = weight_grad;
   node->next.reserve(inputs.size());
   for (const Tensor& t : inputs) {
     if (!t.defined()) {
@@ -93,6 +91,28 @@ Tensor record(const char* name, Tensor output, std::span<const Tensor> inputs,
   output.impl().requires_grad = true;
   autograd_meta(output).grad_fn = std::move(node);
   return output;
+}
+
+std::span<const Tensor> as_span(std::initializer_list<Tensor> inputs) {
+  return {inputs.begin(), inputs.size()};
+}
+
+}  // namespace
+
+Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs,
+              std::initializer_list<ToSave> saved, BackwardFn backward) {
+  return record_node(name, std::move(output), as_span(inputs), saved, std::move(backward), {});
+}
+
+Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs,
+              std::initializer_list<ToSave> saved, BackwardFn backward, WeightGrad weight_grad) {
+  return record_node(name, std::move(output), as_span(inputs), saved, std::move(backward),
+                     weight_grad);
+}
+
+Tensor record(const char* name, Tensor output, std::span<const Tensor> inputs,
+              std::initializer_list<ToSave> saved, BackwardFn backward) {
+  return record_node(name, std::move(output), inputs, saved, std::move(backward), {});
 }
 
 }  // namespace tandem

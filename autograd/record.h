@@ -16,6 +16,11 @@ namespace tandem {
 
 Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs,
               std::initializer_list<ToSave> saved, BackwardFn backward);
+/// The same, with the op's weight-gradient part (node.h): a backward called with
+/// {.defer_weight_grads = true} leaves input `weight_grad.input`'s gradient to weight_grad.fn,
+/// later (deferred_weight_grads.h). The backward function computes it too, when asked.
+Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs,
+              std::initializer_list<ToSave> saved, BackwardFn backward, WeightGrad weight_grad);
 /// The same for an op with a run-time number of inputs (cat).
 Tensor record(const char* name, Tensor output, std::span<const Tensor> inputs,
               std::initializer_list<ToSave> saved, BackwardFn backward);

@@ -1,10 +1,8 @@
 // autograd/thread_local_state.cpp — capturing and applying the per-thread settings.
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/thread_local_state.h>
-#include <tandem/autograd/weight_grad_deferral.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/thread_pool.h>
-#include <tandem/core/weight_packing.h>
 #if TANDEM_HAS_CUDA
 #include <tandem/core/cuda/stream.h>
 #endif
@@ -18,8 +16,6 @@ void apply(const ThreadLocalState& s) {
   SavedTensorHooks::set_current(s.saved_tensor_hooks);
   detail::set_intra_op_threads_cap(s.intra_op_threads_cap);
   AutocastState::set_current(s.autocast);
-  WeightGradDeferral::set_current(s.weight_grad_deferral);
-  WeightPacking::set_current(s.weight_packing);
 #if TANDEM_HAS_CUDA
   for (const auto& [device, stream] : s.cuda_streams)
     cuda::set_current_stream(device, static_cast<cudaStream_t>(stream));
@@ -35,8 +31,6 @@ ThreadLocalState ThreadLocalState::capture() {
   s.saved_tensor_hooks = SavedTensorHooks::current();
   s.intra_op_threads_cap = detail::intra_op_threads_cap();
   s.autocast = AutocastState::current();
-  s.weight_grad_deferral = WeightGradDeferral::current();
-  s.weight_packing = WeightPacking::current();
 #if TANDEM_HAS_CUDA
   for (const auto& [device, stream] : cuda::current_streams())
     s.cuda_streams.emplace_back(device, static_cast<void*>(stream));

@@ -1,9 +1,12 @@
 // autograd/thread_local_state.h — the per-thread settings that must follow work into the threads
-// Tandem starts (backward workers, DataLoader workers, DataParallel's replica threads): grad
-// mode, the non-blocking-copies flag, the current CUDA streams, the saved-tensor hooks, the cap
-// on intra-op threads, autocast, the weight-gradient deferral and the weight packing. As PyTorch's
-// at::ThreadLocalState: capture() on the thread that hands the work over, a ThreadLocalStateGuard
-// on the thread that does it.
+// Tandem starts (backward workers, DataLoader workers, DataParallel's replica threads, pipeline
+// stages): grad mode, the non-blocking-copies flag, the current CUDA streams, the saved-tensor
+// hooks, the cap on intra-op threads and autocast. As PyTorch's at::ThreadLocalState: capture() on
+// the thread that hands the work over, a ThreadLocalStateGuard on the thread that does it.
+//
+// It holds the language's state only, what a user sets around their code; never a policy of one
+// parallel mode (a mode passes its choices as arguments: autograd::BackwardOptions).
+// scripts/check_source.sh lists the fields, so a new one is a reviewed decision.
 //
 //   ThreadLocalState state = ThreadLocalState::capture();
 //   std::thread t([state] { ThreadLocalStateGuard g(state); ... });
@@ -17,9 +20,6 @@
 
 namespace tandem {
 
-class WeightGradDeferral;
-class WeightPacking;
-
 struct ThreadLocalState {
   bool grad_mode = true;
   bool non_blocking_copies = false;
@@ -27,8 +27,6 @@ struct ThreadLocalState {
   std::vector<std::pair<int, void*>> cuda_streams;  // (device, cudaStream_t) this thread set
   int intra_op_threads_cap = 0;                     // IntraOpThreadsGuard's; 0: none
   AutocastState autocast;                           // with the region's cast cache
-  std::shared_ptr<WeightGradDeferral> weight_grad_deferral;  // where Linear's dW goes, if set
-  std::shared_ptr<WeightPacking> weight_packing;             // kept copies of weights, if set
 
   /// The calling thread's state.
   static ThreadLocalState capture();

@@ -2,7 +2,10 @@
 # scripts/check_source.sh — the project's source rules, checked in CI:
 #   1. clang-format (.clang-format) is respected;
 #   2. no source file is over 400 lines;
-#   3. no #include goes up the layer order core <- autograd <- nn <- data <- parallel.
+#   3. no #include goes up the layer order core <- autograd <- nn <- data <- parallel;
+#   4. ThreadLocalState holds exactly the fields listed below: language state a user sets around
+#      their code, never one parallel mode's policy (that goes down the layers unseen). A new
+#      field is a reviewed decision: add it here, in the same change, and say why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,5 +38,15 @@ for i in "${!layers[@]}"; do
   done
 done
 
-[ $status -eq 0 ] && echo "check: format, file sizes and layering OK (${#files[@]} files)"
+tls_allowed="grad_mode non_blocking_copies saved_tensor_hooks cuda_streams intra_op_threads_cap autocast"
+tls_fields=$(sed -n '/^struct ThreadLocalState {/,/^};/p' autograd/thread_local_state.h |
+  grep -E '^  [A-Za-z].*;' | grep -vE '^\s*(static|///|//)' |
+  sed -E 's/\s*(=[^;]*)?;.*//; s/.*[ *&]//' | xargs)
+if [ "$tls_fields" != "$tls_allowed" ]; then
+  echo "check: ThreadLocalState's fields are \"$tls_fields\", the reviewed list is \"$tls_allowed\""
+  echo "  (a setting one parallel mode needs is an argument, not thread state: scripts/check_source.sh)"
+  status=1
+fi
+
+[ $status -eq 0 ] && echo "check: format, file sizes, layering, and thread state OK (${#files[@]} files)"
 exit $status

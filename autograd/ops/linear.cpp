@@ -4,10 +4,24 @@
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/autograd/ops/raw.h>
 #include <tandem/autograd/record.h>
-#include <tandem/autograd/weight_grad_deferral.h>
 #include <tandem/core/tensor_checks.h>
 
 namespace tandem {
+namespace {
+
+// dW = dyᵀ·x, the leading dims of dy flattened into rows as x's were (x: [n, in]). A sum over
+// rows, so it is also the weight-gradient part a backward may put off (record()'s WeightGrad):
+// over several backward passes' rows concatenated, it is one product.
+Tensor linear_weight_grad(const Tensor& dy_in, const Tensor& x) {
+  const Tensor dy = detail::contiguous(dy_in);
+  const int64_t out = dy.size(-1);
+  const Tensor dy2 = detail::as_strided(dy, {x.size(0), out}, {out, 1}, dy.storage_offset());
+  Tensor dw = empty({out, x.size(1)}, dy.options());
+  kernels(dy.device()).gemm(dy2, x, dw, /*trans_a=*/true, /*trans_b=*/false);
+  return dw;
+}
+
+}  // namespace
 
 // y = x·Wᵀ + b        x:[N,in]  W:[out,in]  b:[out]  ->  y:[N,out]   (leading dims of x flatten
 // into N)
@@ -50,19 +64,14 @@ Tensor linear(const Tensor& x_in, const Tensor& w, const Tensor& b) {
           k.gemm(dy, detail::contiguous(w), dx, false, false);
           g[0] = detail::as_strided(dx, in_shape, contiguous_strides(in_shape), 0);
         }
-        // dW = dyᵀ·x, unless a pipeline stage puts it off (weight_grad_deferral.h): then the
-        // weight's accumulator gets nothing now, and the product comes at flush().
-        const auto deferral = need[1] ? WeightGradDeferral::current() : nullptr;
-        if (need[1] && !(deferral && deferral->defer(w, dy, x))) {
-          g[1] = empty(w.shape(), dy.options());
-          k.gemm(dy, x, g[1], true, false);
-        }
-        if (need[2]) {  // db = Σ_N dy
+        if (need[1]) g[1] = linear_weight_grad(dy, x);  // dW = dyᵀ·x
+        if (need[2]) {                                  // db = Σ_N dy
           g[2] = empty({out}, dy.options());
           k.reduce_cols(ReduceOp::Sum, dy, g[2]);
         }
         return g;
-      });
+      },
+      WeightGrad{.input = 1, .saved = 0, .fn = linear_weight_grad});
 }
 
 }  // namespace tandem

@@ -104,10 +104,14 @@ DistributedDataParallelBase::DistributedDataParallelBase(nn::Module& module, DDP
                                        options_.find_unused_parameters);
   for (size_t i = 0; i < params.size(); ++i) {
     std::weak_ptr<Reducer> weak = reducer_;
-    params[i].register_post_accumulate_grad_hook([weak, i](const Tensor&) {
+    hooks_.push_back(params[i].register_post_accumulate_grad_hook([weak, i](const Tensor&) {
       if (auto r = weak.lock()) r->mark_ready(i);
-    });
+    }));
   }
+}
+
+DistributedDataParallelBase::~DistributedDataParallelBase() {
+  for (HookHandle& h : hooks_) h.remove();
 }
 
 void DistributedDataParallelBase::before_forward() {

@@ -32,6 +32,9 @@ struct DDPOptions {
 class DistributedDataParallelBase {
  public:
   DistributedDataParallelBase(nn::Module& module, DDPOptions options);
+  /// Takes its hooks off the parameters (PyTorch's ~Reducer does the same): the module trains on
+  /// alone, or under another wrapper, as if this one had never been.
+  ~DistributedDataParallelBase();
   DistributedDataParallelBase(const DistributedDataParallelBase&) = delete;
   DistributedDataParallelBase& operator=(const DistributedDataParallelBase&) = delete;
 
@@ -65,6 +68,7 @@ class DistributedDataParallelBase {
   std::vector<Tensor> buffers_;
   std::shared_ptr<Communicator> group_;
   std::shared_ptr<Reducer> reducer_;  // the hooks hold it weakly: no dangling after destruction
+  std::vector<HookHandle> hooks_;     // one post-accumulate hook per parameter
 };
 
 /// Wraps `module` (which must outlive the wrapper); forward()/operator() call module.forward.

@@ -1,14 +1,11 @@
 // parallel/pipeline/pipeline.cpp — cutting the batch, each stage's loop over its actions, and
 // stopping everything when one stage fails.
+#include <tandem/autograd/engine.h>
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ops/ops.h>
-#include <tandem/autograd/thread_local_state.h>
-#include <tandem/autograd/weight_grad_deferral.h>
 #include <tandem/core/check.h>
 #include <tandem/core/memory_stats.h>
-#include <tandem/core/thread_pool.h>
 #include <tandem/core/trace.h>
-#include <tandem/core/weight_packing.h>
 #include <tandem/nn/activation_checkpoint.h>
 #include <tandem/parallel/pipeline/exchange.h>
 #include <tandem/parallel/pipeline/pipeline.h>
@@ -32,10 +29,11 @@ bool defers_weight_grads(const PipelineOptions& o) {
   return o.weight_grads == PipelineWeightGrads::Deferred;
 }
 
-std::vector<Device> devices_of(const std::vector<Stage>& stages) {
-  std::vector<Device> devices;
-  for (const Stage& s : stages) devices.push_back(s.device);
-  return devices;
+// Stage k's thread: its device, and k (two stages on one device get a thread each).
+std::vector<WorkerKey> keys_of(const std::vector<Stage>& stages) {
+  std::vector<WorkerKey> keys;
+  for (size_t k = 0; k < stages.size(); ++k) keys.push_back({stages[k].device, int(k)});
+  return keys;
 }
 
 }  // namespace
@@ -48,8 +46,7 @@ struct Pipeline::Run {
   std::vector<Tensor> inputs;     // micro-batch i of the input, for stage 0
   std::vector<Tensor> targets;    // micro-batch i of the target, for the last stage
   const PipelineLossFn* loss_fn;  // null when evaluating
-  ThreadLocalState state;         // the caller's grad mode, streams, ... for every stage
-  int intra_op_share;             // each stage's share of the caller's intra-op threads
+  double loss_scale;              // backward starts from loss × loss_scale
   Exchange exchange;
   std::vector<Tensor> outputs, losses;  // per micro-batch, from the last stage
   std::vector<int64_t> peak;            // per stage
@@ -63,12 +60,12 @@ Pipeline::Pipeline(std::vector<Stage> stages, PipelineOptions options)
   TD_CHECK_VALUE(!stages_.empty(), "Pipeline: no stages");
   TD_CHECK_VALUE(options_.chunks >= 1, "Pipeline: chunks = ", options_.chunks,
                  "; a batch is cut into at least one micro-batch");
-  workers_ = std::make_unique<StageWorkers>(devices_of(stages_));
-  packing_ = std::make_shared<WeightPacking>();
+  workers_ = std::make_unique<DeviceWorkers>("pp");
+  keys_ = keys_of(stages_);
 }
 
-PipelineResult Pipeline::step(const Tensor& input, const Tensor& target,
-                              const PipelineLossFn& loss) {
+PipelineResult Pipeline::step(const Tensor& input, const Tensor& target, const PipelineLossFn& loss,
+                              double loss_scale) {
   TD_CHECK_VALUE(GradMode::is_enabled(),
                  "Pipeline::step: gradients are off (NoGradGuard); use evaluate() to run the "
                  "model without training it");
@@ -78,16 +75,16 @@ PipelineResult Pipeline::step(const Tensor& input, const Tensor& target,
   TD_CHECK_SHAPE(target.dim() >= 1 && target.size(0) == input.size(0),
                  "Pipeline::step: the input's batch has ", input.size(0),
                  " samples but the target's shape is ", target.shape());
-  return run(input, &target, &loss);
+  return run(input, &target, &loss, loss_scale);
 }
 
 Tensor Pipeline::evaluate(const Tensor& input) {
   NoGradGuard no_grad;
-  return run(input, nullptr, nullptr).output;
+  return run(input, nullptr, nullptr, 1).output;
 }
 
-PipelineResult Pipeline::run(const Tensor& input, const Tensor* target,
-                             const PipelineLossFn* loss) {
+PipelineResult Pipeline::run(const Tensor& input, const Tensor* target, const PipelineLossFn* loss,
+                             double loss_scale) {
   TD_CHECK_SHAPE(input.dim() >= 1, "Pipeline: the input must have a batch dimension, not shape ",
                  input.shape());
   const int64_t n = input.size(0), m = options_.chunks;
@@ -100,26 +97,17 @@ PipelineResult Pipeline::run(const Tensor& input, const Tensor* target,
   r.inputs = tandem::split(input, r.sizes);
   if (target) r.targets = tandem::split(*target, r.sizes);
   r.loss_fn = loss;
-  // The weights stay put for a training step, and each is multiplied by every micro-batch: oneDNN
-  // gets it packed into its own layout once for all of them (core/weight_packing.h). The copy is
-  // made at a weight's second use and costs about two of its 64-row products' savings: from three
-  // micro-batches on it pays.
-  const bool pack = r.training && m >= 3;
-  if (pack) packing_->reset();
-  WeightPackingGuard packing(pack ? packing_ : WeightPacking::current());
-  r.state = ThreadLocalState::capture();
-  r.intra_op_share = std::max(1, intra_op_threads() / int(stages_.size()));
+  r.loss_scale = loss_scale;
   r.outputs.resize(size_t(m));
   r.losses.resize(size_t(m));
   r.peak.assign(stages_.size(), 0);
   r.busy_us.assign(stages_.size(), 0);
 
   const int64_t start = trace::now_us();
-  workers_->run([&](size_t k) {
+  // Every stage on its thread at once, under the caller's thread-local state, each with its share
+  // of the intra-op threads.
+  workers_->run(keys_, [&](size_t k) {
     try {
-      ThreadLocalStateGuard state(r.state);
-      // The stages compute side by side: each takes its share of the intra-op threads.
-      IntraOpThreadsGuard share(r.intra_op_share);
       run_stage(k, r);
     } catch (const Exchange::Aborted&) {
       // Another stage failed and says so.
@@ -150,7 +138,7 @@ void Pipeline::run_stage(size_t k, Run& r) {
   const bool first = k == 0, last = k + 1 == stages_.size();
   const int64_t m = int64_t(r.sizes.size());
   const bool defer = r.training && defers_weight_grads(options_);
-  const auto deferral = defer ? std::make_shared<WeightGradDeferral>() : nullptr;
+  autograd::DeferredWeightGrads deferred;  // every micro-batch's, for the W action
   std::vector<PipelineAction> actions;
   if (r.training) {
     actions = stage_actions(options_.schedule, int64_t(k), int64_t(stages_.size()), m, defer);
@@ -178,8 +166,9 @@ void Pipeline::run_stage(size_t k, Run& r) {
         const Tensor l = (*r.loss_fn)(y, r.targets[i].to(stage.device));
         TD_CHECK_SHAPE(l.numel() == 1, "the loss function returned shape ", l.shape(),
                        " instead of one value (the micro-batch's mean)");
-        roots[i] = l * (double(r.sizes[i]) / double(r.batch));
-        r.losses[i] = roots[i].detach();
+        const double weight = double(r.sizes[i]) / double(r.batch);
+        roots[i] = (r.loss_scale == 1 ? l : l * r.loss_scale) * weight;
+        r.losses[i] = r.loss_scale == 1 ? roots[i].detach() : (l * weight).detach();
       }
     } else {
       if (r.training) roots[i] = y;
@@ -188,12 +177,9 @@ void Pipeline::run_stage(size_t k, Run& r) {
     if (r.training) inputs[i] = x;
   };
   auto backward = [&](size_t i, const Tensor& grad_output) {
-    WeightGradDeferralGuard deferring(deferral);  // null: nothing deferred
-    if (last) {
-      roots[i].backward();
-    } else {
-      roots[i].backward(grad_output.to(stage.device));
-    }
+    deferred.append(
+        autograd::backward(roots[i], {.grad_output = last ? Tensor() : grad_output.to(stage.device),
+                                      .defer_weight_grads = defer}));
     if (!first) {
       const Tensor g = inputs[i].grad();
       TD_CHECK_VALUE(g.defined(),
@@ -227,7 +213,7 @@ void Pipeline::run_stage(size_t k, Run& r) {
         } else if (a.kind == PipelineAction::Backward) {
           backward(i, received);
         } else {
-          deferral->flush();  // W: every micro-batch's Linear weight gradients into .grad
+          deferred.run();  // W: every micro-batch's Linear weight gradients into .grad
         }
       }
       r.busy_us[k] += trace::now_us() - start;

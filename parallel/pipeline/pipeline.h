@@ -1,7 +1,7 @@
 // parallel/pipeline/pipeline.h — pipeline parallelism: the stages of a split model run side by
 // side on micro-batches, so no device waits for the whole batch to pass the others.
 //
-//   auto stages = parallel::split(model, {"cpu:0", "cpu:1"});
+//   auto stages = parallel::split(model, {Device("cpu:0"), Device("cpu:1")});
 //   parallel::Pipeline pipe(std::move(stages), {.chunks = 8});
 //   auto loss = [](const Tensor& out, const Tensor& t) { return cross_entropy(out, t); };
 //   for (auto& [x, y] : batches) {
@@ -11,18 +11,17 @@
 //   }
 //
 // How it works: the batch is cut into `chunks` micro-batches along dim 0 (sizes differ by at most
-// one). Each stage has its own worker thread (stage_workers.h) that runs the schedule's list of
-// actions for it (schedule.h). A forward takes its input from the stage before (for stage 0, the
-// micro-batch), detached, and passes its output on; a backward takes the output's gradient from
-// the stage after and passes the input's gradient back (exchange.h). Each stage's graph therefore
-// ends at its own boundaries, and backward of one micro-batch on one stage runs while another
-// stage computes something else. With GPipe, each backward leaves the stage's Linear weight
-// gradients for one W action over all micro-batches (PipelineWeightGrads,
-// autograd/weight_grad_deferral.h): one large product per weight instead of M small ones on the
-// critical path. (Checkpointed micro-batches recompute their layers on copies of the weights and
-// compute those gradients in backward as before.) The weights stay put during a step and each
-// meets every micro-batch, so a step of 3 or more micro-batches packs each one once for oneDNN's
-// products with it (core/weight_packing.h).
+// one). Each stage has its own worker thread (autograd/device_workers.h) that runs the schedule's
+// list of actions for it (schedule.h). A forward takes its input from the stage before (for stage
+// 0, the micro-batch), detached, and passes its output on; a backward takes the output's gradient
+// from the stage after and passes the input's gradient back (exchange.h). Each stage's graph
+// therefore ends at its own boundaries, and backward of one micro-batch on one stage runs while
+// another stage computes something else. With GPipe, each backward leaves the stage's Linear weight
+// gradients for one W action over all micro-batches (PipelineWeightGrads; the backward's
+// defer_weight_grads option, autograd/deferred_weight_grads.h): one large product per weight
+// instead of M small ones on the critical path. (The weights stay put during a step and each
+// meets every micro-batch: the CPU GEMM packs such a weight for oneDNN by itself,
+// core/kernels/cpu/weight_cache.h.)
 //
 // What it computes: the loss function is applied to each micro-batch's output and must return
 // the mean over that micro-batch (as cross_entropy and mse_loss do by default). The pipeline
@@ -34,16 +33,12 @@
 // distinct devices (stages sharing a device share a generator, drawn in a timing-dependent order).
 #pragma once
 
+#include <tandem/autograd/device_workers.h>
 #include <tandem/parallel/pipeline/schedule.h>
 #include <tandem/parallel/pipeline/split.h>
-#include <tandem/parallel/pipeline/stage_workers.h>
 #include <functional>
 #include <memory>
 #include <vector>
-
-namespace tandem {
-class WeightPacking;
-}
 
 namespace tandem::parallel {
 
@@ -52,7 +47,7 @@ namespace tandem::parallel {
 /// forward at once, so checkpointing it saves nothing: torchgpipe's default), or all.
 enum class PipelineCheckpoint { Never, ExceptLast, Always };
 
-/// When each stage computes its Linear layers' weight gradients (autograd/weight_grad_deferral.h).
+/// When each stage computes its Linear layers' weight gradients (autograd/deferred_weight_grads.h).
 /// WithBackward: in each micro-batch's backward, as outside a pipeline. Deferred: in one W action
 /// after the stage's last backward, over every micro-batch's rows at once: fewer and larger
 /// products, off the critical path; the stage keeps each micro-batch's layer inputs and output
@@ -72,7 +67,7 @@ struct PipelineOptions {
 using PipelineLossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
 
 struct PipelineResult {
-  Tensor loss;    // the mean over the batch (detached), on the last stage's device
+  Tensor loss;    // the mean over the batch (detached, unscaled), on the last stage's device
   Tensor output;  // the last stage's outputs for the whole batch (detached), on its device
   /// Per stage: the most memory its device held for the step beyond what it held when the step
   /// began, sampled between actions (activations kept for backward, messages in flight; the
@@ -91,32 +86,33 @@ class Pipeline {
   Pipeline(std::vector<Stage> stages, PipelineOptions options = {});
 
   /// One training step's forward and backward over every micro-batch, in the schedule's order;
-  /// gradients accumulate into the parameters' .grad (zero them first, as usual). The input is
+  /// gradients accumulate into the parameters' .grad (zero them first, as usual). Backward starts
+  /// from the loss times `loss_scale` (a GradScaler's get_scale(): the gradients come scaled, the
+  /// loss returned does not). The input is
   /// data: gradients stop at stage 0 (ValueError if it requires grad). ValueError when the batch
   /// has fewer samples than chunks or the target's batch size differs. An exception in any stage
   /// stops every stage and is re-thrown here, its type kept, naming the stage, its device, the
   /// micro-batch and whether it was forward or backward.
-  PipelineResult step(const Tensor& input, const Tensor& target, const PipelineLossFn& loss);
+  PipelineResult step(const Tensor& input, const Tensor& target, const PipelineLossFn& loss,
+                      double loss_scale = 1);
 
   /// The model's output for `input` without recording a graph (evaluation), micro-batched
   /// through the same workers, on the last stage's device.
   Tensor evaluate(const Tensor& input);
 
   std::vector<Stage>& stages() { return stages_; }
-  /// What it packs for oneDNN in its training steps of 3 or more micro-batches
-  /// (core/weight_packing.h); packs() counts every step's.
-  const WeightPacking& weight_packing() const { return *packing_; }
   const PipelineOptions& options() const { return options_; }
 
  private:
   struct Run;
   void run_stage(size_t k, Run& run);
-  PipelineResult run(const Tensor& input, const Tensor* target, const PipelineLossFn* loss);
+  PipelineResult run(const Tensor& input, const Tensor* target, const PipelineLossFn* loss,
+                     double loss_scale);
 
   std::vector<Stage> stages_;
   PipelineOptions options_;
-  std::unique_ptr<StageWorkers> workers_;
-  std::shared_ptr<WeightPacking> packing_;  // reset at every training step
+  std::unique_ptr<DeviceWorkers> workers_;  // one thread per stage, the pipeline's own
+  std::vector<WorkerKey> keys_;             // stage k's: its device and k
 };
 
 }  // namespace tandem::parallel

@@ -27,6 +27,9 @@ struct Recipe {
   bool adam = false;
   int accumulate = 1;  // micro-batches per step (no_sync on all but the last)
   bool find_unused = false;
+  // Each micro-batch's backward defers its Linear weight gradients; they run after the last one
+  // (autograd/deferred_weight_grads.h), and DDP's all-reduce waits for them.
+  bool defer_weight_grads = false;
 };
 
 // Trains `model` for kSteps on its share (rows rank·per_rank onwards) of each global batch of
@@ -73,12 +76,18 @@ std::vector<double> distributed(const Recipe& r, int world) {
         DistributedDataParallel ddp(model, {.bucket_cap_mb = 0.05,
                                             .first_bucket_mb = 0.01,
                                             .find_unused_parameters = r.find_unused});
+        autograd::DeferredWeightGrads deferred;
+        auto backward = [&](const Tensor& loss, bool last) {
+          if (!r.defer_weight_grads) return loss.backward();
+          deferred.append(autograd::backward(loss, {.defer_weight_grads = true}));
+          if (last) deferred.run();  // every weight gradient, then DDP's all-reduce
+        };
         train(model, world, rank, kBatch, r, [&](const Tensor& x, const Tensor& y, bool last) {
           if (last) {
-            cross_entropy(ddp(x), y).backward();
+            backward(cross_entropy(ddp(x), y), true);
           } else {
             auto guard = ddp.no_sync();
-            cross_entropy(ddp(x), y).backward();
+            backward(cross_entropy(ddp(x), y), false);
           }
         });
         if (rank == 0) write_doubles(out, tandem::testing::flat_params(model));
@@ -122,6 +131,14 @@ TEST(DDP, ActivationCheckpointingTrainsAsOneDevice) {
 TEST(DDP, NoSyncAccumulatesLikeOneDevice) {
   const Recipe r{.accumulate = 2};
   expect_same(distributed<tandem::testing::Mlp>(r, 2), single_device<tandem::testing::Mlp>(r, 2));
+}
+
+// DDP's gradient hooks fire when the deferred weight gradients arrive, and its end-of-backward
+// all-reduce waits for them: with accumulation, the W of both micro-batches runs once.
+TEST(DDP, DeferredWeightGradientsTrainAsOneDevice) {
+  const Recipe r{.adam = true, .accumulate = 2, .defer_weight_grads = true};
+  expect_same(distributed<tandem::testing::Mlp>(r, 2),
+              single_device<tandem::testing::Mlp>({.adam = true, .accumulate = 2}, 2));
 }
 
 TEST(DDP, UnusedParametersWithFindUnusedMatchOneDevice) {

@@ -9,7 +9,7 @@
 
 #include <tandem/core/cpu_info.h>
 #include <tandem/core/cuda_device.h>
-#include <tandem/core/weight_packing.h>
+#include <tandem/core/kernels/cpu/weight_cache.h>
 
 #include "parallel/ddp_models.h"
 #include "support/expect.h"
@@ -121,8 +121,8 @@ TEST(Pipeline, TwoStagesOnOneDeviceTrainAsOneDevice) {
 }
 
 // In float32, with weights large enough (512 × 512 = 2^18 elements) that each step packs them
-// for oneDNN's backward products on AVX-512 hosts (core/weight_packing.h): the pipeline still
-// trains as one device, to float32's rounding of differently ordered sums.
+// for oneDNN's backward products on AVX-512 hosts (core/kernels/cpu/weight_cache.h): the pipeline
+// still trains as one device, to float32's rounding of differently ordered sums.
 TEST(Pipeline, Float32WithPackedWeightsTrainsAsOneDevice) {
   auto model = [] {
     manual_seed(14);
@@ -138,6 +138,7 @@ TEST(Pipeline, Float32WithPackedWeightsTrainsAsOneDevice) {
   const Tensor x = randn({64, 512});
   const Tensor y = (rand({64}) * 10.0).to(kInt64);
   auto train = [&](bool pipelined, PipelineSchedule schedule) {
+    cpu::clear_weight_cache();
     nn::Sequential m = model();
     std::unique_ptr<Pipeline> pipe;
     if (pipelined)
@@ -155,7 +156,7 @@ TEST(Pipeline, Float32WithPackedWeightsTrainsAsOneDevice) {
     if (pipe && cpu_info().avx512f) {
       // One a step: the second layer's weight, for dx = dy·W (the first layer's input needs no
       // gradient, the last layer's weight is small).
-      EXPECT_EQ(pipe->weight_packing().packs(), 3);
+      EXPECT_EQ(cpu::weight_cache_stats().packs, 3);
     }
     m.to(Device::cpu());
     return tandem::testing::flat_params(m);

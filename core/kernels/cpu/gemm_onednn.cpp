@@ -10,9 +10,9 @@
 //   ones (a pipeline's 64-row micro-batch against a 2048×2048 weight: 0.76 of sgemm's time; a full
 //   512-row batch: 0.90; bench/gemm_bench). Elsewhere (AVX2 only: oneDNN's gemm:jit, slower than
 //   OpenBLAS) and for small products, where a call's fixed cost shows, OpenBLAS runs.
-// cpu_gemm_path() says which, for `tandem devices`. Inside a WeightPacking's region (a pipeline
-// step) a plain right-hand operand met again is handed to oneDNN packed in its own layout
-// (core/weight_packing.h).
+// cpu_gemm_path() says which, for `tandem devices`. A plain right-hand operand met a third time
+// unchanged (a pipeline step's weights) is handed to oneDNN packed in its own layout, from a cache
+// only this file uses (weight_cache.h).
 //
 // Threads: as for sgemm (gemm_util.h), the pool owns them. oneDNN runs on OpenMP here, whose
 // workers spin after each call and would fight the pool on 2 cores; so every call is made with one
@@ -22,10 +22,10 @@
 #include <tandem/core/kernels/cpu/gemm_util.h>
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
 #include <tandem/core/kernels/cpu/onednn.h>
+#include <tandem/core/kernels/cpu/weight_cache.h>
 #include <tandem/core/kernels/widen.h>
 #include <tandem/core/layout.h>
 #include <tandem/core/thread_pool.h>
-#include <tandem/core/weight_packing.h>
 #include <algorithm>
 #include <atomic>
 #include <map>
@@ -52,7 +52,7 @@ struct Primitive {
 
 // The primitive for one set of operand layouts, created once per thread and kept (a training
 // step multiplies the same few shapes over and over). With `packed_b`, b's layout is oneDNN's
-// choice (weights_desc()), for an operand a WeightPacking keeps.
+// choice (weights_desc()), for an operand the weight cache keeps.
 const Primitive& primitive(DType t, const Operand& a, const Operand& b, const Operand& c,
                            bool packed_b = false) {
   thread_local std::map<std::vector<int64_t>, Primitive> cache;
@@ -93,22 +93,21 @@ Tensor transposed_rows(const Tensor& a, int64_t r0, int64_t r1) {
   return detail::contiguous(detail::as_strided(a, {k, r1 - r0}, {m, 1}, a.storage_offset() + r0));
 }
 
-// b as the thread's WeightPacking keeps it (core/weight_packing.h), looked up once per product by
-// whichever of its blocks comes first.
+// b as the weight cache keeps it (weight_cache.h), looked up once per product by whichever of its
+// blocks comes first.
 struct KeptB {
-  std::shared_ptr<WeightPacking> packing;  // null: b is read as it is
+  bool cacheable = false;  // false: b is read as it is
   std::once_flag looked_up;
-  std::shared_ptr<dnnl::memory> memory;  // null: read b as it is (see packed_weight)
+  std::shared_ptr<dnnl::memory> memory;  // null: read b as it is (see cached_weight)
 };
 
-// Whether a WeightPacking may keep b: a plain float32 matrix times a matrix (not a batch), large
-// enough for a pass over it to be worth saving (a transposed one repacks three times slower: a
+// Whether the cache may keep b: a plain float32 matrix times a matrix (not a batch), large enough
+// for a pass over it to be worth saving (a transposed one repacks three times slower: a
 // transpose).
-std::shared_ptr<WeightPacking> packing_for(const Tensor& b, const Tensor& c, bool tb) {
+bool cacheable(const Tensor& b, const Tensor& c, bool tb) {
   constexpr int64_t kMinElements = int64_t(1) << 18;
-  if (c.dtype() != DType::f32 || c.dim() != 2 || b.dim() != 2 || tb || b.numel() < kMinElements)
-    return nullptr;
-  return WeightPacking::current();
+  return c.dtype() == DType::f32 && c.dim() == 2 && b.dim() == 2 && !tb &&
+         b.numel() >= kMinElements && weight_cache_enabled();
 }
 
 // c = op(a)·op(b) by oneDNN for batch entries [b0, b1) and rows [r0, r1) of c (a row block only
@@ -136,7 +135,7 @@ bool onednn_block(const Tensor& a_in, const Tensor& b, Tensor& c, bool ta, bool 
   auto mem = [&](const Operand& o, const Tensor& t) {
     return onednn_memory(memory::desc(o.dims, onednn_type(c.dtype()), o.strides), t, o.offset);
   };
-  if (kept.packing && entries == 1) {
+  if (kept.cacheable && entries == 1) {
     // As 2-D products: oneDNN picks a blocked layout for a 2-D b only.
     auto matrix = [](const Operand& o) {
       return Operand{o.offset, {o.dims[1], o.dims[2]}, {o.strides[1], o.strides[2]}};
@@ -150,7 +149,7 @@ bool onednn_block(const Tensor& a_in, const Tensor& b, Tensor& c, bool ta, bool 
       // the plain operand.
       std::call_once(kept.looked_up, [&]() noexcept {
         try {
-          kept.memory = packed_weight(*kept.packing, b, mem(b2, b), p.weights);
+          kept.memory = cached_weight(b, mem(b2, b), p.weights);
         } catch (...) {
           kept.memory = nullptr;
         }
@@ -184,7 +183,7 @@ bool onednn_gemm(const Tensor& a, const Tensor& b, Tensor& c, bool ta, bool tb) 
       threads == 1 || batch * m * n * k < kSplitMinMacs
           ? 1
           : std::min<int64_t>(threads, by_entries ? batch : std::max<int64_t>(1, m / 16));
-  KeptB kept{.packing = packing_for(b, c, tb)};
+  KeptB kept{.cacheable = cacheable(b, c, tb)};
   if (blocks == 1) return onednn_block(a, b, c, ta, tb, 0, batch, 0, m, kept);
   std::atomic<bool> ok{true};
   detail::parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {

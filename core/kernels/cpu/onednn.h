@@ -11,10 +11,6 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 
-namespace tandem {
-class WeightPacking;
-}
-
 namespace tandem::cpu {
 
 const dnnl::engine& onednn_engine();
@@ -24,12 +20,10 @@ dnnl::memory::data_type onednn_type(DType t);  // float32, bfloat16 or float16
 /// `t`'s memory from element `offset` on, described by `d` (no copy).
 dnnl::memory onednn_memory(const dnnl::memory::desc& d, const Tensor& t, int64_t offset = 0);
 
-/// The 2-D operand `b` (read as `plain`) in the layout `packed`, as `packing` keeps it for the
-/// products of its region; null when the caller should read `plain` instead: b's first use there
-/// (or first since a write to it), or no room left (core/weight_packing.h,
-/// core/kernels/cpu/weight_packing.cpp).
-std::shared_ptr<dnnl::memory> packed_weight(WeightPacking& packing, const Tensor& b,
-                                            const dnnl::memory& plain,
+/// The 2-D operand `b` (read as `plain`) in the layout `packed`, from the GEMM's cache of packed
+/// weights; null when the caller should read `plain` instead: one of b's first two uses at its
+/// version, no room left, or the cache is off (weight_cache.h).
+std::shared_ptr<dnnl::memory> cached_weight(const Tensor& b, const dnnl::memory& plain,
                                             const dnnl::memory::desc& packed);
 
 /// Whether the 16-bit dtype t goes to oneDNN on this CPU: the instructions are there and oneDNN
