@@ -64,6 +64,7 @@ struct GraphTask {
   bool keep_parts = false;  // nodes run on several threads: sum gradients in a fixed order
   int cpu_threads = 1;      // the threads that run this task's CPU nodes (caller, cpu:N workers)
   int intra_op_share = 0;   // with several: each one's cap on intra-op threads (0: none)
+  std::unordered_set<Node*> hands_off;  // nodes whose gradients go to another thread: run first
 
   // autograd::grad: the nodes whose incoming gradient is the answer (the inputs' accumulators or
   // grad_fns, each with its indices in `captured`) and the nodes that lead to one of them; only

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace tandem::cpu {
@@ -18,17 +19,19 @@ using Copy = std::shared_ptr<dnnl::memory>;
 // under that product.
 bool idle(const Copy& c) { return c.use_count() == 1; }
 
-// Uses of an operand, at one version, before it is packed: the first two read it as it is.
-constexpr int kPackAtUse = 3;
+// The use of an operand, at one version, that packs it: the third, or the second when it was used
+// three times or more at its last version (a pipeline's weights meet every micro-batch, step after
+// step: the second use packs, and a weight used twice per step is never packed for nothing).
+int pack_at_use(int uses_at_last_version) { return uses_at_last_version >= 3 ? 2 : 3; }
 
 struct Cache {
   struct Entry {
     std::weak_ptr<Storage> storage;  // weak: a freed storage's address may come back
     int64_t offset, rows, cols;
     uint64_t version;
-    int uses;
-    uint64_t last_use;  // the cache's clock at the last lookup: least recently used go first
-    Copy packed;        // null until the third use
+    int uses, uses_before;  // at this version, and at the one before
+    uint64_t last_use;      // the cache's clock at the last lookup: least recently used go first
+    Copy packed;            // null until the third use
   };
   std::mutex mutex;
   std::vector<Entry> entries;
@@ -148,19 +151,19 @@ std::shared_ptr<dnnl::memory> cached_weight(const Tensor& b, const dnnl::memory&
     Cache::Entry* e = s.find(b);
     if (!e) {  // the first use: count it, read it as it is
       s.prune();
-      s.entries.push_back(
-          {b.impl().storage, b.storage_offset(), b.size(0), b.size(1), version, 1, now, nullptr});
+      s.entries.push_back({b.impl().storage, b.storage_offset(), b.size(0), b.size(1), version, 1,
+                           0, now, nullptr});
       return nullptr;
     }
     e->last_use = now;
     if (e->version != version) {  // written since: a first use again
       s.drop(*e);
       e->version = version;
-      e->uses = 1;
+      e->uses_before = std::exchange(e->uses, 1);
       return nullptr;
     }
     if (e->packed && e->packed->get_desc() == packed) return e->packed;
-    if (++e->uses < kPackAtUse) return nullptr;
+    if (++e->uses < pack_at_use(e->uses_before)) return nullptr;
     s.drop(*e);
     copy = s.take(packed);
     if (!copy) return nullptr;  // no room left

@@ -13,8 +13,10 @@
 // elements, looks the operand up by its storage, offset, shape and version counter. The first two
 // uses read it as it is; the third packs it and keeps the copy; later ones reuse the copy. A write
 // that bumps the version (every in-place op and optimizer step does) makes the copy stale: the
-// operand counts as new again. Nothing outside the GEMM knows: a pipeline step just meets its
-// weights M times, while ordinary training (one dy·W per weight per step) never packs.
+// operand counts as new again, and if it was used three or more times at its last version it is
+// packed at its second use this time (step after step, a pipeline's weights meet every one of its
+// M micro-batches). Nothing outside the GEMM knows: a pipeline step just meets its weights M
+// times, while ordinary training (one dy·W per weight per step) never packs.
 //
 // The version counter is the whole guard: a write through a raw pointer that does not bump it
 // would leave a stale copy. Kernels only write their outputs, which are fresh tensors; in-place
