@@ -73,8 +73,8 @@ int main(int argc, char** argv) {
   bench::ReferenceCnn single;
   optim::Adam single_opt(single.parameters(), {.lr = 1e-3});
   manual_seed(0);
-  parallel::DataParallel<bench::ReferenceCnn> dp(bench::ReferenceCnn{},
-                                                 {.device_ids = {Device::cpu(0), Device::cpu(1)}});
+  parallel::DataParallel dp(bench::ReferenceCnn{},
+                            {.device_ids = {Device::cpu(0), Device::cpu(1)}});
   optim::Adam dp_opt(dp.module().parameters(), {.lr = 1e-3});
   std::vector<double> t_single, t_dp;
   for (int r = 0; r < args.rounds; ++r) {

@@ -166,4 +166,20 @@ Tensor checkpoint_sequential(Sequential& seq, int segments, const Tensor& x,
   return h;
 }
 
+Checkpointed::Checkpointed(AnyModule module, ActivationCheckpointOptions options)
+    : module_(std::move(module)), options_(options) {
+  TD_CHECK_VALUE(module_.has_forward(), "Checkpointed: ", module_->type_name(),
+                 " has no forward(const Tensor&)");
+}
+
+Tensor Checkpointed::forward(const Tensor& x) {
+  // The recompute runs in backward, perhaps after this module (a replica's copy) is gone: the
+  // function holds the module object itself.
+  return activation_checkpoint(
+      [m = module_.shared()](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{m.forward(in[0])};
+      },
+      {x}, options_)[0];
+}
+
 }  // namespace tandem::nn

@@ -9,8 +9,9 @@
 // torch.utils.checkpoint: there is no inner backward, so it works with partial backward, inputs
 // that do not require grad, DDP's gradient hooks (each fires once) and nesting.
 //
-//   Tensor h = nn::activation_checkpoint([&](const Tensor& x) { return block(x); }, x);
+//   Tensor h = nn::activation_checkpoint([&](const Tensor& v) { return block(v); }, x);
 //   Tensor y = nn::checkpoint_sequential(layers, 6, x);  // √n segments for n layers
+//   nn::Sequential net{{"block1", nn::Checkpointed(block1)}, {"head", head}};  // as a module
 //
 // "Checkpoint" alone in Tandem means the training-state directory of `tandem train --checkpoint`;
 // nn/serialize.h writes and reads the files in it.
@@ -37,17 +38,20 @@ using CheckpointFn = std::function<std::vector<Tensor>(const std::vector<Tensor>
 
 /// fn(inputs), checkpointed: the outputs and their graph are as fn's own, but the graph holds
 /// only `inputs` until backward recomputes the rest. fn is kept and called again in backward:
-/// what it captures by reference must outlive the backward pass (capture modules by value or by
-/// shared_ptr when in doubt). Outputs must be defined tensors (ValueError
+/// what it captures must outlive the backward pass (capture modules by shared_ptr, or use the
+/// Checkpointed module below, which does). Outputs must be defined tensors (ValueError
 /// otherwise); the recompute must save tensors of the same shapes, dtypes and devices as the
 /// forward did (AutogradError naming the first that differs otherwise).
 std::vector<Tensor> activation_checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
                                           ActivationCheckpointOptions options = {});
 
-/// The same for a function of tensors returning a Tensor or a std::vector<Tensor>:
-///   activation_checkpoint([&](const Tensor& x, const Tensor& m) { return f(x, m); }, x, m);
+/// The same for a function of tensors returning a Tensor or a std::vector<Tensor>, with options
+/// second when given (fn captures what it uses by value: it runs again in backward):
+///   activation_checkpoint([f](const Tensor& x, const Tensor& m) { return f(x, m); }, x, m);
+///   activation_checkpoint(fn, {.preserve_rng_state = false}, x);
 template <typename Fn, typename... T>
-requires(std::is_same_v<T, Tensor>&&...) auto activation_checkpoint(Fn fn, const T&... inputs) {
+requires(std::is_same_v<T, Tensor>&&...) auto activation_checkpoint(
+    Fn fn, ActivationCheckpointOptions options, const T&... inputs) {
   using Out = std::invoke_result_t<Fn&, const T&...>;
   static_assert(std::is_same_v<Out, Tensor> || std::is_same_v<Out, std::vector<Tensor>>,
                 "activation_checkpoint: fn must return a Tensor or a std::vector<Tensor> (its "
@@ -59,11 +63,15 @@ requires(std::is_same_v<T, Tensor>&&...) auto activation_checkpoint(Fn fn, const
     else
       return call(std::index_sequence_for<T...>{});
   };
-  std::vector<Tensor> out = activation_checkpoint(erased, std::vector<Tensor>{inputs...});
+  std::vector<Tensor> out = activation_checkpoint(erased, std::vector<Tensor>{inputs...}, options);
   if constexpr (std::is_same_v<Out, Tensor>)
     return out[0];
   else
     return out;
+}
+template <typename Fn, typename... T>
+requires(std::is_same_v<T, Tensor>&&...) auto activation_checkpoint(Fn fn, const T&... inputs) {
+  return activation_checkpoint(std::move(fn), ActivationCheckpointOptions{}, inputs...);
 }
 
 /// True while this thread recomputes a checkpointed forward (batch norm then leaves its running
@@ -76,5 +84,23 @@ bool recomputing_activations();
 /// segments + n / segments layers'.
 Tensor checkpoint_sequential(Sequential& seq, int segments, const Tensor& x,
                              ActivationCheckpointOptions options = {});
+
+/// A module run checkpointed: its forward keeps only its input and backward recomputes the rest
+/// (the module is held by the graph until then, so a DataParallel replica may go away first). It
+/// is transparent to names: its parameters and buffers are the wrapped module's, under the same
+/// names, so a model saves and loads the same with or without it. The module needs
+/// forward(const Tensor&).
+class Checkpointed : public Module {
+ public:
+  explicit Checkpointed(AnyModule module, ActivationCheckpointOptions options = {});
+  Tensor forward(const Tensor& x);
+  Tensor operator()(const Tensor& x) { return forward(x); }
+  void visit(Visitor& v) override { v("", module_.get()); }
+  Module& module() { return module_.get(); }
+
+ private:
+  AnyModule module_;
+  ActivationCheckpointOptions options_;
+};
 
 }  // namespace tandem::nn

@@ -3,46 +3,68 @@
 
 namespace tandem::nn {
 
-ModuleList::ModuleList(const ModuleList& other) : Module(other) {
-  for (const Item& it : other.items_) items_.push_back({it.copy(*it.module), it.copy});
+ModuleList::ModuleList(std::initializer_list<NamedModule> modules) {
+  for (const NamedModule& m : modules) push_back(m.name, m.module.shared());
 }
 
-ModuleList& ModuleList::operator=(const ModuleList& other) {
-  if (this == &other) return *this;
-  Module::operator=(other);
-  items_.clear();
-  for (const Item& it : other.items_) items_.push_back({it.copy(*it.module), it.copy});
-  return *this;
+void ModuleList::push_back(AnyModule module) {
+  push_back(std::to_string(items_.size()), std::move(module));
 }
 
-void ModuleList::add(std::shared_ptr<Module> module, Copier copy) {
-  items_.push_back({std::move(module), std::move(copy)});
+void ModuleList::push_back(std::string name, AnyModule module) {
+  TD_CHECK_VALUE(module.defined(), type_name(), ": module \"", name, "\" is empty");
+  TD_CHECK_VALUE(!name.empty() && name.find('.') == std::string::npos, type_name(), ": \"", name,
+                 "\" cannot name a module (names are dotted into parameter names: no '.', "
+                 "not empty)");
+  for (const NamedModule& m : items_)
+    TD_CHECK_VALUE(m.name != name, type_name(), ": two modules are called \"", name, "\"");
+  items_.push_back({std::move(name), std::move(module)});
 }
 
 Module& ModuleList::operator[](size_t i) {
-  TD_CHECK_INDEX(i < items_.size(), "ModuleList: index ", i, " is out of range for ", items_.size(),
-                 " modules");
-  return *items_[i].module;
+  TD_CHECK_INDEX(i < items_.size(), type_name(), ": index ", i, " is out of range for ",
+                 items_.size(), " modules");
+  return items_[i].module.get();
+}
+
+size_t ModuleList::index_of(std::string_view name) const {
+  for (size_t i = 0; i < items_.size(); ++i)
+    if (items_[i].name == name) return i;
+  return items_.size();
+}
+
+Module& ModuleList::operator[](std::string_view name) {
+  const size_t i = index_of(name);
+  if (i == items_.size()) {
+    std::string names;
+    for (const NamedModule& m : items_) names += (names.empty() ? "" : ", ") + m.name;
+    detail::fail<IndexError>(type_name(), ": no module called \"", name, "\" (it has ",
+                             names.empty() ? "none" : names, ")");
+  }
+  return items_[i].module.get();
 }
 
 void ModuleList::visit(Visitor& v) {
-  for (size_t i = 0; i < items_.size(); ++i) v(std::to_string(i), *items_[i].module);
+  for (NamedModule& m : items_) v(m.name, m.module.get());
 }
 
 Sequential Sequential::slice(size_t begin, size_t end) const {
   TD_CHECK_VALUE(begin <= end && end <= items_.size(), "Sequential::slice(", begin, ", ", end,
                  "): out of range for ", items_.size(), " modules");
   Sequential out;
-  out.items_.assign(items_.begin() + long(begin), items_.begin() + long(end));
-  out.forwards_.assign(forwards_.begin() + long(begin), forwards_.begin() + long(end));
+  for (size_t i = begin; i < end; ++i)
+    out.items_.push_back({items_[i].name, items_[i].module.shared()});
   return out;
 }
 
 Tensor Sequential::forward(const Tensor& x) {
-  TD_CHECK_VALUE(forwards_.size() == items_.size(),
-                 "Sequential: every module needs forward(const Tensor&)");
   Tensor h = x;
-  for (size_t i = 0; i < items_.size(); ++i) h = forwards_[i](*items_[i].module, h);
+  for (NamedModule& m : items_) {
+    TD_CHECK_VALUE(m.module.has_forward(), "Sequential: module \"", m.name, "\" (",
+                   m.module->type_name(),
+                   ") has no forward(const Tensor&), so it cannot be chained");
+    h = m.module.forward(h);
+  }
   return h;
 }
 

@@ -27,7 +27,8 @@ class RecursiveVisitor : public Visitor {
     fn_(prefix_ + std::string(name), b, true);
   }
   void operator()(std::string_view name, Module& child) override {
-    RecursiveVisitor v(prefix_ + std::string(name) + ".", fn_);
+    // A child under the empty name (a wrapper's module: Checkpointed) adds nothing to the names.
+    RecursiveVisitor v(name.empty() ? prefix_ : prefix_ + std::string(name) + ".", fn_);
     child.visit(v);
   }
 
@@ -196,7 +197,8 @@ void print_tree(Module& m, std::ostream& os, int indent) {
   const std::string pad(size_t(indent + 2), ' ');
   if (!extra.empty()) os << "\n" << pad << extra;
   for (auto& [name, child] : children) {
-    os << "\n" << pad << "(" << name << "): ";
+    os << "\n" << pad;
+    if (!name.empty()) os << "(" << name << "): ";
     print_tree(*child, os, indent + 2);
   }
   os << "\n" << std::string(size_t(indent), ' ') << ")";

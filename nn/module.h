@@ -17,6 +17,8 @@ namespace tandem::nn {
 struct Module;
 
 /// What a module's visit() talks to: v("weight", w), v.buffer("running_mean", m), v("fc", fc).
+/// A child visited under the empty name is transparent: its tensors' names are the parent's own
+/// (a wrapper such as Checkpointed keeps the wrapped module's names so).
 class Visitor {
  public:
   virtual ~Visitor() = default;

@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
               }));
   }
 
-  parallel::DataParallel<Classifier> dp(Classifier(classes), {.device_ids = devices});
+  parallel::DataParallel dp(Classifier(classes), {.device_ids = devices});
   print_row("DataParallel",
             peaks_of([&] { train_step(dp.module(), [&] { return cross_entropy(dp(x), y); }); }));
   const std::string dp_table = parallel::memory_summary(devices);

@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
     data::DataLoader loader(train, {.batch_size = 64, .shuffle = true, .num_workers = 1});
     Cnn model;
     model.to(devices[0]);  // the module lives on the first device; replicas are made per step
-    parallel::DataParallel<Cnn> dp(model, {.device_ids = devices});
+    parallel::DataParallel dp(model, {.device_ids = devices});
     const parallel::DataParallelCriterion criterion(
         [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); }, devices[0]);
     optim::Adam opt(dp.module().parameters(), {.lr = 1e-3});

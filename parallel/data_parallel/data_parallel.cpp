@@ -1,4 +1,5 @@
-// parallel/data_parallel/data_parallel.cpp — DataParallel's checks of its devices and module.
+// parallel/data_parallel/data_parallel.cpp — DataParallel's checks of its devices and module, and
+// its forward of one tensor: scatter, replicate, parallel_apply, gather.
 #include <tandem/core/check.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/parallel/data_parallel/data_parallel.h>
@@ -30,3 +31,32 @@ std::vector<Device> check_data_parallel(nn::Module& module, const DataParallelOp
 }
 
 }  // namespace tandem::parallel::detail
+
+namespace tandem::parallel {
+
+DataParallel::DataParallel(nn::AnyModule module, DataParallelOptions options)
+    : module_(std::move(module)),
+      devices_(detail::check_data_parallel(module_.get(), options)),
+      output_device_(options.output_device.value_or(devices_[0])),
+      dim_(options.dim) {}
+
+Tensor DataParallel::forward(const Tensor& x) {
+  if (devices_.size() == 1) return forward_shards(x)[0].to(output_device_);
+  return gather(forward_shards(x), output_device_, dim_);
+}
+
+std::vector<Tensor> DataParallel::forward_shards(const Tensor& x) {
+  TD_CHECK_VALUE(module_.has_forward(), "DataParallel: ", module_->type_name(),
+                 " has no forward(const Tensor&)\n  hint: call dp.forward<", module_->type_name(),
+                 ">(args...) for its other forwards");
+  if (devices_.size() == 1) return {module_.forward(x)};
+  const std::vector<Tensor> pieces = scatter(x, devices_, dim_);
+  // A small batch may give fewer pieces than devices: only those replicas run.
+  const std::vector<Device> used(devices_.begin(), devices_.begin() + ptrdiff_t(pieces.size()));
+  const std::vector<nn::AnyModule> replicas = replicate(module_, used);
+  std::vector<Tensor> outputs(used.size());
+  parallel_apply(used, [&](size_t k) { outputs[k] = replicas[k].forward(pieces[k]); });
+  return outputs;
+}
+
+}  // namespace tandem::parallel

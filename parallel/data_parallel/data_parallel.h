@@ -3,12 +3,17 @@
 // its parameters), scatter the batch along `dim`, run the replicas at once (one thread per
 // device), gather the outputs on `output_device`. Backward flows back through all four steps, so
 // the gradients land in the module's own parameters on device_ids[0], summed over the replicas,
-// and one optimizer over module().parameters() trains it:
+// and one optimizer over module().parameters() trains it. It holds a module of any type
+// (nn::AnyModule): a copy of a module given by value, the object itself given as a shared_ptr.
 //
-//   parallel::DataParallel dp(Net{}, {.device_ids = {"cpu:0", "cpu:1"}});
-//   optim::SGD opt(dp.module().parameters(), {.lr = 0.1});
+//   auto net = std::make_shared<Net>();
+//   parallel::DataParallel dp(net, {.device_ids = {Device("cpu:0"), Device("cpu:1")}});
+//   optim::SGD opt(net->parameters(), {.lr = 0.1});
 //   cross_entropy(dp(x), y).backward();  opt.step();
-//   save_model(dp.module(), "net.safetensors");  // the module, not the wrapper
+//   nn::save_model("net.safetensors", *net);  // the module, not the wrapper
+//
+// dp(x) calls the module's forward(const Tensor&). A forward of other arguments names the module's
+// type: dp.forward<Net>(x, mask).
 #pragma once
 
 #include <tandem/core/check.h>
@@ -120,53 +125,55 @@ size_t piece_count(int64_t dim, const P&... p) {
 std::vector<Device> check_data_parallel(nn::Module& module, const DataParallelOptions& options);
 }  // namespace detail
 
-template <typename M>
 class DataParallel {
  public:
-  explicit DataParallel(M module, DataParallelOptions options = {})
-      : module_(std::move(module)),
-        devices_(detail::check_data_parallel(module_, options)),
-        output_device_(options.output_device.value_or(devices_[0])),
-        dim_(options.dim) {}
+  explicit DataParallel(nn::AnyModule module, DataParallelOptions options = {});
 
   /// The wrapped module: its parameters are the ones that train; save this, not the wrapper.
-  M& module() { return module_; }
+  nn::Module& module() { return module_.get(); }
+  /// The same as its concrete type (ValueError when it is another).
+  template <typename M>
+  M& module() {
+    return module_.get<M>();
+  }
   const std::vector<Device>& devices() const { return devices_; }
 
-  /// The replicas' outputs gathered on output_device. Arguments are scattered by kind: a Tensor
-  /// is cut along `dim`, a vector or tuple of tensors element by element, a struct that names its
-  /// tensors (TensorStruct, scatter_gather.h) member by member, and anything else (a flag, a
-  /// scale) is passed to every replica as it is. Everything cut must have one batch size.
-  template <typename... Args>
-  Tensor forward(const Args&... args) {
-    if (devices_.size() == 1) return module_.forward(args...).to(output_device_);
-    return gather(forward_shards(args...), output_device_, dim_);
-  }
-  template <typename... Args>
-  Tensor operator()(const Args&... args) {
-    return forward(args...);
-  }
-
+  /// The replicas' outputs gathered on output_device: x cut along `dim`, one piece per replica,
+  /// each through the module's forward(const Tensor&).
+  Tensor forward(const Tensor& x);
+  Tensor operator()(const Tensor& x) { return forward(x); }
   /// The replicas' outputs, each left on its device (for DataParallelCriterion).
-  template <typename... Args>
+  std::vector<Tensor> forward_shards(const Tensor& x);
+
+  /// Another forward of the module, an M: arguments are scattered by kind. A Tensor is cut along
+  /// `dim`, a vector or tuple of tensors element by element, a struct that names its tensors
+  /// (TensorStruct, scatter_gather.h) member by member, and anything else (a flag, a scale) is
+  /// passed to every replica as it is. Everything cut must have one batch size.
+  template <typename M, typename... Args>
+  Tensor forward(const Args&... args) {
+    if (devices_.size() == 1) return module<M>().forward(args...).to(output_device_);
+    return gather(forward_shards<M>(args...), output_device_, dim_);
+  }
+  template <typename M, typename... Args>
   std::vector<Tensor> forward_shards(const Args&... args) {
-    if (devices_.size() == 1) return {module_.forward(args...)};
+    if (devices_.size() == 1) return {module<M>().forward(args...)};
     auto pieces = std::make_tuple(detail::scatter_argument(args, devices_, dim_)...);
     // A small batch may give fewer pieces than devices: only those replicas run.
     const size_t n =
         std::apply([&](const auto&... p) { return detail::piece_count(dim_, p...); }, pieces);
-    const std::vector<Device> used(devices_.begin(), devices_.begin() + n);
-    std::vector<M> replicas = replicate(module_, used);
+    const std::vector<Device> used(devices_.begin(), devices_.begin() + ptrdiff_t(n));
+    std::vector<nn::AnyModule> replicas = replicate(module_, used);
     std::vector<Tensor> outputs(used.size());
     parallel_apply(used, [&](size_t k) {
+      M& replica = replicas[k].get<M>();
       outputs[k] = std::apply(
-          [&](const auto&... p) { return replicas[k].forward(detail::piece(p, k)...); }, pieces);
+          [&](const auto&... p) { return replica.forward(detail::piece(p, k)...); }, pieces);
     });
     return outputs;
   }
 
  private:
-  M module_;
+  nn::AnyModule module_;
   std::vector<Device> devices_;
   Device output_device_;
   int64_t dim_;

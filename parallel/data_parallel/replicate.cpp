@@ -80,4 +80,17 @@ void install_replica(nn::Module& replica, const std::vector<Tensor>& copies, siz
 }
 
 }  // namespace detail
+
+std::vector<nn::AnyModule> replicate(const nn::AnyModule& module,
+                                     const std::vector<Device>& devices) {
+  const auto copies = broadcast_coalesced(module->parameters(), devices);
+  std::vector<nn::AnyModule> replicas;
+  replicas.reserve(devices.size());
+  for (size_t k = 0; k < devices.size(); ++k) {
+    replicas.push_back(module);  // a copy: the same structure, the same tensor handles
+    detail::install_replica(replicas.back().get(), copies[k], k, devices[k]);
+  }
+  return replicas;
+}
+
 }  // namespace tandem::parallel

@@ -9,7 +9,7 @@
 // their updates are dropped when the replica goes away.
 #pragma once
 
-#include <tandem/nn/module.h>
+#include <tandem/nn/any_module.h>
 #include <vector>
 
 namespace tandem::parallel {
@@ -30,16 +30,9 @@ void install_replica(nn::Module& replica, const std::vector<Tensor>& copies, siz
 }  // namespace detail
 
 /// A replica of `module` on each of `devices` (devices[0] must hold the module's parameters).
-template <typename M>
-std::vector<M> replicate(M& module, const std::vector<Device>& devices) {
-  const auto copies = broadcast_coalesced(module.parameters(), devices);
-  std::vector<M> replicas;
-  replicas.reserve(devices.size());
-  for (size_t k = 0; k < devices.size(); ++k) {
-    replicas.push_back(module);  // a shallow copy: the same structure, the same tensor handles
-    detail::install_replica(replicas.back(), copies[k], k, devices[k]);
-  }
-  return replicas;
-}
+/// Each is a copy of the module (AnyModule's copy: the same structure, new module objects) with
+/// its tensors replaced as above.
+std::vector<nn::AnyModule> replicate(const nn::AnyModule& module,
+                                     const std::vector<Device>& devices);
 
 }  // namespace tandem::parallel

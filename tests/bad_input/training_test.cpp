@@ -1,7 +1,8 @@
 // tests/bad_input/training_test.cpp — the bad-input table, part 2: `tandem train` run as a user
 // runs it. Resuming from a half-written or interrupted checkpoint, a loss that turns NaN (it
 // stops naming the step, or skips under --skip-nonfinite, and never saves NaN over a good
-// checkpoint), and a dataset whose image and label counts differ.
+// checkpoint, in the parameters or in batch norm's statistics), and a dataset whose image and
+// label counts differ.
 #include <cmath>
 #include <filesystem>
 
@@ -13,22 +14,24 @@ namespace fs = std::filesystem;
 using testing::read_bytes;
 using testing::write_bytes;
 
-// A small run on a tiny dataset (SGD unless `extra` names an optimizer); `extra` adds flags.
+// A small run on a tiny dataset (the mlp and SGD unless `extra` names others); `extra` adds flags.
 Outcome train(const TempDir& d, const std::string& ckpt, const std::string& extra) {
   const std::string optimizer =
       extra.find("--optimizer") == std::string::npos ? "--optimizer sgd " : "";
-  return tandem_cli(d, "train --model mlp " + optimizer + "--dataset '" + d.file("data") +
+  const std::string model = extra.find("--model") == std::string::npos ? "--model mlp " : "";
+  return tandem_cli(d, "train " + model + optimizer + "--dataset '" + d.file("data") +
                            "' --batch-size 16 --max-steps 4 --no-progress --log-dir '" +
                            d.file("runs") + "' --checkpoint '" + d.file(ckpt) + "' " + extra);
 }
 
 // A dataset and a checkpoint after `epochs` good epochs in d/<ckpt>.
-void trained(const TempDir& d, const std::string& ckpt = "ckpt", int epochs = 1) {
+void trained(const TempDir& d, const std::string& ckpt = "ckpt", int epochs = 1,
+             const std::string& extra = "") {
   if (!fs::exists(d.file("data"))) {
     fs::create_directories(d.file("data"));
     write_dataset(d.file("data"), 64);
   }
-  const Outcome o = train(d, ckpt, "--epochs " + std::to_string(epochs));
+  const Outcome o = train(d, ckpt, "--epochs " + std::to_string(epochs) + " " + extra);
   ASSERT_EQ(o.error, "exit 0") << o.message;
 }
 
@@ -106,6 +109,18 @@ const Row kRows[] = {
        for (const auto& [name, t] : load_safetensors(d.file("ckpt/model.safetensors")).tensors)
          for (double v : t.to_vector<double>()) ASSERT_TRUE(std::isfinite(v)) << name;
      }},
+    {"NanBatchNormStatisticsNeverReplaceAGoodCheckpoint",
+     [](const TempDir& d) {
+       // A diverging lr: the first step makes the weights huge but finite, the forwards after it
+       // overflow, and their losses are skipped; batch norm's running statistics, updated by
+       // those forwards, turn NaN while every parameter stays finite.
+       trained(d, "ckpt", 1, "--model cnn-bn");
+       snapshot(d);
+       return train(d, "ckpt", "--model cnn-bn --epochs 2 --resume --lr 1e30 --skip-nonfinite");
+     },
+     "exit 1",
+     {".running_", "holds NaN or inf after epoch 2", "was not overwritten"},
+     unchanged},
     {"DatasetImageAndLabelCountsDiffer",
      [](const TempDir& d) {
        fs::create_directories(d.file("data"));

@@ -21,7 +21,7 @@ const std::string kSlice =
                                                     : TANDEM_TEST_FIXTURES) +
     "/mnist-slice";
 
-double accuracy(DataParallel<tandem::testing::Mlp>& dp, const data::MNIST& test) {
+double accuracy(DataParallel& dp, const data::MNIST& test) {
   NoGradGuard no_grad;
   const Tensor predicted = dp(test.images()).argmax(1);
   return predicted.eq(test.labels()).to(kFloat64).mean().item();
@@ -32,8 +32,7 @@ TEST(DataParallelMnist, TrainsTheModulesOwnParametersWellAboveChance) {
   ASSERT_EQ(train.size(), 1000);
   ASSERT_EQ(test.size(), 500);
   manual_seed(0);
-  DataParallel<tandem::testing::Mlp> dp(tandem::testing::Mlp{},
-                                        {.device_ids = {Device::cpu(0), Device::cpu(1)}});
+  DataParallel dp(tandem::testing::Mlp{}, {.device_ids = {Device::cpu(0), Device::cpu(1)}});
   const std::vector<Tensor> params = dp.module().parameters();
   std::vector<Tensor> before;
   for (const Tensor& p : params) before.push_back(p.detach().clone());

@@ -56,15 +56,15 @@ std::vector<double> data_parallel(bool adam, int64_t batch, const std::vector<De
   M init;
   init.to(kFloat64);
   init.to(devices[0]);
-  DataParallel<M> dp(init, {.device_ids = devices, .allow_duplicate_devices = true});
+  DataParallel dp(init, {.device_ids = devices, .allow_duplicate_devices = true});
   const DataParallelCriterion loss(
       [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); }, devices[0]);
-  train(dp.module(), adam, batch, [&](const Tensor& x, const Tensor& y) {
+  train(dp.module<M>(), adam, batch, [&](const Tensor& x, const Tensor& y) {
     const Tensor xd = x.to(devices[0]), yd = y.to(devices[0]);
     return criterion ? loss(dp.forward_shards(xd), yd) : cross_entropy(dp(xd), yd);
   });
   dp.module().to(Device::cpu());
-  return tandem::testing::flat_params(dp.module());
+  return tandem::testing::flat_params(dp.module<M>());
 }
 std::vector<double> data_parallel(bool adam, int64_t batch, int devices, bool criterion = false) {
   return data_parallel(adam, batch, cpus(devices), criterion);
@@ -120,7 +120,7 @@ TEST(DataParallel, WithActivationCheckpointingTrainsAsOne) {
 
 TEST(DataParallel, TheCriterionLeavesOutputsOnTheirDevicesAndReturnsTheBatchMean) {
   manual_seed(0);
-  DataParallel<Mlp> dp(Mlp{}, {.device_ids = cpus(3)});
+  DataParallel dp(Mlp{}, {.device_ids = cpus(3)});
   auto [x, y] = tandem::testing::synthetic_data(7);
   const std::vector<Tensor> shards = dp.forward_shards(x);
   ASSERT_EQ(shards.size(), 3u);
@@ -135,8 +135,8 @@ TEST(DataParallel, TheCriterionLeavesOutputsOnTheirDevicesAndReturnsTheBatchMean
 
 TEST(DataParallel, GradientsReachTheModulesOwnParameters) {
   manual_seed(0);
-  DataParallel<Mlp> dp(Mlp{}, {.device_ids = cpus(2)});
-  const Tensor before = dp.module().fc1.weight.clone();
+  DataParallel dp(Mlp{}, {.device_ids = cpus(2)});
+  const Tensor before = dp.module<Mlp>().fc1.weight.clone();
   optim::SGD opt(dp.module().parameters(), {.lr = 0.5});
   auto [x, y] = tandem::testing::synthetic_data(8);
   cross_entropy(dp(x), y).backward();
@@ -145,12 +145,12 @@ TEST(DataParallel, GradientsReachTheModulesOwnParameters) {
     EXPECT_EQ(p.grad().device(), Device::cpu());
   }
   opt.step();
-  EXPECT_FALSE(tandem::testing::all_close(dp.module().fc1.weight, before));
+  EXPECT_FALSE(tandem::testing::all_close(dp.module<Mlp>().fc1.weight, before));
 }
 
 TEST(DataParallel, ASmallBatchUsesFewerDevices) {
   manual_seed(0);
-  DataParallel<Mlp> dp(Mlp{}, {.device_ids = cpus(3)});
+  DataParallel dp(Mlp{}, {.device_ids = cpus(3)});
   auto [x, y] = tandem::testing::synthetic_data(2);  // chunk(2, 3) gives 2 pieces
   const Tensor out = dp(x);
   EXPECT_EQ(out.shape(), (Shape{2, 10}));
@@ -159,7 +159,7 @@ TEST(DataParallel, ASmallBatchUsesFewerDevices) {
 
 TEST(DataParallel, EvaluationUnderNoGradRecordsNothing) {
   manual_seed(0);
-  DataParallel<Mlp> dp(Mlp{}, {.device_ids = cpus(2)});
+  DataParallel dp(Mlp{}, {.device_ids = cpus(2)});
   auto [x, y] = tandem::testing::synthetic_data(6);
   const Tensor with_grad = dp(x).detach();
   NoGradGuard off;
@@ -199,25 +199,27 @@ TEST(DataParallel, VectorTupleAndPlainArgumentsAreScatteredByKind) {
   const Tensor x = randn({7, 4}), e0 = randn({7, 5}), e1 = randn({7, 3});
   const Tensor expected = m.forward(x, {e0, e1}, 2.0);
   const Tensor expected_tuple = m.forward(std::make_tuple(x, e1));
-  DataParallel<SeveralInputs> dp(m, {.device_ids = cpus(3)});
-  EXPECT_TRUE(tandem::testing::all_close(dp(x, std::vector<Tensor>{e0, e1}, 2.0), expected));
-  EXPECT_TRUE(tandem::testing::all_close(dp(std::make_tuple(x, e1)), expected_tuple));
+  DataParallel dp(m, {.device_ids = cpus(3)});
+  using M = SeveralInputs;  // forwards of other arguments than one tensor name the module's type
+  EXPECT_TRUE(
+      tandem::testing::all_close(dp.forward<M>(x, std::vector<Tensor>{e0, e1}, 2.0), expected));
+  EXPECT_TRUE(tandem::testing::all_close(dp.forward<M>(std::make_tuple(x, e1)), expected_tuple));
   const Batch batch{x, e0, 3.0};
-  EXPECT_TRUE(tandem::testing::all_close(dp(batch), m.forward(batch)));
+  EXPECT_TRUE(tandem::testing::all_close(dp.forward<M>(batch), m.forward(batch)));
   // Gradients flow back through every kind of piece.
   const Tensor xg = x.detach().requires_grad_(), eg = e0.detach().requires_grad_();
-  dp(Batch{xg, eg, 3.0}).sum().backward();
+  dp.forward<M>(Batch{xg, eg, 3.0}).sum().backward();
   const Tensor xr = x.detach().requires_grad_(), er = e0.detach().requires_grad_();
   m.forward(Batch{xr, er, 3.0}).sum().backward();
   EXPECT_TRUE(tandem::testing::all_close(xg.grad(), xr.grad()));
   EXPECT_TRUE(tandem::testing::all_close(eg.grad(), er.grad()));
   // 7 and 8 rows both cut into 3 pieces, but pieces of different batches do not belong together.
   EXPECT_THAT(error_message<ShapeError>([&] {
-                dp(x, std::vector<Tensor>{randn({8, 5}), randn({8, 3})}, 2.0);
+                dp.forward<M>(x, std::vector<Tensor>{randn({8, 5}), randn({8, 3})}, 2.0);
               }),
               HasSubstr("different sizes (7 and 8) along the batch dimension 0"));
   EXPECT_THAT(error_message<ShapeError>([&] {
-                dp(Batch{x, randn({6, 5}), 1.0});
+                dp.forward<M>(Batch{x, randn({6, 5}), 1.0});
               }),
               HasSubstr("same size along dim 0"));
 }
@@ -236,9 +238,9 @@ struct ThreadsSeen : nn::Module {
 
 TEST(DataParallel, EachReplicaGetsItsShareOfTheIntraOpThreads) {
   set_num_threads(4);
-  DataParallel<ThreadsSeen> dp(ThreadsSeen{}, {.device_ids = cpus(2)});
+  DataParallel dp(ThreadsSeen{}, {.device_ids = cpus(2)});
   dp(ones({4, 4}));
-  EXPECT_EQ(*dp.module().seen, (std::vector<int>{2, 2, 0, 0}));
+  EXPECT_EQ(*dp.module<ThreadsSeen>().seen, (std::vector<int>{2, 2, 0, 0}));
   set_num_threads(int(std::max(1u, std::thread::hardware_concurrency())));
 }
 
@@ -252,28 +254,28 @@ struct Failing : nn::Module {
 };
 
 TEST(DataParallel, AnExceptionInAReplicaNamesItsDeviceAndNothingHangs) {
-  DataParallel<Failing> dp(Failing{}, {.device_ids = cpus(2)});
+  DataParallel dp(Failing{}, {.device_ids = cpus(2)});
   const std::string msg = error_message<ShapeError>([&] { dp(ones({4, 4})); });
   EXPECT_THAT(msg, HasSubstr("replica 1 on cpu:1"));
   EXPECT_THAT(msg, HasSubstr("fails on purpose"));
-  DataParallel<Mlp> ok(Mlp{}, {.device_ids = cpus(2)});
+  DataParallel ok(Mlp{}, {.device_ids = cpus(2)});
   EXPECT_EQ(ok(ones({4, 784})).shape(), (Shape{4, 10}));  // the replica threads still work
 }
 
 TEST(DataParallel, BadDeviceListsAndMisplacedModulesAreClearErrors) {
   EXPECT_THAT(error_message<DeviceError>([] {
-                DataParallel<Mlp>(Mlp{}, {.device_ids = {Device::cpu(1), Device::cpu(0)}});
+                DataParallel(Mlp{}, {.device_ids = {Device::cpu(1), Device::cpu(0)}});
               }),
               HasSubstr("is on cpu, but the module must be on device_ids[0] = cpu:1"));
   EXPECT_THAT(error_message<ValueError>([] {
-                DataParallel<Mlp>(Mlp{}, {.device_ids = {Device::cpu(0), Device::cpu(0)}});
+                DataParallel(Mlp{}, {.device_ids = {Device::cpu(0), Device::cpu(0)}});
               }),
               HasSubstr("listed twice"));
-  DataParallel<Mlp> twice(
+  DataParallel twice(
       Mlp{}, {.device_ids = {Device::cpu(0), Device::cpu(0)}, .allow_duplicate_devices = true});
   EXPECT_EQ(twice(ones({4, 784})).shape(), (Shape{4, 10}));
   EXPECT_THAT(error_message<DeviceError>([] {
-                DataParallel<Mlp>(Mlp{}, {.device_ids = {Device::cpu(0), Device::cuda(0)}});
+                DataParallel(Mlp{}, {.device_ids = {Device::cpu(0), Device::cuda(0)}});
               }),
               HasSubstr("mix"));
 }

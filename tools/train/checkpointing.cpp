@@ -23,11 +23,14 @@ constexpr char kModelFile[] = "model.safetensors";
 constexpr char kOptimizerFile[] = "optimizer.safetensors";
 constexpr char kNext[] = ".next";  // a new pair, written in full before either is renamed
 
-// A model whose parameters went NaN or inf must not replace a good checkpoint.
+// A model whose parameters or buffers went NaN or inf must not replace a good checkpoint: batch
+// norm's running statistics can diverge while the parameters stay finite (--skip-nonfinite skips
+// the steps, not the forward that updated the statistics), and such a model evaluates to chance.
 void check_finite(nn::Module& model, const std::string& dir, int64_t epoch) {
-  for (const auto& [name, p] : model.named_parameters()) {
-    const double s = abs(p.detach()).sum().to(kFloat64).item();
-    TD_CHECK_AS(NonFiniteError, std::isfinite(s), "train: parameter \"", name,
+  for (const auto& [name, t] : model.state_dict()) {
+    if (!is_floating(t.dtype())) continue;  // counters (num_batches_tracked)
+    const double s = abs(t.detach()).sum().to(kFloat64).item();
+    TD_CHECK_AS(NonFiniteError, std::isfinite(s), "train: \"", name,
                 "\" holds NaN or inf after epoch ", epoch, "; the checkpoint in ", dir,
                 " was not overwritten (it still holds the last good epoch)");
   }

@@ -41,6 +41,22 @@ bool one_of(const std::string& v, std::initializer_list<const char*> choices) {
   return false;
 }
 
+std::vector<Device> device_list(const char* flag, const std::string& list) {
+  std::vector<Device> devices;
+  std::string rest = list;
+  for (size_t comma; !rest.empty();
+       rest = comma == std::string::npos ? "" : rest.substr(comma + 1)) {
+    comma = rest.find(',');
+    const std::string name = rest.substr(0, comma);
+    TD_CHECK_VALUE(!name.empty(), "train: ", flag, " ", list,
+                   " has an empty device name (expected a list such as cpu:0,cpu:1)");
+    devices.emplace_back(name);
+  }
+  TD_CHECK_VALUE(!devices.empty(), "train: ", flag,
+                 " needs a list of devices, such as cpu:0,cpu:1");
+  return devices;
+}
+
 // A device list's first device is the run's device: --device may only repeat it.
 void use_first_device(TrainOptions& o, const char* flag, const std::string& list,
                       const std::vector<Device>& devices, const char* role) {
@@ -80,8 +96,8 @@ TrainOptions resolve_config(TrainOptions o) {
     TD_CHECK_VALUE(!o.ddp,
                    "train: --data-parallel and --ddp are two ways of using several devices; "
                    "choose one (--ddp: one process per device under `tandem launch`)");
-    use_first_device(o, "--data-parallel", o.data_parallel, data_parallel_devices(o),
-                     "holds the model");
+    use_first_device(o, "--data-parallel", o.data_parallel,
+                     device_list("--data-parallel", o.data_parallel), "holds the model");
   }
   TD_CHECK_VALUE(one_of(o.amp, {"none", "bf16", "fp16"}), "train: --amp ", o.amp,
                  " is not one of none, bf16, fp16");
@@ -98,37 +114,23 @@ TrainOptions resolve_config(TrainOptions o) {
     TD_CHECK_VALUE(o.batch_size >= o.chunks, "train: --chunks ", o.chunks,
                    " is more than --batch-size ", o.batch_size,
                    "; every micro-batch needs at least one image");
-    use_first_device(o, "--pipeline", o.pipeline, pipeline_devices(o), "takes the batches");
+    use_first_device(o, "--pipeline", o.pipeline, device_list("--pipeline", o.pipeline),
+                     "takes the batches");
   }
   return o;
 }
 
-namespace {
-
-std::vector<Device> device_list(const char* flag, const std::string& list) {
-  std::vector<Device> devices;
-  std::string rest = list;
-  for (size_t comma; !rest.empty();
-       rest = comma == std::string::npos ? "" : rest.substr(comma + 1)) {
-    comma = rest.find(',');
-    const std::string name = rest.substr(0, comma);
-    TD_CHECK_VALUE(!name.empty(), "train: ", flag, " ", list,
-                   " has an empty device name (expected a list such as cpu:0,cpu:1)");
-    devices.emplace_back(name);
+Placement resolve_placement(const TrainOptions& o) {
+  if (o.ddp) return {Parallelism::DDP, Device(o.device), {}};
+  if (!o.data_parallel.empty()) {
+    const std::vector<Device> d = device_list("--data-parallel", o.data_parallel);
+    return {Parallelism::DataParallel, d[0], d};
   }
-  TD_CHECK_VALUE(!devices.empty(), "train: ", flag,
-                 " needs a list of devices, such as cpu:0,cpu:1");
-  return devices;
-}
-
-}  // namespace
-
-std::vector<Device> data_parallel_devices(const TrainOptions& options) {
-  return device_list("--data-parallel", options.data_parallel);
-}
-
-std::vector<Device> pipeline_devices(const TrainOptions& options) {
-  return device_list("--pipeline", options.pipeline);
+  if (!o.pipeline.empty()) {
+    const std::vector<Device> d = device_list("--pipeline", o.pipeline);
+    return {Parallelism::Pipeline, d[0], d};
+  }
+  return {Parallelism::None, Device(o.device), {}};
 }
 
 std::string config_json(const TrainOptions& options) { return to_json(options).dump(); }

@@ -27,10 +27,17 @@ inline constexpr char kDefaultRecipe[] =
 /// naming the flag and the value).
 TrainOptions resolve_config(TrainOptions options);
 
-/// The devices of --data-parallel ("cpu:0,cpu:1"), in order; ValueError naming a bad one.
-std::vector<Device> data_parallel_devices(const TrainOptions& options);
-/// The same for --pipeline: stage k runs on the k-th.
-std::vector<Device> pipeline_devices(const TrainOptions& options);
+/// How a run spreads over devices: --ddp, --data-parallel and --pipeline resolved into one value
+/// (resolve_config has checked that at most one is given).
+enum class Parallelism { None, DDP, DataParallel, Pipeline };
+struct Placement {
+  Parallelism mode = Parallelism::None;
+  Device device;                // where the batches go and the model starts: --device, or the first
+                                // device of --data-parallel / --pipeline
+  std::vector<Device> devices;  // DataParallel's replicas or the pipeline's stages, in order
+};
+/// The placement of a resolved configuration; ValueError naming a bad device in a list.
+Placement resolve_placement(const TrainOptions& options);
 
 /// The resolved configuration as a JSON object (in flag order).
 std::string config_json(const TrainOptions& options);

@@ -1,6 +1,5 @@
 // tools/train/epoch.cpp — the training loop body and the evaluation loop. Loss and accuracy are
 // read back after every step (item()), which also keeps the progress line honest about speed.
-#include <tandem/autograd/autocast.h>
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ops/nn_ops.h>
 #include <tandem/autograd/ops/ops.h>
@@ -9,7 +8,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <tuple>
 
 #include "augment.h"
 #include "epoch.h"
@@ -49,12 +47,6 @@ bool gradients_finite(const optim::Optimizer& optimizer) {
   return !total.defined() || std::isfinite(total.item());
 }
 
-// --amp: autocast for the scope, in `amp` on `device`'s type; float32 turns it off.
-struct AmpScope : AutocastGuard {
-  AmpScope(Device device, DType amp)
-      : AutocastGuard(device.type(), amp == kFloat32 ? kBFloat16 : amp, amp != kFloat32) {}
-};
-
 // " | scale 32768, 2 skipped" for the progress lines under --amp fp16.
 std::string scaler_note(const optim::GradScaler* scaler) {
   if (scaler == nullptr || !scaler->is_enabled()) return "";
@@ -82,13 +74,14 @@ double unix_time() {
 }
 
 PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
-  s.model.train();
+  s.step.model->train();
   s.loader.set_epoch(epoch - 1);
   ProgressLine progress(s.interactive, epoch, s.steps);
   const int64_t log_every = std::max<int64_t>(1, (s.steps + 9) / 10);  // ~10% of the epoch
   Totals all, interval;
   int64_t skipped = 0, scaler_skipped = 0;
-  const bool scaling = s.scaler != nullptr && s.scaler->is_enabled();
+  optim::GradScaler* const scaler = s.step.scaler;  // --amp fp16: skips inf/NaN steps itself
+  const bool scaling = scaler != nullptr && scaler->is_enabled();
   const Clock::time_point start = Clock::now();
   Clock::time_point interval_start = start;
 
@@ -97,26 +90,13 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
     const uint64_t aug_seed = augment_seed(s.seed, epoch - 1, it.batch_index());
     // Unaugmented, x is the loader's pinned batch and can upload asynchronously; augmented, it
     // is a fresh pageable tensor.
+    const Device device = s.step.device;
     const Tensor x = random_translate(batch.x, s.augment, s.fill, aug_seed)
-                         .to(s.device, /*non_blocking=*/s.augment == 0);
-    const Tensor y = batch.y.to(s.device, /*non_blocking=*/true);  // pinned when on a GPU
+                         .to(device, /*non_blocking=*/s.augment == 0);
+    const Tensor y = batch.y.to(device, /*non_blocking=*/true);  // pinned when on a GPU
 
-    Tensor logits, loss;
     s.optimizer.zero_grad();
-    if (s.step) {
-      // --pipeline: backward happens inside; its loss function scales (--amp fp16), so the
-      // loss it returns is scaled too.
-      AmpScope guard(s.device, s.amp);
-      std::tie(loss, logits) = s.step(x, y);  // the last stage's device
-      if (scaling) loss = loss / s.scaler->get_scale();
-    } else {
-      {
-        AmpScope guard(s.device, s.amp);  // forward and loss; backward outside
-        logits = s.forward ? s.forward(x) : s.model.forward(x);
-        loss = cross_entropy(logits, y);
-      }
-      (scaling ? s.scaler->scale(loss) : loss).backward();
-    }
+    const auto [loss, logits] = train_step(s.step, x, y);
     const double l = loss.item();
     // Under the gradient scaler, inf/NaN gradients are expected now and then (the scale is
     // probing how high it can go): the scaler skips those steps. A non-finite loss is still
@@ -137,8 +117,8 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
       continue;
     }
     if (scaling) {
-      if (!s.scaler->step(s.optimizer)) ++scaler_skipped;  // counted, and visible below
-      s.scaler->update();
+      if (!scaler->step(s.optimizer)) ++scaler_skipped;  // counted, and visible below
+      scaler->update();
     } else {
       s.optimizer.step();
     }
@@ -148,7 +128,7 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
     const int64_t right = count_correct(logits, y.to(logits.device())), n = y.size(0);
     all.add(l, right, n);
     interval.add(l, right, n);
-    const std::string note = scaler_note(s.scaler);
+    const std::string note = scaler_note(scaler);
     if (!s.quiet) progress.update(all.steps, all.mean_loss(), all.acc(), note);
     if (all.steps % log_every == 0 || all.steps == s.steps) {
       const double secs = seconds_since(interval_start);
@@ -161,8 +141,8 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
                        .acc = interval.acc(),
                        .lr = s.optimizer.lr(0),
                        .samples_per_s = rate,
-                       .loss_scale = scaling ? s.scaler->get_scale() : 0,
-                       .skipped_steps = scaling ? s.scaler->skipped_steps() : -1});
+                       .loss_scale = scaling ? scaler->get_scale() : 0,
+                       .skipped_steps = scaling ? scaler->skipped_steps() : -1});
       if (!s.quiet) progress.log(all.steps, interval.mean_loss(), interval.acc(), rate, note);
       interval = Totals();
       interval_start = Clock::now();
@@ -179,23 +159,17 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
           .scaler_skipped = scaler_skipped};
 }
 
-PassResult evaluate(Classifier& model, data::DataLoader& loader, Device device,
-                    const std::function<Tensor(const Tensor&)>& forward, DType amp) {
+PassResult evaluate(Setup& s, data::DataLoader& loader) {
   NoGradGuard no_grad;
-  model.eval();  // batch norm uses its running statistics, dropout is off
+  s.model->eval();  // batch norm uses its running statistics, dropout is off
   Totals all;
   const Clock::time_point start = Clock::now();
   for (const data::Batch& batch : loader) {
-    const Tensor x = batch.x.to(device);
-    Tensor logits;
-    {
-      AmpScope guard(device, amp);
-      logits = forward ? forward(x) : model.forward(x);
-    }
+    const Tensor logits = predict(s, batch.x.to(s.device));
     const Tensor y = batch.y.to(logits.device());
     all.add(cross_entropy(logits, y).item(), count_correct(logits, y), y.size(0));
   }
-  model.train();
+  s.model->train();
   const double secs = seconds_since(start);
   return {.loss = all.mean_loss(),
           .acc = all.acc(),

@@ -11,31 +11,24 @@
 #include <functional>
 
 #include "metrics.h"
-#include "models.h"
+#include "step.h"
 
 namespace tandem::tools {
 
 struct EpochSetup {
-  Classifier& model;
+  Setup& step;  // the model, placed and wrapped for its mode (step.h)
   optim::Optimizer& optimizer;
   optim::LRScheduler* scheduler;  // null: a constant lr
   data::DataLoader& loader;       // shuffled training batches
-  Device device;
-  int64_t steps;     // steps to take (the loader's size, or --max-steps)
-  int augment;       // max shift in pixels (0: none)
-  float fill;        // the normalised value of a black pixel, for shifted borders
-  uint64_t seed;     // the run's seed: augmentation = f(seed, epoch, batch)
-  bool interactive;  // draw the updating progress line
+  int64_t steps;                  // steps to take (the loader's size, or --max-steps)
+  int augment;                    // max shift in pixels (0: none)
+  float fill;                     // the normalised value of a black pixel, for shifted borders
+  uint64_t seed;                  // the run's seed: augmentation = f(seed, epoch, batch)
+  bool interactive;               // draw the updating progress line
   MetricsLog& metrics;
-  std::function<Tensor(const Tensor&)> forward = nullptr;  // --ddp: through the DDP wrapper
-  /// --pipeline: forward and backward of (x, y) in micro-batches, returning (loss, logits);
-  /// replaces forward, the loss and backward.
-  std::function<std::pair<Tensor, Tensor>(const Tensor&, const Tensor&)> step = nullptr;
-  bool quiet = false;                   // --ddp ranks other than 0: no progress output
-  int world = 1;                        // ranks training together: images/s counts all of them
-  bool skip_nonfinite = false;          // --skip-nonfinite: skip such a step instead of stopping
-  DType amp = kFloat32;                 // --amp: forward and loss under autocast in this dtype
-  optim::GradScaler* scaler = nullptr;  // --amp fp16: scales the loss, skips inf/NaN steps
+  bool quiet = false;           // --ddp ranks other than 0: no progress output
+  int world = 1;                // ranks training together: images/s counts all of them
+  bool skip_nonfinite = false;  // --skip-nonfinite: skip such a step instead of stopping
 };
 
 /// A step's loss or gradients were NaN or inf (the step was not applied), or parameters were
@@ -58,12 +51,10 @@ struct PassResult {
 /// the epoch and step, or with skip_nonfinite it is skipped and counted.
 PassResult train_epoch(EpochSetup& setup, int64_t epoch, int64_t& global_step);
 
-/// Loss and accuracy of the model in eval mode, without gradients, over every batch of `loader`
-/// (the model is put back in training mode afterwards). `forward`, when given, replaces
-/// model.forward (--pipeline); `amp` other than float32 runs it under autocast.
-PassResult evaluate(Classifier& model, data::DataLoader& loader, Device device,
-                    const std::function<Tensor(const Tensor&)>& forward = nullptr,
-                    DType amp = kFloat32);
+/// Loss and accuracy of the model in eval mode, without gradients, over every batch of `loader`,
+/// through the same path as training (step.h's predict; the model is put back in training mode
+/// afterwards).
+PassResult evaluate(Setup& s, data::DataLoader& loader);
 
 /// Seconds since the Unix epoch, for metric records.
 double unix_time();

@@ -1,14 +1,14 @@
 // tools/train/train.cpp — `tandem train`: the whole run, readable top to bottom. Load the data,
 // build the model, optimizer and schedule, maybe resume from a checkpoint, then per epoch: train,
-// evaluate, log, checkpoint, rewrite the report. The pieces live beside this file: models.h,
-// epoch.h (the loops), checkpointing.h, metrics.h, report.h, config.h.
+// evaluate, log, checkpoint, rewrite the report. The pieces live beside this file: models.h (the
+// models), step.h (one step in every mode), epoch.h (the loops), checkpointing.h, metrics.h,
+// report.h, config.h.
 #include <tandem/core/check.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/generator.h>
 #include <tandem/core/thread_pool.h>
 #include <tandem/data/distributed_sampler.h>
 #include <tandem/data/mnist.h>
-#include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/process_group.h>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +22,7 @@
 #include "config.h"
 #include "data_source.h"
 #include "epoch.h"
+#include "models.h"
 #include "optim_setup.h"
 #include "progress.h"
 #include "report.h"
@@ -70,26 +71,22 @@ int run_train(const TrainOptions& flags) {
   const auto start = std::chrono::steady_clock::now();
   const std::string started = local_time("%Y-%m-%d %H:%M:%S");
   TrainOptions o = resolve_config(flags);
-  Device device(o.device);
-  // --ddp: this process is one rank; the group comes from tandem launch's environment.
+  // How the run uses its devices, decided once: one device, --ddp (this process is one rank),
+  // --data-parallel (one process, a replica per device per step) or --pipeline (the model cut
+  // into one stage per device).
+  Placement placement = resolve_placement(o);
   std::shared_ptr<parallel::Communicator> group;
-  if (o.ddp) {
-    if (device.is_cuda()) device = parallel::local_device();  // cuda:LOCAL_RANK
-    group = parallel::init_process_group({.device = device});
+  if (placement.mode == Parallelism::DDP) {  // the group comes from tandem launch's environment
+    if (placement.device.is_cuda()) placement.device = parallel::local_device();  // LOCAL_RANK
+    group = parallel::init_process_group({.device = placement.device});
     TD_CHECK_VALUE(o.batch_size % group->size() == 0, "train --ddp: --batch-size ", o.batch_size,
                    " (the global batch) does not split evenly over ", group->size(), " ranks");
   }
+  const Device device = placement.device;
   const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
   const bool lead = rank == 0;  // rank 0 logs, evaluates, checkpoints and reports
   check_device(device);
-  // --data-parallel: one process; the model on the first device, a replica on each per step.
-  const std::vector<Device> replicas =
-      o.data_parallel.empty() ? std::vector<Device>{} : data_parallel_devices(o);
-  for (const Device& d : replicas) check_device(d);
-  // --pipeline: one process; the model cut into one stage per device.
-  const std::vector<Device> stage_devices =
-      o.pipeline.empty() ? std::vector<Device>{} : pipeline_devices(o);
-  for (const Device& d : stage_devices) check_device(d);
+  for (const Device& d : placement.devices) check_device(d);
 
   // ---- data: each split is loaded and normalised once; batches are then row gathers.
   const DataSource source = resolve_data_source(o.dataset);
@@ -117,19 +114,10 @@ int run_train(const TrainOptions& flags) {
 
   // ---- model, optimizer, schedule. The seed fixes the initial weights and dropout's masks.
   manual_seed(o.seed);
-  std::unique_ptr<Classifier> model = make_model(o.model, rows, cols);
-  model->activation_checkpointing = o.activation_checkpointing;
-  model->to(device);  // before the optimizer, which holds the moved parameters
-  std::unique_ptr<parallel::Pipeline> pipe;
-  if (!stage_devices.empty())  // moves the model's layers to the stages' devices
-    pipe = make_pipeline(
-        *model, stage_devices,
-        {.chunks = o.chunks,
-         .schedule = parallel::parse_schedule(o.pipeline_schedule),
-         .checkpoint = o.activation_checkpointing ? parallel::PipelineCheckpoint::ExceptLast
-                                                  : parallel::PipelineCheckpoint::Never});
-  std::unique_ptr<parallel::DistributedDataParallel<Classifier>> ddp;
-  if (o.ddp) ddp = std::make_unique<parallel::DistributedDataParallel<Classifier>>(*model);
+  auto model =
+      std::make_shared<nn::Sequential>(make_model(o.model, rows, cols, o.activation_checkpointing));
+  // Placed and wrapped for its mode before the optimizer, which holds the placed parameters.
+  Setup setup = make_setup(model, placement, o);
   std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(o, model->parameters());
   std::unique_ptr<optim::LRScheduler> scheduler = make_scheduler(o, *optimizer, steps);
 
@@ -165,6 +153,7 @@ int run_train(const TrainOptions& flags) {
   // ---- --amp: autocast in the forward; for fp16 a gradient scaler (bfloat16 has float32's range
   // and needs none). Under --ddp the ranks sum their found-inf flags, so all skip together.
   const DType amp = o.amp == "bf16" ? kBFloat16 : o.amp == "fp16" ? kFloat16 : kFloat32;
+  setup.amp = amp;
   optim::GradScaler scaler({.enabled = amp == kFloat16,
                             .all_reduce = group ? std::function<void(Tensor&)>([&](Tensor& t) {
                               Tensor d = t.to(device);
@@ -174,6 +163,7 @@ int run_train(const TrainOptions& flags) {
                                                 : nullptr});
   if (o.resume && amp == kFloat16 && !resumed_scaler.empty())
     scaler.load_state_dict(optim::grad_scaler_state_from_json(resumed_scaler));
+  setup.scaler = &scaler;
   if (scheduler) scheduler->set_step(global_step);  // this step's lr (warm-up starts low)
 
   // ---- logging: metrics.jsonl (a resumed run drops what ran after its checkpoint), report.
@@ -195,11 +185,11 @@ int run_train(const TrainOptions& flags) {
                                     with_commas(eval_set.size()), " ", eval, " ", noun);
 
   std::string parallel_line;
-  if (o.ddp) parallel_line = str(", DDP over ", world, " ranks (", group->backend(), ")");
-  if (!replicas.empty()) parallel_line = str(", DataParallel over ", o.data_parallel);
-  if (pipe) {
+  if (setup.ddp) parallel_line = str(", DDP over ", world, " ranks (", group->backend(), ")");
+  if (setup.dp) parallel_line = str(", DataParallel over ", o.data_parallel);
+  if (setup.pipe) {
     std::string sizes;
-    for (parallel::Stage& s : pipe->stages())
+    for (parallel::Stage& s : setup.pipe->stages())
       sizes += (sizes.empty() ? "" : " + ") + std::to_string(s.modules.size());
     parallel_line = str(", pipeline over ", o.pipeline, " (", o.pipeline_schedule, ", ", o.chunks,
                         " chunks; stages of ", sizes, " modules)");
@@ -218,35 +208,19 @@ int run_train(const TrainOptions& flags) {
         o.log_dir.c_str());
   std::fflush(stdout);
 
-  EpochSetup setup{.model = *model,
-                   .optimizer = *optimizer,
-                   .scheduler = scheduler.get(),
-                   .loader = loader,
-                   .device = device,
-                   .steps = steps,
-                   .augment = *o.augment,
-                   .fill = float((0 - source.mean) / source.std),  // a black pixel, normalised
-                   .seed = o.seed,
-                   .interactive = progress_is_interactive(o.no_progress),
-                   .metrics = metrics,
-                   .forward = nullptr,
-                   .quiet = !lead,
-                   .world = world,
-                   .skip_nonfinite = o.skip_nonfinite,
-                   .amp = amp,
-                   .scaler = &scaler};
-  if (ddp) setup.forward = [&](const Tensor& x) { return (*ddp)(x); };
-  if (!replicas.empty()) setup.forward = data_parallel_forward(*model, replicas);
-  std::function<Tensor(const Tensor&)> eval_forward = nullptr;
-  if (pipe) {
-    setup.step = [&](const Tensor& x, const Tensor& y) {
-      const parallel::PipelineResult r = pipe->step(x, y, [&](const Tensor& out, const Tensor& t) {
-        return scaler.scale(cross_entropy(out, t));  // unscaled unless --amp fp16
-      });
-      return std::pair{r.loss, r.output};
-    };
-    eval_forward = [&](const Tensor& x) { return pipe->evaluate(x); };
-  }
+  EpochSetup epochs{.step = setup,
+                    .optimizer = *optimizer,
+                    .scheduler = scheduler.get(),
+                    .loader = loader,
+                    .steps = steps,
+                    .augment = *o.augment,
+                    .fill = float((0 - source.mean) / source.std),  // a black pixel, normalised
+                    .seed = o.seed,
+                    .interactive = progress_is_interactive(o.no_progress),
+                    .metrics = metrics,
+                    .quiet = !lead,
+                    .world = world,
+                    .skip_nonfinite = o.skip_nonfinite};
   ReportInfo report{.title = str(o.model, " on ", source.name),
                     .run = {},
                     .config = config_rows(o),
@@ -254,9 +228,9 @@ int run_train(const TrainOptions& flags) {
                     .headline = ""};
   std::string final_line;
   for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
-    const PassResult t = train_epoch(setup, epoch, global_step);
+    const PassResult t = train_epoch(epochs, epoch, global_step);
     if (!lead) continue;  // the others go straight on to the next epoch's first all-reduce
-    const PassResult e = evaluate(*model, eval_loader, device, eval_forward, amp);
+    const PassResult e = evaluate(setup, eval_loader);
     metrics.write({.time = unix_time(),
                    .epoch = epoch,
                    .step = global_step,

@@ -1,0 +1,53 @@
+// tools/train/step.h — one training step and one evaluation forward, for every way a run can use
+// its devices. The mode is resolved once (config.h's Placement); make_setup() places the model and
+// wraps it once; train_step() then has one short case per mode, as llm.c's step names its
+// reduction (gpt2_backward_and_reduce) and torch's pipeline schedule.step(x, target=y) returns the
+// unscaled loss:
+//   None, DDP, DataParallel: forward through the model or its wrapper, cross-entropy, backward
+//                            (DDP all-reduces the gradients inside backward);
+//   Pipeline:                Pipeline::step does forward and backward micro-batch by micro-batch.
+// Autocast covers the forward and the loss; under --amp fp16 backward starts from the loss times
+// the gradient scaler's scale, and the loss returned is unscaled in every mode.
+#pragma once
+
+#include <tandem/nn/nn.h>
+#include <tandem/nn/optim/grad_scaler.h>
+#include <tandem/parallel/data_parallel/data_parallel.h>
+#include <tandem/parallel/ddp/distributed_data_parallel.h>
+#include <tandem/parallel/pipeline/pipeline.h>
+#include <memory>
+
+#include "../commands.h"
+#include "config.h"
+
+namespace tandem::tools {
+
+struct Setup {
+  Parallelism mode = Parallelism::None;
+  std::shared_ptr<nn::Sequential> model;  // the one model, whatever the mode
+  Device device;                          // where batches go
+  DType amp = kFloat32;                   // --amp: autocast's dtype (float32: off)
+  optim::GradScaler* scaler = nullptr;    // --amp fp16; may be off
+  std::unique_ptr<parallel::DistributedDataParallel<nn::Sequential>> ddp;
+  std::unique_ptr<parallel::DataParallel> dp;
+  std::unique_ptr<parallel::Pipeline> pipe;
+};
+
+/// Places `model` (on the run's device, or cut into one stage per device by parallel::split) and
+/// wraps it for `placement.mode`. Make the optimizer afterwards: it holds the placed parameters.
+/// --ddp needs the process group initialised.
+Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& placement,
+                 const TrainOptions& options);
+
+struct StepResult {
+  Tensor loss;    // the batch's mean loss, unscaled, detached
+  Tensor logits;  // [N, classes], on the device that computed them
+};
+/// Forward, loss and backward of one batch: gradients accumulate into the model's .grad.
+StepResult train_step(Setup& s, const Tensor& x, const Tensor& y);
+
+/// The model's logits for x without recording a graph, through the same path as training (a DDP
+/// rank evaluates alone, on its own model: no collective).
+Tensor predict(Setup& s, const Tensor& x);
+
+}  // namespace tandem::tools
