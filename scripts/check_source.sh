@@ -5,7 +5,9 @@
 #   3. no #include goes up the layer order core <- autograd <- nn <- data <- parallel;
 #   4. ThreadLocalState holds exactly the fields listed below: language state a user sets around
 #      their code, never one parallel mode's policy (that goes down the layers unseen). A new
-#      field is a reviewed decision: add it here, in the same change, and say why.
+#      field is a reviewed decision: add it here, in the same change, and say why;
+#   5. README.md is a front page: at most 150 lines (measurements go to bench/RESULTS.md, design
+#      notes to docs/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,5 +50,11 @@ if [ "$tls_fields" != "$tls_allowed" ]; then
   status=1
 fi
 
-[ $status -eq 0 ] && echo "check: format, file sizes, layering, and thread state OK (${#files[@]} files)"
+readme_lines=$(wc -l <README.md)
+if [ "$readme_lines" -gt 150 ]; then
+  echo "check: README.md has $readme_lines lines (limit 150): measurements go to bench/RESULTS.md, design to docs/"
+  status=1
+fi
+
+[ $status -eq 0 ] && echo "check: format, file sizes, layering, thread state and README OK (${#files[@]} files)"
 exit $status

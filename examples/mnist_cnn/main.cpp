@@ -14,6 +14,7 @@ struct Cnn : nn::Module {
   nn::Conv2d conv1{1, 32, 3};   // [N,1,28,28]  -> [N,32,26,26] -> pool [N,32,13,13]
   nn::Conv2d conv2{32, 64, 3};  // [N,32,13,13] -> [N,64,11,11] -> pool [N,64,5,5]
   nn::Linear fc1{1600, 128}, fc2{128, 10};
+  nn::ReLUMaxPool2d pool{2};  // ReLU, then 2×2 max-pooling, in one pass
   void visit(nn::Visitor& v) override {
     v("conv1", conv1);
     v("conv2", conv2);
@@ -21,8 +22,8 @@ struct Cnn : nn::Module {
     v("fc2", fc2);
   }
   Tensor forward(const Tensor& x) {
-    Tensor h = max_pool2d(relu(conv1(x)), {});
-    h = max_pool2d(relu(conv2(h)), {});
+    Tensor h = pool(conv1(x));
+    h = pool(conv2(h));
     return fc2(relu(fc1(h.flatten(1))));  // logits [N, 10]
   }
 };

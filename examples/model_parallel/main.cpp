@@ -18,6 +18,7 @@ using namespace tandem;
 struct TwoStageCnn : nn::Module {
   nn::Conv2d conv1{1, 32, 3}, conv2{32, 64, 3};  // stage 0: the features, on `first`
   nn::Linear fc1{1600, 128}, fc2{128, 10};       // stage 1: the classifier, on `second`
+  nn::ReLUMaxPool2d pool{2};                     // ReLU, then 2×2 max-pooling, in one pass
   Device first, second;
 
   TwoStageCnn(Device a, Device b) : first(a), second(b) {
@@ -33,8 +34,8 @@ struct TwoStageCnn : nn::Module {
     v("fc2", fc2);
   }
   Tensor forward(const Tensor& x) {
-    Tensor h = max_pool2d(relu(conv1(x.to(first))), {});
-    h = max_pool2d(relu(conv2(h)), {}).flatten(1);
+    Tensor h = pool(conv1(x.to(first)));
+    h = pool(conv2(h)).flatten(1);
     h = h.to(second);  // the only line model parallelism adds; backward copies dh back
     return fc2(relu(fc1(h)));
   }

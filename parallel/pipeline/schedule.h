@@ -16,10 +16,10 @@
 //   stage 0:   F0 F1 F2 F3 B3 B2 B1 B0     F0 F1 B0 F2 B1 F3 B2 B3
 //   stage 1:   F0 F1 F2 F3 B3 B2 B1 B0     F0 B0 F1 B1 F2 B2 F3 B3
 //
-// With the weight gradients deferred (weight_grad_deferral.h), each B computes what the stage
-// before needs and the stage's Linear weight gradients come in one W action at the end, over all
-// micro-batches at once (zero-bubble's B/W split): "F0 F1 F2 F3 B3 B2 B1 B0 W". The last stage's W
-// runs while the first stage is still on its last B, outside the bubble.
+// With the weight gradients deferred (autograd/deferred_weight_grads.h), each B computes what the
+// stage before needs and the stage's Linear weight gradients come in one W action at the end, over
+// all micro-batches at once (zero-bubble's B/W split): "F0 F1 F2 F3 B3 B2 B1 B0 W". The last
+// stage's W runs while the first stage is still on its last B, outside the bubble.
 #pragma once
 
 #include <cstdint>
