@@ -32,7 +32,8 @@ Tensor max_pool(const char* op, const Tensor& x_in, const Pool2dParams& p, bool 
   const Tensor x = detail::contiguous(x_in);
   Tensor y = empty(shape, x.options());
   Tensor indices = empty(shape, {.dtype = DType::i64, .device = x.device()});
-  if (y.numel() > 0) kernels(x.device()).max_pool2d_forward(x, y, indices, p, relu);
+  const Kernels& k = kernels(x.device());
+  if (y.numel() > 0) (relu ? k.relu_max_pool2d_forward : k.max_pool2d_forward)(x, y, indices, p);
   return record(
       op, y, {x_in}, {{"indices", indices}},
       [p, in_shape = x.shape()](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {

@@ -39,7 +39,7 @@ const char* name(CompareOp op) {
   constexpr const char* names[] = {"eq", "ne", "lt", "le", "gt", "ge"};
   return names[int(op)];
 }
-const char* name(ReduceOp op) {
+const char* name(ReduceOp op) {  // core/reduce_op.h
   constexpr const char* names[] = {"sum", "mean", "max", "min", "argmax"};
   return names[int(op)];
 }

@@ -7,6 +7,7 @@
 
 #include <tandem/core/generator.h>
 #include <tandem/core/kernels/params.h>
+#include <tandem/core/reduce_op.h>
 #include <tandem/core/tensor.h>
 
 namespace tandem {
@@ -14,12 +15,10 @@ namespace tandem {
 enum class UnaryOp : int8_t { Neg, Exp, Log, Sqrt, Abs, Relu, Sigmoid, Tanh, Gelu };
 enum class BinaryOp : int8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum };
 enum class CompareOp : int8_t { Eq, Ne, Lt, Le, Gt, Ge };
-enum class ReduceOp : int8_t { Sum, Mean, Max, Min, ArgMax };
 
 const char* name(UnaryOp op);
 const char* name(BinaryOp op);
 const char* name(CompareOp op);
-const char* name(ReduceOp op);
 
 struct Kernels {
   // copy.{cpp,cu}: movement and conversion
@@ -62,10 +61,11 @@ struct Kernels {
   void (*conv2d_backward)(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                           Tensor& dw, Tensor& db, const Conv2dParams& p);
   // pool.{cpp,cu}: NCHW; max pooling records the argmax (int64, index within the input plane).
-  // With relu, y = relu(max) (= the max of relu(x)), and a window whose max is not > 0 records
-  // index −1: relu passes it no gradient, and max_pool2d_backward skips it.
-  void (*max_pool2d_forward)(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p,
-                             bool relu);
+  void (*max_pool2d_forward)(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p);
+  // y = relu(max) (= the max of relu(x)); a window whose max is not > 0 records index −1: relu
+  // passes it no gradient, and max_pool2d_backward skips it.
+  void (*relu_max_pool2d_forward)(const Tensor& x, Tensor& y, Tensor& indices,
+                                  const Pool2dParams& p);
   void (*max_pool2d_backward)(const Tensor& dy, const Tensor& indices, Tensor& dx,
                               const Pool2dParams& p);
   void (*avg_pool2d_forward)(const Tensor& x, Tensor& y, const Pool2dParams& p);

@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
       }
       // Each rank saw different examples: average the loss for the log line.
       Tensor mean_loss = full({1}, total / double(steps), {.device = device});
-      group->all_reduce(mean_loss, parallel::ReduceOp::Avg)->wait();
+      group->all_reduce(mean_loss, ReduceOp::Mean)->wait();
       if (rank == 0)
         std::printf("epoch %d: train loss %.4f, held-out accuracy %.2f%%\n", epoch,
                     mean_loss.item(), 100 * evaluate(model, test, device));

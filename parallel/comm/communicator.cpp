@@ -7,20 +7,6 @@
 
 namespace tandem::parallel {
 
-const char* to_string(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum:
-      return "sum";
-    case ReduceOp::Avg:
-      return "avg";
-    case ReduceOp::Max:
-      return "max";
-    case ReduceOp::Min:
-      return "min";
-  }
-  return "?";
-}
-
 Work::Work(uint64_t sequence_number, std::string description, std::chrono::milliseconds timeout)
     : seq_(sequence_number), description_(std::move(description)), timeout_(timeout) {}
 
@@ -64,6 +50,11 @@ void Communicator::check_tensor(const Tensor& t, const std::string& what) const 
                  "\n  hint: call .contiguous() first; a collective works on the memory in place");
   TD_CHECK_DTYPE(t.dtype() != kBool, backend(), " ", what, ": ", t.dtype(),
                  " is not supported (float32, float64, int64, bfloat16, float16 are)");
+}
+
+void Communicator::check_reduce_op(ReduceOp op, const std::string& what) const {
+  TD_CHECK_VALUE(op != ReduceOp::ArgMax, backend(), " ", what,
+                 ": argmax is a reduction of one tensor, not across ranks (sum, mean, max, min)");
 }
 
 std::string Communicator::describe(const std::string& op, uint64_t seq, const Tensor* t,

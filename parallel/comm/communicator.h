@@ -7,6 +7,7 @@
 // NcclCommunicator (CUDA tensors on the communicator's device).
 #pragma once
 
+#include <tandem/core/reduce_op.h>
 #include <tandem/core/tensor.h>
 #include <chrono>
 #include <condition_variable>
@@ -18,9 +19,6 @@
 #include <vector>
 
 namespace tandem::parallel {
-
-enum class ReduceOp { Sum, Avg, Max, Min };
-const char* to_string(ReduceOp op);
 
 /// One collective in flight.
 class Work {
@@ -77,6 +75,8 @@ class Communicator {
  protected:
   /// Checks a tensor handed to a collective: contiguous, a supported dtype. `what` names the call.
   void check_tensor(const Tensor& t, const std::string& what) const;
+  /// Checks a reduction handed to a collective: sum, mean, max or min (ValueError for argmax).
+  void check_reduce_op(ReduceOp op, const std::string& what) const;
   /// "all_reduce #12 (sum, 262,144 x float32 = 1.0 MiB)" for Work and error messages.
   std::string describe(const std::string& op, uint64_t seq, const Tensor* t,
                        const std::string& extra = "") const;

@@ -1,7 +1,8 @@
 // parallel/comm/gloo_communicator.h — collectives over Gloo (Debian's libgloo-dev, TCP transport).
-// Gloo's calls block, so each communicator runs them in order on one worker thread of its own:
-// the caller gets a Work at once and goes on (DDP's backward keeps running while a bucket is
-// reduced). CUDA tensors are copied to the host, reduced there and copied back.
+// Gloo's calls block, so each communicator runs them in order on one worker thread of its own
+// (gloo_queue.h): the caller gets a Work at once and goes on (DDP's backward keeps running while
+// a bucket is reduced). CUDA tensors are copied to the host, reduced there and copied back. The
+// ranks find each other through the store (gloo_rendezvous.h).
 #pragma once
 
 #include <tandem/parallel/comm/communicator.h>
@@ -44,8 +45,5 @@ class GlooCommunicator : public Communicator {
 
   std::unique_ptr<Impl> impl_;
 };
-
-/// The local address a socket to `peer` would use (how a rank finds the interface to listen on).
-std::string local_address_towards(const std::string& peer);
 
 }  // namespace tandem::parallel

@@ -63,7 +63,7 @@ ReduceFn reduce_fn(ReduceOp op) {
   if constexpr (kIs16Bit<T>) {
     return op == ReduceOp::Max   ? &reduce_16bit<T, ReduceOp::Max>
            : op == ReduceOp::Min ? &reduce_16bit<T, ReduceOp::Min>
-                                 : &reduce_16bit<T, ReduceOp::Sum>;  // Avg = sum, then divide
+                                 : &reduce_16bit<T, ReduceOp::Sum>;  // Mean = sum, then divide
   } else {
     switch (op) {
       case ReduceOp::Max:
@@ -71,7 +71,7 @@ ReduceFn reduce_fn(ReduceOp op) {
       case ReduceOp::Min:
         return static_cast<ReduceFn>(&gloo::min<T>);
       default:
-        return static_cast<ReduceFn>(&gloo::sum<T>);  // Avg = sum, then divide
+        return static_cast<ReduceFn>(&gloo::sum<T>);  // Mean = sum, then divide
     }
   }
 }

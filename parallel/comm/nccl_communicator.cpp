@@ -39,12 +39,14 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum:
       return ncclSum;
-    case ReduceOp::Avg:
+    case ReduceOp::Mean:
       return ncclAvg;
     case ReduceOp::Max:
       return ncclMax;
     case ReduceOp::Min:
       return ncclMin;
+    case ReduceOp::ArgMax:  // refused by check_reduce_op before
+      break;
   }
   return ncclSum;
 }
@@ -105,7 +107,8 @@ class NcclCommunicator : public Communicator {
 
   WorkPtr all_reduce(Tensor& t, ReduceOp op) override {
     check(t, "all_reduce");
-    return launch("all_reduce", &t, to_string(op), {t}, [&] {
+    check_reduce_op(op, "all_reduce");
+    return launch("all_reduce", &t, name(op), {t}, [&] {
       return ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_dtype(t.dtype()),
                            nccl_op(op), comm_, stream_);
     });
@@ -153,11 +156,12 @@ class NcclCommunicator : public Communicator {
   WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) override {
     check(input, "reduce_scatter");
     check(output, "reduce_scatter");
+    check_reduce_op(op, "reduce_scatter");
     TD_CHECK_SHAPE(input.numel() == output.numel() * size_ && input.dtype() == output.dtype(),
                    "nccl reduce_scatter: the input must hold ", size_,
                    " chunks shaped like the output ", ::tandem::describe(output), ", but it is ",
                    ::tandem::describe(input));
-    return launch("reduce_scatter", &input, to_string(op), {input, output}, [&] {
+    return launch("reduce_scatter", &input, name(op), {input, output}, [&] {
       return ncclReduceScatter(input.data_ptr(), output.data_ptr(), size_t(output.numel()),
                                nccl_dtype(input.dtype()), nccl_op(op), comm_, stream_);
     });

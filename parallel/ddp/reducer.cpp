@@ -82,7 +82,7 @@ void Reducer::launch_ready_buckets() {
   // so every rank issues the same collectives in the same order.
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& b = buckets_[next_launch_];
-    b.work = comm_->all_reduce(b.flat, ReduceOp::Avg);
+    b.work = comm_->all_reduce(b.flat, ReduceOp::Mean);
     if (trace::enabled())
       trace::instant("bucket " + std::to_string(next_launch_) + " launched", "ddp");
     ++next_launch_;

@@ -55,7 +55,7 @@ TEST_P(Collectives, MatchValuesComputedByHand) {
           require(same(t, std::vector<double>(3, 2)), "all_reduce min");
         }
         Tensor avg = full({4}, 2 * r, {});
-        comm->all_reduce(avg, ReduceOp::Avg)->wait();
+        comm->all_reduce(avg, ReduceOp::Mean)->wait();
         require(same(avg, std::vector<double>(4, 2 * sum_r / n)), "all_reduce avg");
 
         Tensor b = rank == 1 ? tensor({7, 8, 9}) : zeros({3});
@@ -87,7 +87,7 @@ TEST_P(Collectives, MatchValuesComputedByHand) {
           comm->all_reduce(t, ReduceOp::Max)->wait();
           require(same(t, std::vector<double>(3, n - 1)), "max" + what);
           t = full({4}, 2 * r, {.dtype = dt});
-          comm->all_reduce(t, ReduceOp::Avg)->wait();
+          comm->all_reduce(t, ReduceOp::Mean)->wait();
           require(same(t, std::vector<double>(4, 2 * sum_r / n)), "avg" + what);
           Tensor bc = rank == 1 ? tensor({7, 8, 9}).to(dt) : zeros({3}, {.dtype = dt});
           comm->broadcast(bc, 1)->wait();
@@ -192,7 +192,32 @@ TEST(Collectives, RejectNonContiguousAndMismatchedTensors) {
   std::vector<Tensor> outs{zeros({3})};
   EXPECT_THROW(comm.all_gather(outs, zeros({2})), ShapeError);
   Tensor i = zeros({2}, {.dtype = kInt64});
-  EXPECT_THROW(comm.all_reduce(i, ReduceOp::Avg), DTypeError);
+  EXPECT_THROW(comm.all_reduce(i, ReduceOp::Mean), DTypeError);
+  // One ReduceOp for kernels and collectives: argmax is a kernel's, not a collective's.
+  Tensor f = zeros({4});
+  EXPECT_THAT(
+      tandem::testing::error_message<ValueError>([&] { comm.all_reduce(f, ReduceOp::ArgMax); }),
+      ::testing::HasSubstr("argmax is a reduction of one tensor"));
+}
+
+// Gloo's writes to a dead peer raise SIGPIPE; the communicator blocks it on the threads that
+// write instead of changing the process's handling (which belongs to the program).
+TEST(Collectives, ACommunicatorLeavesTheProcesssSigpipeHandlingAlone) {
+  struct sigaction before {
+  }, after{};
+  sigset_t mask_before, mask_after;
+  ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &before), 0);
+  pthread_sigmask(SIG_SETMASK, nullptr, &mask_before);
+  {
+    auto store = std::make_shared<HashStore>();
+    GlooCommunicator comm(store, 0, 1, {.timeout = 10s});
+    Tensor t = ones({4});
+    comm.all_reduce(t)->wait();
+  }
+  ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &after), 0);
+  pthread_sigmask(SIG_SETMASK, nullptr, &mask_after);
+  EXPECT_EQ(before.sa_handler, after.sa_handler);
+  EXPECT_EQ(sigismember(&mask_before, SIGPIPE), sigismember(&mask_after, SIGPIPE));
 }
 
 TEST(Collectives, APeerKilledMidAllReduceFailsTheOthersNamingRankAndCollective) {

@@ -68,7 +68,7 @@ TEST_F(CudaCollectives, NcclSingleRankRunsEveryCollective) {
         require(comm->backend() == "nccl", "backend");
         const Device gpu = Device::cuda(0);
         Tensor t = full({1 << 20}, 2.0, {.device = gpu});
-        comm->all_reduce(t, ReduceOp::Avg)->wait();
+        comm->all_reduce(t, ReduceOp::Mean)->wait();
         require(t.to(Device::cpu()).to_vector<float>()[12345] == 2.f, "all_reduce avg");
         comm->broadcast(t, 0)->wait();
         std::vector<Tensor> outs{zeros({3}, {.device = gpu})};

@@ -52,8 +52,8 @@ bool conv2d_forward_onednn(const Tensor& x, const Tensor& w, const Tensor& b, Te
 bool conv2d_backward_onednn(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                             Tensor& dw, Tensor& db, const Conv2dParams& p);
 // pool.cpp
-void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p,
-                        bool relu);
+void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p);
+void relu_max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p);
 void max_pool2d_backward(const Tensor& dy, const Tensor& indices, Tensor& dx,
                          const Pool2dParams& p);
 void avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p);

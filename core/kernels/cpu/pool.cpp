@@ -89,11 +89,10 @@ bool is_two_by_two(const Pool2dParams& p) {
          p.pad_w == 0;
 }
 
-}  // namespace
-
-// With relu, a window whose maximum is not > 0 (relu's gradient there is 0) records index −1.
-void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p,
-                        bool relu) {
+// Both max poolings in one loop; with relu, a window whose maximum is not > 0 (relu's gradient
+// there is 0) records index −1. Relu is a template argument in the 2×2 path, so its loop stays
+// straight.
+void max_pool(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p, bool relu) {
   const Planes s = planes(x, y);
   const bool two_by_two = is_two_by_two(p);
   dispatch_float(x.dtype(), "max_pool2d", [&]<typename T>() {
@@ -129,6 +128,16 @@ void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2
         }
     });
   });
+}
+
+}  // namespace
+
+void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p) {
+  max_pool(x, y, indices, p, /*relu=*/false);
+}
+
+void relu_max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p) {
+  max_pool(x, y, indices, p, /*relu=*/true);
 }
 
 // dx[argmax] += dy, skipping windows with index −1 (clamped by a fused relu)

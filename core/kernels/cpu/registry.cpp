@@ -36,6 +36,7 @@ const Kernels cpu_kernels = {
     .conv2d_forward = cpu::conv2d_forward,
     .conv2d_backward = cpu::conv2d_backward,
     .max_pool2d_forward = widened<cpu::max_pool2d_forward>,
+    .relu_max_pool2d_forward = widened<cpu::relu_max_pool2d_forward>,
     .max_pool2d_backward = widened<cpu::max_pool2d_backward>,
     .avg_pool2d_forward = widened<cpu::avg_pool2d_forward>,
     .avg_pool2d_backward = widened<cpu::avg_pool2d_backward>,

@@ -43,8 +43,8 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
 void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
                      Tensor& db, const Conv2dParams& p);
 // pool.cu
-void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p,
-                        bool relu);
+void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p);
+void relu_max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p);
 void max_pool2d_backward(const Tensor& dy, const Tensor& indices, Tensor& dx,
                          const Pool2dParams& p);
 void avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p);

@@ -129,8 +129,11 @@ __global__ void avg_pool_backward_kernel(const T* dy, T* dx, Geometry g) {
 
 }  // namespace
 
-void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p,
-                        bool relu) {
+namespace {
+
+// Both max poolings: with relu, the kernel clamps each window's max and records index −1 where it
+// is not > 0 (the backward gather never matches −1).
+void max_pool(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p, bool relu) {
   const Geometry g = geometry(x, y, p);
   const int64_t n = y.numel();
   if (n == 0) return;
@@ -140,6 +143,16 @@ void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2
         x.data<T>(), y.data<T>(), indices.data<int64_t>(), g, relu);
     TD_CUDA_CHECK_LAUNCH();
   });
+}
+
+}  // namespace
+
+void max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p) {
+  max_pool(x, y, indices, p, /*relu=*/false);
+}
+
+void relu_max_pool2d_forward(const Tensor& x, Tensor& y, Tensor& indices, const Pool2dParams& p) {
+  max_pool(x, y, indices, p, /*relu=*/true);
 }
 
 // dx[argmax] += dy, as a gather

@@ -36,6 +36,7 @@ const Kernels cuda_kernels = {
     .conv2d_forward = cuda::conv2d_forward,
     .conv2d_backward = cuda::conv2d_backward,
     .max_pool2d_forward = widened<cuda::max_pool2d_forward>,
+    .relu_max_pool2d_forward = widened<cuda::relu_max_pool2d_forward>,
     .max_pool2d_backward = widened<cuda::max_pool2d_backward>,
     .avg_pool2d_forward = widened<cuda::avg_pool2d_forward>,
     .avg_pool2d_backward = widened<cuda::avg_pool2d_backward>,

@@ -1,0 +1,87 @@
+// parallel/comm/gloo_queue.cpp — the collectives' thread, and what a failure says.
+#include <tandem/autograd/grad_mode.h>
+#include <tandem/core/check.h>
+#include <tandem/core/trace.h>
+#include <tandem/parallel/comm/gloo_queue.h>
+#include <tandem/parallel/comm/gloo_rendezvous.h>
+#include <chrono>
+
+namespace tandem::parallel {
+
+using Clock = std::chrono::steady_clock;
+
+GlooQueue::GlooQueue(int rank, std::function<std::vector<int64_t>()> departed_ranks)
+    : rank_(rank), departed_ranks_(std::move(departed_ranks)) {
+  BlockSigpipe quiet;  // the thread keeps the mask: a write to a dead peer is an error, not death
+  thread_ = std::thread([this] {
+    if (trace::enabled()) trace::set_thread_name("gloo collectives");
+    loop();
+  });
+}
+
+GlooQueue::~GlooQueue() {
+  {
+    std::lock_guard lk(mutex_);
+    stop_ = true;
+  }
+  ready_.notify_all();
+  thread_.join();
+}
+
+void GlooQueue::push(WorkPtr work, std::function<void(uint32_t)> run, uint32_t tag) {
+  {
+    std::lock_guard lk(mutex_);
+    queue_.push_back(Task{std::move(work), std::move(run), tag});
+  }
+  ready_.notify_one();
+}
+
+void GlooQueue::loop() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock lk(mutex_);
+      ready_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (broken_) {
+      task.work->mark_done(broken_);
+      continue;
+    }
+    const auto start = Clock::now();
+    try {
+      NoGradGuard no_grad;  // staging copies are not part of any graph
+      const int64_t t0 = trace::enabled() ? trace::now_us() : -1;
+      task.run(task.tag);
+      if (t0 >= 0) trace::record(task.work->description(), "comm", t0, trace::now_us());
+      task.work->mark_done();
+    } catch (const std::exception& e) {
+      broken_ = failure(task, e, std::chrono::duration<double>(Clock::now() - start).count());
+      task.work->mark_done(broken_);
+    }
+  }
+}
+
+std::exception_ptr GlooQueue::failure(const Task& task, const std::exception& e,
+                                      double seconds) const {
+  std::string who;
+  if (departed_ranks_) {
+    // A dead peer's sockets close at once, but the store may see its connection close a moment
+    // after Gloo does: ask for up to a second.
+    for (int tries = 0; tries < 20 && who.empty(); ++tries) {
+      for (int64_t r : departed_ranks_())
+        if (r != rank_) who += (who.empty() ? "" : ", ") + std::to_string(r);
+      if (who.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  return std::make_exception_ptr(DistributedError(str(
+      "gloo ", task.work->description(), " failed after ", seconds, " s: ", e.what(),
+      who.empty() ? ""
+                  : "\n  rank " + who + (who.find(',') == std::string::npos ? " has" : " have") +
+                        " exited or crashed (its store connection closed)",
+      "\n  hint: the group cannot be used after a failed collective; restart the job")));
+}
+
+}  // namespace tandem::parallel

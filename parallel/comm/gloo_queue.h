@@ -1,0 +1,54 @@
+// parallel/comm/gloo_queue.h — Gloo's collectives in order, on one thread of their own. Gloo's
+// calls block, so a GlooCommunicator queues each collective here and hands the caller a Work at
+// once (DDP's backward keeps running while a bucket is reduced). Gloo reports a dead peer
+// (connection reset) or a timeout as a gloo::IoException; it becomes a DistributedError naming the
+// collective, its sequence number, the seconds it ran and, when the store knows, which rank died.
+// After a failure the mesh is broken: every later collective fails at once with the first error.
+#pragma once
+
+#include <tandem/parallel/comm/communicator.h>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tandem::parallel {
+
+class GlooQueue {
+ public:
+  /// Starts the thread (with SIGPIPE blocked: gloo_rendezvous.h). `departed_ranks`, if given,
+  /// names the ranks known to have died, for the error of a failed collective.
+  GlooQueue(int rank, std::function<std::vector<int64_t>()> departed_ranks);
+  /// Finishes the queued collectives, then stops the thread.
+  ~GlooQueue();
+  GlooQueue(const GlooQueue&) = delete;
+  GlooQueue& operator=(const GlooQueue&) = delete;
+
+  /// Runs run(tag) after the collectives queued before it, then completes `work` (with the
+  /// error, if it threw).
+  void push(WorkPtr work, std::function<void(uint32_t tag)> run, uint32_t tag);
+
+ private:
+  struct Task {
+    WorkPtr work;
+    std::function<void(uint32_t)> run;
+    uint32_t tag;
+  };
+  void loop();
+  std::exception_ptr failure(const Task& task, const std::exception& e, double seconds) const;
+
+  const int rank_;
+  const std::function<std::vector<int64_t>()> departed_ranks_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<Task> queue_;
+  bool stop_ = false;
+  std::exception_ptr broken_;  // the first failure; the mesh is unusable after it
+  std::thread thread_;
+};
+
+}  // namespace tandem::parallel
