@@ -31,12 +31,16 @@ void autograd::detail::add_to_grad(const Tensor& leaf, Tensor grad) {
   for (auto& hook : meta.post_accumulate_hooks.snapshot()) hook(leaf);
 }
 
-void autograd::detail::accumulate_grad(const Tensor& leaf, Tensor grad) {
+Tensor autograd::detail::leaf_hooks(const Tensor& leaf, Tensor grad) {
   for (auto& hook : autograd_meta(leaf).hooks.snapshot()) {
     Tensor replaced = hook(grad);
     if (replaced.defined()) grad = replaced;
   }
-  add_to_grad(leaf, std::move(grad));
+  return grad;
+}
+
+void autograd::detail::accumulate_grad(const Tensor& leaf, Tensor grad) {
+  add_to_grad(leaf, leaf_hooks(leaf, std::move(grad)));
 }
 
 }  // namespace tandem

@@ -46,7 +46,7 @@ void DeferredWeightGrads::run() {
     detail::run_as_backward_tail(
         [&] {
           NoGradGuard no_grad;  // as in backward: what is computed here is not part of any graph
-          for (; done < weights.size(); ++done) {
+          while (done < weights.size()) {
             const Weight& w = weights[done];
             // fn(cat(dy_i), cat(x_i)) = Σ_i fn(dy_i, x_i): one product over all the rows.
             std::vector<Tensor> dy, x;
@@ -59,8 +59,10 @@ void DeferredWeightGrads::run() {
             dy.clear();
             x.clear();
             const Tensor leaf = parts[w.parts[0]].leaf;
-            detail::accumulate_grad(leaf, w.fn(dys, xs));
+            Tensor grad = detail::leaf_hooks(leaf, w.fn(dys, xs));  // a throw here adds nothing
             for (size_t i : w.parts) parts[i] = Part{};  // this weight's rows are free now
+            ++done;  // added below: a post-accumulate hook that throws must not see it again
+            detail::add_to_grad(leaf, std::move(grad));
           }
         },
         callbacks_);

@@ -18,12 +18,13 @@
 //   w.run();  // every deferred dW into .grad, then the backward's callbacks
 //
 // What is deferred: the weight-gradient part of an op whose weight reaches the op as itself (a
-// leaf that requires grad: not autocast's cast of it). Everything else (biases, convolutions,
-// matmul, the other uses of a tied weight) is computed in backward as usual and accumulated then.
+// leaf that requires grad: not autocast's cast of it) and gets no other gradient in that backward
+// (a tied weight's would fire its hooks twice). Everything else (biases, convolutions, matmul,
+// tied weights) is computed in backward as usual and accumulated then.
 // The callbacks queued during the backward (queue_callback: DistributedDataParallel's
 // end-of-backward work) run at the end of run(), when every gradient is in; hooks that run()
-// fires may queue more. A run() that fails (a hook throws) keeps what it did not reach, callbacks
-// included, for another run().
+// fires may queue more. A run() that fails (a hook throws) keeps the weights whose gradients it
+// had not added yet, and the callbacks, for another run().
 #pragma once
 
 #include <tandem/autograd/node.h>
@@ -32,7 +33,7 @@
 
 namespace tandem::autograd {
 
-class DeferredWeightGrads {
+class [[nodiscard]] DeferredWeightGrads {
  public:
   /// One op's deferred part: fn(dy, operand) is the gradient of `leaf`.
   struct Part {

@@ -76,25 +76,28 @@ struct Registry {
 };
 Registry* g_registry = new Registry;
 
+// The sets locked across a fork, held so that none is destroyed with its mutex locked.
+auto* g_forking = new std::vector<std::shared_ptr<DeviceWorkers::State>>;
+
 void before_fork() {
   g_registry->mutex.lock();
   for (auto& weak : g_registry->sets)
-    if (auto s = weak.lock()) s->mutex.lock();
+    if (auto s = weak.lock()) g_forking->push_back(std::move(s));
+  for (auto& s : *g_forking) s->mutex.lock();
 }
 void after_fork_parent() {
-  for (auto& weak : g_registry->sets)
-    if (auto s = weak.lock()) s->mutex.unlock();
+  for (auto& s : *g_forking) s->mutex.unlock();
+  g_forking->clear();
   g_registry->mutex.unlock();
 }
 void after_fork_child() {
-  for (auto& weak : g_registry->sets) {
-    if (auto s = weak.lock()) {
-      // The threads do not exist here, and a queue's lock may be held by one of them: leak both.
-      for (auto& t : s->threads) new std::shared_ptr<WorkQueue>(std::move(t.queue));
-      s->threads.clear();
-      s->mutex.unlock();  // locked by this same thread in before_fork
-    }
+  for (auto& s : *g_forking) {
+    // The threads do not exist here, and a queue's lock may be held by one of them: leak both.
+    for (auto& t : s->threads) new std::shared_ptr<WorkQueue>(std::move(t.queue));
+    s->threads.clear();
+    s->mutex.unlock();  // locked by this same thread in before_fork
   }
+  g_forking->clear();
   g_registry->mutex.unlock();
 }
 [[maybe_unused]] const int g_atfork =
@@ -143,7 +146,8 @@ std::shared_ptr<WorkQueue> DeviceWorkers::queue(const WorkerKey& key) {
       if (job) job();  // jobs catch what they throw (run() below, the engine's evaluate)
     }
   });
-  pthread_setname_np(thread->native_handle(), ("tandem-" + label).substr(0, 15).c_str());
+  // Linux keeps 15 characters of a thread's name: "td-" leaves room for "bw-cuda:0", "pp-cpu:1/3".
+  pthread_setname_np(thread->native_handle(), ("td-" + label).substr(0, 15).c_str());
   state_->threads.push_back({key, queue, thread});
   return queue;
 }
@@ -153,8 +157,12 @@ bool DeviceWorkers::on_worker() const { return t_set == state_.get(); }
 void DeviceWorkers::run(const std::vector<WorkerKey>& keys, const std::function<void(size_t)>& fn,
                         const std::function<std::string(size_t)>& where) {
   auto located = [&](size_t k) {
-    return where ? detail::with_context(std::current_exception(), where(k))
-                 : std::current_exception();
+    if (!where) return std::current_exception();
+    try {
+      return detail::with_context(std::current_exception(), where(k));
+    } catch (...) {  // out of memory naming it: the error as it is
+      return std::current_exception();
+    }
   };
   if (on_worker()) {  // nested: this thread does every key's share itself
     for (size_t k = 0; k < keys.size(); ++k) {
@@ -179,8 +187,17 @@ void DeviceWorkers::run(const std::vector<WorkerKey>& keys, const std::function<
   // The threads compute side by side: each takes its share of the caller's intra-op threads (one
   // each for two on two cores) rather than all of them.
   const int share = std::max(1, intra_op_threads() / std::max(1, int(keys.size())));
-  for (size_t k = 0; k < keys.size(); ++k) {
-    queue(keys[k])->push([&fn, &state, &located, share, shared, k] {
+  // Every thread first (starting one may fail): once a job is queued, this frame must wait for it.
+  std::vector<std::shared_ptr<WorkQueue>> queues;
+  for (const WorkerKey& key : keys) queues.push_back(queue(key));
+  size_t pushed = 0;
+  auto wait_for = [&](size_t jobs) {
+    std::unique_lock lk(shared->mutex);
+    shared->left -= keys.size() - jobs;  // the jobs never queued
+    shared->done.wait(lk, [&] { return shared->left == 0; });
+  };
+  for (size_t k = 0; k < keys.size(); ++k, ++pushed) {
+    auto job = [&fn, &state, &located, share, shared, k] {
       std::exception_ptr error;
       try {
         ThreadLocalStateGuard guard(state);
@@ -192,12 +209,18 @@ void DeviceWorkers::run(const std::vector<WorkerKey>& keys, const std::function<
       std::lock_guard lk(shared->mutex);
       shared->errors[k] = std::move(error);
       if (--shared->left == 0) shared->done.notify_all();
-    });
+    };
+    try {
+      queues[k]->push(std::move(job));
+    } catch (...) {
+      wait_for(pushed);
+      throw;
+    }
   }
+  wait_for(keys.size());
   std::vector<std::exception_ptr> errors;
   {
-    std::unique_lock lk(shared->mutex);
-    shared->done.wait(lk, [&] { return shared->left == 0; });
+    std::lock_guard lk(shared->mutex);
     errors = std::move(shared->errors);  // the errors die here, on the caller's thread
   }
   for (const std::exception_ptr& e : errors)

@@ -64,7 +64,7 @@ struct WorkerKey {
 
 class DeviceWorkers {
  public:
-  /// Threads named "tandem-<role>-<device>[/<index>]" (top -H, gdb and the trace show them);
+  /// Threads named "td-<role>-<device>[/<index>]" (top -H, gdb and the trace show them);
   /// `on_start`, if given, runs first on each new thread (the engine's remembers the queue).
   explicit DeviceWorkers(
       std::string role,

@@ -62,13 +62,18 @@ void evaluate(std::shared_ptr<GraphTask> task, Node* node, InputBuffer& grad);
 // nodes, so the other thread starts at once instead of when this one runs out of work. The
 // order of the sums does not change with it (keep_parts, graph_task.h).
 void push_ready(const std::shared_ptr<GraphTask>& task, Node* node, InputBuffer grad) {
-  task->outstanding.fetch_add(1);
   auto queue =
       runs_on_caller(node->device) ? task->owner_queue : backward_workers().queue({node->device});
   const uint64_t handoff = task->hands_off.contains(node) ? uint64_t(1) << 63 : 0;
-  queue->push(
-      [task, node, grad = std::move(grad)]() mutable { evaluate(std::move(task), node, grad); },
-      node->sequence_nr | handoff);
+  task->outstanding.fetch_add(1);  // counted before it can run; uncounted if it never will
+  try {
+    queue->push(
+        [task, node, grad = std::move(grad)]() mutable { evaluate(std::move(task), node, grad); },
+        node->sequence_nr | handoff);
+  } catch (...) {
+    task->outstanding.fetch_sub(1);
+    throw;
+  }
 }
 
 // Hands input `edge` of `producer` its gradient; queues the consumer once it has them all.
@@ -118,17 +123,22 @@ void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
   for (size_t i = 0; i < need.size(); ++i) need[i] = node->next[i].node != nullptr;
   // defer_weight_grads: the op's weight-gradient part waits on the task when its weight is a leaf
   // (deferred_weight_grads.h); backward computes the rest.
+  // A leaf that gets other gradients in this backward too (a tied weight) is not: its hooks
+  // would fire once here and once in run().
   const WeightGrad& w = node->weight_grad;
   const bool defer = task->defer_weight_grads && w.fn && need[w.input] &&
-                     node->next[w.input].node->is_accumulator();
+                     node->next[w.input].node->is_accumulator() &&
+                     !task->shared_leaves.contains(node->next[w.input].node.get());
   if (defer) need[w.input] = false;
   dy = detail::contiguous(dy);
   const int64_t t0 = trace::enabled() ? trace::now_us() : -1;  // a span per op when tracing
   Grads grads = node->backward(dy, need, saved);
   if (defer) {
     std::lock_guard lk(task->mutex);
-    task->deferred.add(
-        {node->next[w.input].node->leaf, w.fn, dy, saved[w.saved], node->sequence_nr});
+    // dy as rows (its leading dims flattened), so that the parts of backward passes whose outputs
+    // differ in their leading dims still concatenate along dim 0.
+    task->deferred.add({node->next[w.input].node->leaf, w.fn, dy.reshape({-1, dy.size(-1)}),
+                        saved[w.saved], node->sequence_nr});
   }
   if (t0 >= 0)
     trace::record(str(node->name, " [", node->device, "]"), "backward", t0, trace::now_us());
@@ -192,55 +202,20 @@ void evaluate(std::shared_ptr<GraphTask> task, Node* node, InputBuffer& grad) {
 
 Device thread_of(const Node& n) { return runs_on_caller(n.device) ? Device::cpu(0) : n.device; }
 
-// Counts the gradients each node reachable from `root` will receive, whether the task's nodes run
-// on more than one thread, and which nodes hand gradients from one thread to another.
-void count_dependencies(GraphTask& task, Node* root) {
-  std::unordered_set<Device> threads, cpu_threads;
-  std::vector<Node*> stack{root};
-  task.dependencies[root] = 0;
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
-    const Device thread = thread_of(*n);
-    threads.insert(thread);
-    if (thread.is_cpu()) cpu_threads.insert(thread);
-    for (const Edge& e : n->next) {
-      if (!e.node) continue;
-      if (thread_of(*e.node) != thread) task.hands_off.insert(n);
-      if (task.dependencies[e.node.get()]++ == 0) stack.push_back(e.node.get());
-    }
-  }
-  task.keep_parts = threads.size() > 1;
-  task.cpu_threads = std::max<int>(1, int(cpu_threads.size()));
-}
+// Makes `task` the thread's task for the scope (queue_callback goes to its outermost).
+class CurrentTask {
+ public:
+  explicit CurrentTask(std::shared_ptr<GraphTask> task) : outer_(std::exchange(t_task, task)) {}
+  ~CurrentTask() { t_task = std::move(outer_); }
+  CurrentTask(const CurrentTask&) = delete;
+  CurrentTask& operator=(const CurrentTask&) = delete;
 
-// autograd::grad: marks the nodes that are captured or lead to a captured one, children first
-// (an explicit stack: graphs of thousands of nodes are deeper than the thread's stack).
-void mark_needed(GraphTask& task, Node* root) {
-  std::unordered_set<Node*> seen{root};
-  std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
-  while (!stack.empty()) {
-    Node* n = stack.back().first;
-    const size_t i = stack.back().second++;
-    if (i < n->next.size()) {
-      Node* child = n->next[i].node.get();
-      if (child && seen.insert(child).second) stack.emplace_back(child, 0);
-      continue;
-    }
-    bool need = task.capture.contains(n);
-    for (const Edge& e : n->next) need |= e.node && task.needed.contains(e.node.get());
-    if (need) task.needed.insert(n);
-    stack.pop_back();
-  }
-}
+ private:
+  std::shared_ptr<GraphTask> outer_;
+};
 
 void run_callbacks(const std::shared_ptr<GraphTask>& task) {
-  auto outer = std::exchange(t_task, task);  // a callback may queue more (run in order)
-  struct Restore {
-    std::shared_ptr<GraphTask>& slot;
-    std::shared_ptr<GraphTask> value;
-    ~Restore() { slot = std::move(value); }
-  } restore{t_task, std::move(outer)};
+  CurrentTask current(task);  // a callback may queue more (run in order)
   for (size_t i = 0;; ++i) {
     std::function<void()> fn;
     {
@@ -290,7 +265,7 @@ std::vector<Tensor> execute(const Tensor& root, const Tensor& grad_in, bool reta
   const std::shared_ptr<Node> start = gradient_node(root);
   const std::shared_ptr<WorkQueue> queue = local_queue();
   auto task = std::make_shared<GraphTask>(retain_graph, defer, queue, t_task);
-  count_dependencies(*task, start.get());
+  task->count_dependencies(start.get(), thread_of);
   std::vector<std::shared_ptr<Node>> targets;  // alive until the pass ends (a leaf's accumulator)
   if (inputs) {
     task->captured.resize(inputs->size());
@@ -301,7 +276,7 @@ std::vector<Tensor> execute(const Tensor& root, const Tensor& grad_in, bool reta
       targets.push_back(gradient_node(t));
       task->capture[targets.back().get()].push_back(k);
     }
-    mark_needed(*task, start.get());
+    task->mark_needed(start.get());
     if (!task->needed.contains(start.get())) return task->captured;  // none is reachable
   }
   // CPU nodes of several devices run at once on their threads: each takes its share of the
@@ -348,12 +323,7 @@ void autograd::detail::run_as_backward_tail(const std::function<void()>& fn,
                                             std::vector<std::function<void()>>& callbacks) {
   auto task = std::make_shared<GraphTask>(false, false, local_queue(), t_task);
   {
-    auto outer = std::exchange(t_task, task);  // so that fn's hooks may queue_callback
-    struct Restore {
-      std::shared_ptr<GraphTask>& slot;
-      std::shared_ptr<GraphTask> value;
-      ~Restore() { slot = std::move(value); }
-    } restore{t_task, std::move(outer)};
+    CurrentTask current(task);  // so that fn's hooks may queue_callback
     try {
       fn();
     } catch (...) {

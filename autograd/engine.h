@@ -25,7 +25,8 @@ struct BackwardOptions {
 /// run_backward with options; returns what it deferred (nothing unless defer_weight_grads). The
 /// callbacks queued during it run when every gradient is in: at its end, or at the end of the
 /// returned parts' run() if it deferred any.
-DeferredWeightGrads backward(const Tensor& output, const BackwardOptions& options = {});
+[[nodiscard]] DeferredWeightGrads backward(const Tensor& output,
+                                           const BackwardOptions& options = {});
 
 struct GradOptions {
   Tensor grad_output;         // d(loss)/d(output); default: ones for a one-element output
@@ -43,7 +44,9 @@ namespace detail {
 /// lock (.grad = grad when it has none), then its post-accumulate hooks. For a gradient computed
 /// after its backward pass (DeferredWeightGrads::run).
 void accumulate_grad(const Tensor& leaf, Tensor grad);
-/// The same without the leaf's hooks (backward has run them already).
+/// The leaf's hooks on a gradient for it (each may replace it), as backward runs them.
+Tensor leaf_hooks(const Tensor& leaf, Tensor grad);
+/// .grad += grad and the post-accumulate hooks, without the leaf's hooks (run before).
 void add_to_grad(const Tensor& leaf, Tensor grad);
 /// Runs fn as the end of a backward pass: hooks it fires may queue_callback(), and when fn
 /// returns, `callbacks` and those run, in order (inside another backward they go to that one's

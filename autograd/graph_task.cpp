@@ -1,4 +1,5 @@
-// autograd/graph_task.cpp — summing the gradients that flow into a node.
+// autograd/graph_task.cpp — summing the gradients that flow into a node, and the walks over the
+// graph that a task makes before it runs.
 #include <tandem/autograd/graph_task.h>
 #include <tandem/core/kernels/kernels.h>
 #include <algorithm>
@@ -33,6 +34,49 @@ Tensor InputBuffer::take() {
   for (size_t i = 1; i < parts_.size(); ++i) sum = sum_grads(sum, parts_[i].grad);
   parts_.clear();
   return sum;
+}
+
+void GraphTask::count_dependencies(Node* root, Device (*thread_of)(const Node&)) {
+  std::unordered_set<Device> threads, cpus;
+  std::vector<Node*> stack{root};
+  dependencies[root] = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    const Device thread = thread_of(*n);
+    threads.insert(thread);
+    if (thread.is_cpu()) cpus.insert(thread);
+    for (const Edge& e : n->next) {
+      if (!e.node) continue;
+      if (thread_of(*e.node) != thread) hands_off.insert(n);
+      if (dependencies[e.node.get()]++ == 0) stack.push_back(e.node.get());
+    }
+  }
+  keep_parts = threads.size() > 1;
+  cpu_threads = std::max<int>(1, int(cpus.size()));
+  if (defer_weight_grads)
+    for (const auto& [n, count] : dependencies)
+      if (count > 1 && n->is_accumulator()) shared_leaves.insert(n);
+}
+
+// Children first, with an explicit stack: graphs of thousands of nodes are deeper than the
+// thread's stack.
+void GraphTask::mark_needed(Node* root) {
+  std::unordered_set<Node*> seen{root};
+  std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
+  while (!stack.empty()) {
+    Node* n = stack.back().first;
+    const size_t i = stack.back().second++;
+    if (i < n->next.size()) {
+      Node* child = n->next[i].node.get();
+      if (child && seen.insert(child).second) stack.emplace_back(child, 0);
+      continue;
+    }
+    bool need = capture.contains(n);
+    for (const Edge& e : n->next) need |= e.node && needed.contains(e.node.get());
+    if (need) needed.insert(n);
+    stack.pop_back();
+  }
 }
 
 }  // namespace tandem

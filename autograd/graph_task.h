@@ -24,7 +24,7 @@ namespace tandem {
 class WorkQueue;
 
 /// The gradients flowing into one node. With one thread they are summed as they arrive, which is
-/// in decreasing order of their producers' sequence numbers (the ready queue runs the latest
+/// in decreasing order of their producers' sequence numbers (each thread's queue runs the latest
 /// node first, and a producer is always later than what it feeds). With several threads the
 /// arrival order depends on timing, so the parts are kept and summed in that same order when the
 /// node is complete: two runs, or one device and four, give the same bits.
@@ -64,7 +64,8 @@ struct GraphTask {
   bool keep_parts = false;  // nodes run on several threads: sum gradients in a fixed order
   int cpu_threads = 1;      // the threads that run this task's CPU nodes (caller, cpu:N workers)
   int intra_op_share = 0;   // with several: each one's cap on intra-op threads (0: none)
-  std::unordered_set<Node*> hands_off;  // nodes whose gradients go to another thread: run first
+  std::unordered_set<Node*> hands_off;      // nodes whose gradients go to another thread: run first
+  std::unordered_set<Node*> shared_leaves;  // defer_weight_grads: accumulators of 2+ gradients
 
   // autograd::grad: the nodes whose incoming gradient is the answer (the inputs' accumulators or
   // grad_fns, each with its indices in `captured`) and the nodes that lead to one of them; only
@@ -82,6 +83,13 @@ struct GraphTask {
 
   std::atomic<int> outstanding{0};  // nodes queued or running
   std::atomic<bool> failed{false};
+
+  /// Counts the gradients each node reachable from `root` will receive, whether the nodes run on
+  /// more than one thread (thread_of(node) says which), which nodes hand gradients from one thread
+  /// to another, and with defer_weight_grads which leaves get more than one gradient.
+  void count_dependencies(Node* root, Device (*thread_of)(const Node&));
+  /// autograd::grad: marks the nodes that are captured or lead to a captured one.
+  void mark_needed(Node* root);
 
   /// Keeps the first error; later ones (consequences of the first) are dropped.
   void fail(std::exception_ptr e) {

@@ -24,9 +24,10 @@ using PostAccumulateHook = std::function<void(const Tensor& leaf)>;
 
 /// The weight-gradient part of an op (the "W" of zero-bubble pipelines), recorded beside its
 /// backward: fn(dy, operand) is the gradient of the op's input `input`, from the gradient of its
-/// output and its saved tensor `saved`. fn must be additive over dim 0: for dy and operand
-/// concatenated along dim 0 it gives the sum of what it gives for the parts, so the parts that
-/// several backward passes put off can be computed in one call (deferred_weight_grads.h).
+/// output as rows (its leading dims flattened: [n, last]) and its saved tensor `saved`. fn must be
+/// additive over dim 0: for dy and operand concatenated along dim 0 it gives the sum of what it
+/// gives for the parts, so the parts that several backward passes put off can be computed in one
+/// call (deferred_weight_grads.h).
 using WeightGradFn = Tensor (*)(const Tensor& dy, const Tensor& operand);
 struct WeightGrad {
   size_t input = 0;

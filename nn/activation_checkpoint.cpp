@@ -173,6 +173,7 @@ Checkpointed::Checkpointed(AnyModule module, ActivationCheckpointOptions options
 }
 
 Tensor Checkpointed::forward(const Tensor& x) {
+  if (!GradMode::is_enabled()) return module_.forward(x);  // no graph: nothing to keep or redo
   // The recompute runs in backward, perhaps after this module (a replica's copy) is gone: the
   // function holds the module object itself.
   return activation_checkpoint(

@@ -9,7 +9,9 @@
 // torch.utils.checkpoint: there is no inner backward, so it works with partial backward, inputs
 // that do not require grad, DDP's gradient hooks (each fires once) and nesting.
 //
-//   Tensor h = nn::activation_checkpoint([&](const Tensor& v) { return block(v); }, x);
+//   auto block = std::make_shared<nn::Sequential>(...);  // fn runs again in backward, so it
+//   Tensor h = nn::activation_checkpoint(                 // holds the block by shared_ptr
+//       [block](const Tensor& v) { return (*block)(v); }, x);
 //   Tensor y = nn::checkpoint_sequential(layers, 6, x);  // √n segments for n layers
 //   nn::Sequential net{{"block1", nn::Checkpointed(block1)}, {"head", head}};  // as a module
 //

@@ -19,6 +19,7 @@
 #include <tandem/nn/module.h>
 #include <concepts>
 #include <memory>
+#include <typeinfo>
 #include <utility>
 
 namespace tandem::nn {
@@ -32,13 +33,20 @@ class AnyModule {
   requires std::derived_from<M, Module> AnyModule(M module)
       : AnyModule(std::make_shared<M>(std::move(module))) {}
 
-  /// Refers to `*module`, which it keeps alive.
+  /// Refers to `*module`, which it keeps alive. The pointer's type must be the module's own
+  /// (ValueError otherwise): a copy made as a base class would lose the rest.
   template <typename M>
   requires std::derived_from<M, Module> AnyModule(std::shared_ptr<M> module)
       : module_(std::move(module)), copy_([](const Module& m) -> std::shared_ptr<Module> {
           return std::make_shared<M>(static_cast<const M&>(m));
         }) {
-    if constexpr (requires(M & m, const Tensor& x) { m.forward(x); })
+    TD_CHECK_VALUE(module_ != nullptr, "AnyModule: the module is null");
+    TD_CHECK_VALUE(typeid(*module_) == typeid(M), "AnyModule: a ", module_->type_name(),
+                   " held through a pointer to a base class; give it as its own type (copies "
+                   "are made as the pointer's type)");
+    if constexpr (requires(M & m, const Tensor& x) {
+                    { m.forward(x) } -> std::convertible_to<Tensor>;
+                  })
       forward_ = [](Module& m, const Tensor& x) -> Tensor { return static_cast<M&>(m).forward(x); };
   }
 

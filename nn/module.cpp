@@ -92,8 +92,13 @@ StateDict Module::named_buffers() {
 
 StateDict Module::state_dict() {
   StateDict out;
+  std::set<std::string> seen;
   for_each_tensor(*this, [&](const std::string& n, Tensor& t, bool) {
-    if (t.defined()) out.emplace_back(n, t);
+    if (!t.defined()) return;
+    // Two tensors under one name (a module beside a transparent child with the same names) would
+    // save one and load it into both.
+    TD_CHECK_VALUE(seen.insert(n).second, type_name(), ": two tensors are called \"", n, "\"");
+    out.emplace_back(n, t);
   });
   return out;
 }

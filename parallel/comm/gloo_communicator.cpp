@@ -24,9 +24,16 @@ using namespace gloo_detail;  // by_dtype, reduce_fn, classic_fn, divide
 
 // A host tensor holding `t`'s values (t itself when it is on the CPU): Gloo reads and writes host
 // memory only.
+// Afterwards the result is t's; a CPU tensor Gloo wrote into directly gets a new version, as
+// any in-place write does (what remembers t's contents by version, the CPU GEMM's packed
+// weights, then knows they changed: DDP broadcasts its parameters so).
 Tensor staged(const Tensor& t) { return t.device().is_cpu() ? t : t.to(Device::cpu()); }
 void unstage(Tensor& t, const Tensor& host) {
-  if (!t.device().is_cpu()) t.copy_(host);
+  if (t.device().is_cpu()) {
+    ::tandem::detail::bump_version(t);
+  } else {
+    t.copy_(host);
+  }
 }
 
 }  // namespace

@@ -83,8 +83,8 @@ TEST(DeferredWeightGrads, APlainBackwardDefersNothing) {
 }
 
 TEST(DeferredWeightGrads, ATiedWeightKeepsItsOtherGradients) {
-  // w1 feeds a Linear (deferred) and an L2 term (computed in backward): both parts must arrive,
-  // the second at backward, the first at run().
+  // w1 feeds a Linear and an L2 term: a weight with two gradients in one backward is not deferred
+  // (its hooks would fire in backward and again in run()); w2 is.
   auto loss = [](const TwoLayers& m, const Tensor& x) {
     return m.loss(x) + (m.w1 * m.w1).sum() * 0.01;
   };
@@ -94,7 +94,8 @@ TEST(DeferredWeightGrads, ATiedWeightKeepsItsOtherGradients) {
   std::vector<Tensor> ls;
   for (const Tensor& x : micro_batches()) ls.push_back(loss(m, x));
   autograd::DeferredWeightGrads deferred = deferred_backward(ls);
-  EXPECT_TRUE(m.w1.grad().defined());  // the L2 part, accumulated in backward
+  EXPECT_TRUE(m.w1.grad().defined());  // all of it, in backward
+  EXPECT_EQ(deferred.size(), 3u);      // w2's, once per backward
   deferred.run();
   EXPECT_TRUE(tandem::testing::all_close(m.w1.grad(), expected_model.w1.grad(), 1e-12, 1e-12));
   EXPECT_TRUE(tandem::testing::all_close(m.w2.grad(), expected_model.w2.grad(), 1e-12, 1e-12));
@@ -162,6 +163,40 @@ TEST(DeferredWeightGrads, CallbacksWaitUntilEveryGradientIsIn) {
   EXPECT_EQ(events, (std::vector<std::string>{"b1", "w1", "end of backward"}));
 }
 
+// A post-accumulate hook that throws comes after the gradient was added: another run() must not
+// add it again.
+TEST(DeferredWeightGrads, AHookThatThrowsAfterTheAddDoesNotAddTwice) {
+  TwoLayers m;
+  bool fail = true;
+  m.w2.register_post_accumulate_grad_hook([&](const Tensor&) {
+    if (fail) throw ValueError("post hook refused");
+  });
+  autograd::DeferredWeightGrads deferred = deferred_backward(losses(m));
+  EXPECT_THROW(deferred.run(), ValueError);
+  fail = false;
+  deferred.run();
+  const std::vector<Tensor> expected = grads_without_deferral();
+  EXPECT_TRUE(tandem::testing::all_close(m.w2.grad(), expected[2], 1e-12, 1e-12));
+  EXPECT_TRUE(tandem::testing::all_close(m.w1.grad(), expected[0], 1e-12, 1e-12));
+}
+
+// Backward passes whose outputs differ in their leading dims ([2, 3, 5] and [4, 5]): the parts
+// are rows, so they still make one product.
+TEST(DeferredWeightGrads, PassesOfDifferentLeadingDimsMakeOneProduct) {
+  manual_seed(7);
+  const TensorOptions o{.dtype = kFloat64};
+  const Tensor w = randn({4, 5}, o).requires_grad_();
+  const Tensor a = randn({2, 3, 5}, o), b = randn({4, 5}, o);
+  autograd::DeferredWeightGrads deferred;
+  deferred.append(autograd::backward(linear(a, w, Tensor()).sum(), {.defer_weight_grads = true}));
+  deferred.append(autograd::backward(linear(b, w, Tensor()).sum(), {.defer_weight_grads = true}));
+  ASSERT_EQ(deferred.size(), 2u);
+  deferred.run();
+  // d/dW of the sum of x·Wᵀ over every row x: the column sums of all the rows.
+  const Tensor expected = (a.reshape({6, 5}).sum({0}) + b.sum({0})).unsqueeze(0).expand({4, 5});
+  EXPECT_TRUE(tandem::testing::all_close(w.grad(), expected, 1e-12, 1e-12));
+}
+
 TEST(DeferredWeightGrads, AFailedRunKeepsWhatItDidNotReach) {
   TwoLayers m;
   bool fail = true;
@@ -192,7 +227,7 @@ TEST(DeferredWeightGrads, AForgottenGradientIsAnErrorInEveryMode) {
   for (bool defer : {false, true}) {
     const Tensor loss = forgetful(x, w).sum();
     const std::string msg = tandem::testing::error_message<Error>(
-        [&] { autograd::backward(loss, {.defer_weight_grads = defer}); });
+        [&] { (void)autograd::backward(loss, {.defer_weight_grads = defer}); });
     EXPECT_THAT(msg, ::testing::HasSubstr("forgetful")) << "defer " << defer;
     EXPECT_THAT(msg, ::testing::HasSubstr("gave no gradient")) << "defer " << defer;
   }

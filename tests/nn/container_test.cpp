@@ -87,6 +87,32 @@ TEST(AnyModule, CopiesAreNewModulesWithTheSameTensorsAndSharedHandlesAreTheSame)
               HasSubstr("NoForward has no forward(const Tensor&)"));
 }
 
+// A module held through a pointer to its base class would be copied as the base: refused.
+TEST(AnyModule, AModuleHeldAsItsBaseClassIsRefused) {
+  struct Wider : nn::Sequential {
+    nn::Linear extra{2, 2};
+  };
+  std::shared_ptr<nn::Sequential> base = std::make_shared<Wider>();
+  EXPECT_THAT(error_message<ValueError>([&] { nn::AnyModule a(base); }),
+              HasSubstr("held through a pointer to a base class"));
+}
+
+// Two tensors under one name (own parameters beside a transparent child's) would save one and
+// load it into both: state_dict refuses.
+TEST(Module, TwoTensorsUnderOneNameAreAnError) {
+  struct Clash : nn::Module {
+    Tensor weight = zeros({2});
+    nn::Linear inner{2, 2};
+    void visit(nn::Visitor& v) override {
+      v("weight", weight);
+      v("", inner);
+    }
+  };
+  Clash c;
+  EXPECT_THAT(error_message<ValueError>([&] { c.state_dict(); }),
+              HasSubstr("two tensors are called \"weight\""));
+}
+
 // The same model with and without Checkpointed blocks, from the same seed.
 nn::Sequential model(bool checkpointed) {
   manual_seed(1);

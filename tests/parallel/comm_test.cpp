@@ -202,6 +202,19 @@ TEST(Collectives, RejectNonContiguousAndMismatchedTensors) {
 
 // Gloo's writes to a dead peer raise SIGPIPE; the communicator blocks it on the threads that
 // write instead of changing the process's handling (which belongs to the program).
+// A collective writes into its CPU tensors in place: it bumps their version, as every in-place
+// write does, so that what remembers a tensor by version (the CPU GEMM's packed weights) sees it.
+TEST(Collectives, WritingATensorBumpsItsVersion) {
+  auto store = std::make_shared<HashStore>();
+  GlooCommunicator comm(store, 0, 1, {.timeout = 10s});
+  Tensor t = ones({4});
+  for (int i = 0; i < 2; ++i) {
+    const uint64_t before = t.version();
+    (i == 0 ? comm.all_reduce(t) : comm.broadcast(t, 0))->wait();
+    EXPECT_GT(t.version(), before) << (i == 0 ? "all_reduce" : "broadcast");
+  }
+}
+
 TEST(Collectives, ACommunicatorLeavesTheProcesssSigpipeHandlingAlone) {
   struct sigaction before {
   }, after{};

@@ -10,9 +10,10 @@
 //   ones (a pipeline's 64-row micro-batch against a 2048×2048 weight: 0.76 of sgemm's time; a full
 //   512-row batch: 0.90; bench/gemm_bench). Elsewhere (AVX2 only: oneDNN's gemm:jit, slower than
 //   OpenBLAS) and for small products, where a call's fixed cost shows, OpenBLAS runs.
-// cpu_gemm_path() says which, for `tandem devices`. A plain right-hand operand met a third time
-// unchanged (a pipeline step's weights) is handed to oneDNN packed in its own layout, from a cache
-// only this file uses (weight_cache.h).
+// cpu_gemm_path() says which, for `tandem devices`. A plain right-hand operand met again
+// unchanged (a pipeline step's weights: the third time, or the second when it was met three times
+// before its last change) is handed to oneDNN packed in its own layout, from a cache only this
+// file uses (weight_cache.h).
 //
 // Threads: as for sgemm (gemm_util.h), the pool owns them. oneDNN runs on OpenMP here, whose
 // workers spin after each call and would fight the pool on 2 cores; so every call is made with one

@@ -31,7 +31,7 @@ struct Cache {
     uint64_t version;
     int uses, uses_before;  // at this version, and at the one before
     uint64_t last_use;      // the cache's clock at the last lookup: least recently used go first
-    Copy packed;            // null until the third use
+    Copy packed;            // null until the use that packs it (the third, or the second)
   };
   std::mutex mutex;
   std::vector<Entry> entries;
@@ -39,6 +39,7 @@ struct Cache {
   size_t bytes = 0;         // of the copies, spare ones included
   int64_t packs = 0;
   uint64_t clock = 0;
+  uint64_t generation = 0;  // clear_weight_cache's count: a copy made before a clear is dropped
 
   Entry* find(const Tensor& b) {
     const Storage* s = b.impl().storage.get();
@@ -138,6 +139,7 @@ void clear_weight_cache() {
   c.spare.clear();
   c.bytes = 0;
   c.packs = 0;
+  ++c.generation;
 }
 
 std::shared_ptr<dnnl::memory> cached_weight(const Tensor& b, const dnnl::memory& plain,
@@ -145,8 +147,10 @@ std::shared_ptr<dnnl::memory> cached_weight(const Tensor& b, const dnnl::memory&
   Cache& s = cache();
   const uint64_t version = b.version();
   Copy copy;
+  uint64_t generation;
   {
     std::lock_guard lk(s.mutex);
+    generation = s.generation;
     const uint64_t now = ++s.clock;
     Cache::Entry* e = s.find(b);
     if (!e) {  // the first use: count it, read it as it is
@@ -175,10 +179,11 @@ std::shared_ptr<dnnl::memory> cached_weight(const Tensor& b, const dnnl::memory&
     dnnl::reorder(from, *copy).execute(onednn_stream(), from, *copy);
   } catch (...) {
     std::lock_guard lk(s.mutex);
-    s.spare.push_back(std::move(copy));  // its memory stays counted and reusable
+    if (s.generation == generation) s.spare.push_back(std::move(copy));  // counted, reusable
     throw;
   }
   std::lock_guard lk(s.mutex);
+  if (s.generation != generation) return copy;  // cleared meanwhile: used this once, uncounted
   Cache::Entry* e = s.find(b);
   if (e && e->version == version && !e->packed) {
     e->packed = copy;

@@ -20,10 +20,11 @@
 //
 // The version counter is the whole guard: a write through a raw pointer that does not bump it
 // would leave a stale copy. Kernels only write their outputs, which are fresh tensors; in-place
-// ops and optimizers bump the version (core/tensor.h). Copies are oneDNN's memory, outside
-// Tandem's device statistics, at most kWeightCacheBytes in all (least recently used go first);
-// a packed product is the same bits as the plain one (tests/core/weight_cache_test.cpp).
-// TANDEM_PACK_WEIGHTS=0 turns the cache off (read at the first product).
+// ops, optimizers and collectives (a DDP broadcast of the parameters) bump the version. Copies are
+// oneDNN's memory, outside Tandem's device statistics, at most kWeightCacheBytes in all (least
+// recently used go first); a packed product is the same bits as the plain one
+// (tests/core/weight_cache_test.cpp). TANDEM_PACK_WEIGHTS=0 turns the cache off (read at the first
+// product).
 #pragma once
 
 #include <cstddef>
