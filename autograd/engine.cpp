@@ -56,14 +56,20 @@ bool runs_on_caller(Device d) {
 
 void evaluate(std::shared_ptr<GraphTask> task, Node* node, InputBuffer& grad);
 
+// The thread a node runs on: the caller's (as cpu:0) or its device's backward worker.
+Device thread_of(const Node& n) { return runs_on_caller(n.device) ? Device::cpu(0) : n.device; }
+
 // Queues `node` on its device's thread, latest-recorded first: within one device the nodes of a
 // task run as on one thread. One exception, in a task spread over several threads: a node whose
 // gradients go to another thread (a copy between devices) runs before its own thread's other
 // nodes, so the other thread starts at once instead of when this one runs out of work. The
 // order of the sums does not change with it (keep_parts, graph_task.h).
 void push_ready(const std::shared_ptr<GraphTask>& task, Node* node, InputBuffer grad) {
-  auto queue =
-      runs_on_caller(node->device) ? task->owner_queue : backward_workers().queue({node->device});
+  // The task found its threads' queues before it started: no lock here, per node.
+  const auto known = task->queues.find(thread_of(*node));
+  auto queue = known != task->queues.end()    ? known->second
+               : runs_on_caller(node->device) ? task->owner_queue
+                                              : backward_workers().queue({node->device});
   const uint64_t handoff = task->hands_off.contains(node) ? uint64_t(1) << 63 : 0;
   task->outstanding.fetch_add(1);  // counted before it can run; uncounted if it never will
   try {
@@ -200,8 +206,6 @@ void evaluate(std::shared_ptr<GraphTask> task, Node* node, InputBuffer& grad) {
   if (counted->outstanding.fetch_sub(1) == 1) owner->wake();
 }
 
-Device thread_of(const Node& n) { return runs_on_caller(n.device) ? Device::cpu(0) : n.device; }
-
 // Makes `task` the thread's task for the scope (queue_callback goes to its outermost).
 class CurrentTask {
  public:
@@ -266,6 +270,8 @@ std::vector<Tensor> execute(const Tensor& root, const Tensor& grad_in, bool reta
   const std::shared_ptr<WorkQueue> queue = local_queue();
   auto task = std::make_shared<GraphTask>(retain_graph, defer, queue, t_task);
   task->count_dependencies(start.get(), thread_of);
+  for (const Device& d : task->threads)
+    task->queues[d] = d == Device::cpu(0) ? queue : backward_workers().queue({d});
   std::vector<std::shared_ptr<Node>> targets;  // alive until the pass ends (a leaf's accumulator)
   if (inputs) {
     task->captured.resize(inputs->size());

@@ -54,6 +54,7 @@ void GraphTask::count_dependencies(Node* root, Device (*thread_of)(const Node&))
   }
   keep_parts = threads.size() > 1;
   cpu_threads = std::max<int>(1, int(cpus.size()));
+  this->threads.assign(threads.begin(), threads.end());
   if (defer_weight_grads)
     for (const auto& [n, count] : dependencies)
       if (count > 1 && n->is_accumulator()) shared_leaves.insert(n);

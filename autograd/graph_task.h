@@ -66,6 +66,8 @@ struct GraphTask {
   int intra_op_share = 0;   // with several: each one's cap on intra-op threads (0: none)
   std::unordered_set<Node*> hands_off;      // nodes whose gradients go to another thread: run first
   std::unordered_set<Node*> shared_leaves;  // defer_weight_grads: accumulators of 2+ gradients
+  std::vector<Device> threads;              // the threads its nodes run on (cpu:0: the caller)
+  std::unordered_map<Device, std::shared_ptr<WorkQueue>> queues;  // each thread's queue
 
   // autograd::grad: the nodes whose incoming gradient is the answer (the inputs' accumulators or
   // grad_fns, each with its indices in `captured`) and the nodes that lead to one of them; only
