@@ -14,10 +14,14 @@ struct ReLU : Module {
 };
 
 struct GELU : Module {
-  Tensor forward(const Tensor& x) const { return gelu(x); }
+  explicit GELU(GeluApproximate approximate = GeluApproximate::None) : approximate(approximate) {}
+  GeluApproximate approximate;  // Tanh: GPT-2's form
+  Tensor forward(const Tensor& x) const { return gelu(x, approximate); }
   Tensor operator()(const Tensor& x) const { return forward(x); }
   void visit(Visitor&) override {}
-  std::string extra_repr() const override { return "approximate='none'"; }
+  std::string extra_repr() const override {
+    return approximate == GeluApproximate::Tanh ? "approximate='tanh'" : "approximate='none'";
+  }
 };
 
 struct Tanh : Module {

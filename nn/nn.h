@@ -7,7 +7,9 @@
 #include <tandem/nn/container.h>
 #include <tandem/nn/conv.h>
 #include <tandem/nn/dropout.h>
+#include <tandem/nn/embedding.h>
 #include <tandem/nn/init.h>
+#include <tandem/nn/layer_norm.h>
 #include <tandem/nn/linear.h>
 #include <tandem/nn/loss.h>
 #include <tandem/nn/module.h>

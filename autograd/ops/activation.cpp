@@ -43,14 +43,20 @@ Tensor tanh(const Tensor& x) {
                 });
 }
 
-// gelu(x) = x·Φ(x)           dx = dy · (Φ(x) + x·φ(x))
-Tensor gelu(const Tensor& x) {
-  check_floating("gelu", "input", x);
-  Tensor y = raw::unary(UnaryOp::Gelu, x);
-  return record("gelu", y, {x}, {{"self", x}},
-                [](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
+// gelu(x) = x·Φ(x)                          dx = dy · (Φ(x) + x·φ(x))
+// tanh form: x/2·(1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³)
+//                                            dx = dy · (½(1 + t) + ½x(1 − t²)·u'),  t = tanh(u)
+Tensor gelu(const Tensor& x, GeluApproximate approximate) {
+  const bool tanh_form = approximate == GeluApproximate::Tanh;
+  const char* name = tanh_form ? "gelu_tanh" : "gelu";
+  check_floating(name, "input", x);
+  Tensor y = raw::unary(tanh_form ? UnaryOp::GeluTanh : UnaryOp::Gelu, x);
+  return record(name, y, {x}, {{"self", x}},
+                [tanh_form](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
                   Tensor dx = empty_like(dy);
-                  kernels(dy.device()).gelu_backward(detail::contiguous(s[0]), dy, dx);
+                  const Kernels& k = kernels(dy.device());
+                  (tanh_form ? k.gelu_tanh_backward : k.gelu_backward)(detail::contiguous(s[0]), dy,
+                                                                       dx);
                   return {dx};
                 });
 }

@@ -16,6 +16,15 @@ Tensor max_pool2d(const Tensor& x, const Pool2dParams& params);
 Tensor relu_max_pool2d(const Tensor& x, const Pool2dParams& params);
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& params);
 
+// norm.cpp: x [..., *normalized_shape]; weight and bias normalized_shape, or undefined (no
+// affine). Statistics in float32 for 16-bit x; under autocast, float32 throughout.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+
+// embedding.cpp: weight [V, D], ids int64 of any shape -> [..., D]. padding_idx's row gets no
+// gradient (−1: none). An id outside [0, V) is an IndexError naming the id, its position and V.
+Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx = -1);
+
 enum class Reduction { Mean, Sum, None };
 
 struct ClassLossOptions {

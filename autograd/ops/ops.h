@@ -40,7 +40,9 @@ Tensor operator-(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
-Tensor gelu(const Tensor& x);  // exact (erf) form, PyTorch's default
+/// GELU's two forms: the exact x·Φ(x) (PyTorch's default) and GPT-2's tanh approximation.
+enum class GeluApproximate { None, Tanh };
+Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);
 
 // compare.cpp: bool results, no gradient; where() is differentiable in a and b
 Tensor eq(const Tensor& a, const Tensor& b);

@@ -28,7 +28,7 @@ const Kernels& kernels(Device device) {
 
 const char* name(UnaryOp op) {
   constexpr const char* names[] = {"neg",  "exp",     "log",  "sqrt", "abs",
-                                   "relu", "sigmoid", "tanh", "gelu"};
+                                   "relu", "sigmoid", "tanh", "gelu", "gelu_tanh"};
   return names[int(op)];
 }
 const char* name(BinaryOp op) {

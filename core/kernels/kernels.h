@@ -12,7 +12,8 @@
 
 namespace tandem {
 
-enum class UnaryOp : int8_t { Neg, Exp, Log, Sqrt, Abs, Relu, Sigmoid, Tanh, Gelu };
+// Gelu is the exact (erf) form; GeluTanh GPT-2's tanh approximation.
+enum class UnaryOp : int8_t { Neg, Exp, Log, Sqrt, Abs, Relu, Sigmoid, Tanh, Gelu, GeluTanh };
 enum class BinaryOp : int8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum };
 enum class CompareOp : int8_t { Eq, Ne, Lt, Le, Gt, Ge };
 
@@ -39,6 +40,7 @@ struct Kernels {
   void (*sigmoid_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);
   void (*tanh_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);
   void (*gelu_backward)(const Tensor& x, const Tensor& dy, Tensor& dx);
+  void (*gelu_tanh_backward)(const Tensor& x, const Tensor& dy, Tensor& dx);
   // inplace.{cpp,cu}: optimizer updates of a contiguous `self`
   void (*add_scaled)(Tensor& self, const Tensor& x, double alpha);                // self += α·x
   void (*addcmul)(Tensor& self, const Tensor& a, const Tensor& b, double value);  // self += v·a·b
@@ -80,6 +82,21 @@ struct Kernels {
                            const ClassLossParams& p);
   void (*nll_loss_backward)(const Tensor& target, const Tensor& dloss, Tensor& dlog_probs,
                             const ClassLossParams& p);
+  // norm.{cpp,cu}: layer norm over the last dim of a contiguous x [M, K], in one pass per row:
+  // y = (x − mean)·rstd·w + b with rstd = 1/√(var + eps), saving mean and rstd [M] (llm.c's
+  // layout). w and b [K] may be undefined (no affine). Backward writes dx, and dw and db when they
+  // are defined (sums over the rows, in a fixed order).
+  void (*layer_norm_forward)(const Tensor& x, const Tensor& w, const Tensor& b, double eps,
+                             Tensor& y, Tensor& mean, Tensor& rstd);
+  void (*layer_norm_backward)(const Tensor& x, const Tensor& w, const Tensor& mean,
+                              const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dw,
+                              Tensor& db);
+  // embedding.{cpp,cu}: out [N, D] = weight[ids], ids int64 [N]; an id outside [0, V) is an
+  // IndexError naming the id, its position and V. Backward: dweight [V, D] = Σ dy rows by id (in
+  // position order), padding_idx's row left at zero (−1: none).
+  void (*embedding_forward)(const Tensor& weight, const Tensor& ids, Tensor& out);
+  void (*embedding_backward)(const Tensor& ids, const Tensor& dy, Tensor& dweight,
+                             int64_t padding_idx);
   // optim.{cpp,cu}: fused parameter updates on contiguous tensors of one shape
   void (*sgd_step)(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdParams& p);
   void (*adam_step)(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,

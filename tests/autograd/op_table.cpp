@@ -60,6 +60,7 @@ std::vector<OpCase> core_rows() {
       {"sigmoid", {{4, 5}}, [](V x) { return x[0].sigmoid(); }},
       {"tanh", {{4, 5}}, [](V x) { return x[0].tanh(); }},
       {"gelu", {{4, 5}}, [](V x) { return x[0].gelu(); }},
+      {"gelu_tanh", {{4, 5}}, [](V x) { return gelu(x[0], GeluApproximate::Tanh); }},
       {"relu_of_transposed", {{3, 4}}, [](V x) { return x[0].t().relu(); }, Inputs::AwayFromZero},
       // selection
       {"where",

@@ -1,5 +1,6 @@
 // tests/autograd/op_table_layers.cpp — op-table rows for the layer ops: linear, convolution
-// (stride, padding, dilation, groups), pooling, the losses, batch norm and dropout.
+// (stride, padding, dilation, groups), pooling, the losses, batch norm, dropout, layer norm and
+// embedding.
 #include "autograd/op_table.h"
 
 namespace tandem::testing {
@@ -11,6 +12,10 @@ namespace {
 // rows run on cpu:1 and cuda:0).
 Tensor labels(std::vector<int64_t> v, const Tensor& logits) {
   return from_vector(v, {int64_t(v.size())}).to(logits.device());
+}
+// Token ids [2, 3] on the table's device, every row of a 5-row table but one, some twice.
+Tensor token_ids(const Tensor& table) {
+  return from_vector(std::vector<int64_t>{1, 4, 1, 0, 2, 4}, {2, 3}).to(table.device());
 }
 }  // namespace
 
@@ -113,6 +118,19 @@ std::vector<OpCase> layer_rows() {
          manual_seed(3);  // the same mask for every evaluation
          return nn::dropout(x[0], 0.3, true);
        }},
+      {"layer_norm", {{4, 6}, {6}, {6}}, [](V x) { return layer_norm(x[0], {6}, x[1], x[2]); }},
+      {"layer_norm_3d_no_affine", {{2, 3, 5}}, [](V x) { return layer_norm(x[0], {5}); }},
+      {"layer_norm_over_two_dims_no_bias",
+       {{2, 3, 4}, {3, 4}},
+       [](V x) {
+         return layer_norm(x[0], {3, 4}, x[1], Tensor(), 1e-3);
+       }},
+      {"embedding", {{5, 3}}, [](V x) { return embedding(x[0], token_ids(x[0])); }},
+      // A padding row the ids do not use: its gradient would be held at zero, which finite
+      // differences cannot agree with (transformer_ops_test checks that row).
+      {"embedding_padding_idx_unused",
+       {{5, 3}},
+       [](V x) { return embedding(x[0], token_ids(x[0]), 3); }},
       {"sequential_cnn",
        {{2, 1, 6, 6}},
        [](V x) {

@@ -64,4 +64,18 @@ void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   });
 }
 
+// gelu (tanh form): u = √(2/π)·(x + 0.044715·x³), t = tanh(u)
+//   dx = dy · (½(1 + t) + ½x(1 − t²)·√(2/π)·(1 + 3·0.044715·x²))
+void gelu_tanh_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
+  dispatch<FloatTypesWith16Bit>(x.dtype(), "gelu_tanh_backward", [&]<typename T>() {
+    using C = compute_t<T>;
+    chunked<T>(x, dy, dx, [](const auto& v, const auto& g) {
+      const C k = C(0.7978845608028654), a = C(0.044715);
+      const auto t = (k * (v + a * v * v * v)).tanh();
+      return g *
+             (C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * k * (C(1) + C(3) * a * v * v));
+    });
+  });
+}
+
 }  // namespace tandem::cpu

@@ -68,6 +68,11 @@ void unary(UnaryOp op, const Tensor& x, Tensor& y) {
       case UnaryOp::Gelu:  // exact GELU, PyTorch's default: x·Φ(x) = x/2·(1 + erf(x/√2))
         return unary_loop<T>(
             x, y, [](const auto& v) { return C(0.5) * v * (C(1) + (v * C(M_SQRT1_2)).erf()); });
+      case UnaryOp::GeluTanh:  // GPT-2's: x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+        return unary_loop<T>(x, y, [](const auto& v) {
+          return C(0.5) * v *
+                 (C(1) + (C(0.7978845608028654) * (v + C(0.044715) * v * v * v)).tanh());
+        });
     }
   });
 }

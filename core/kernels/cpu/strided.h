@@ -74,4 +74,17 @@ void for_each_run(const Shape& shape, const std::array<const Strides*, N>& strid
   });
 }
 
+/// fn(c0, n) for the blocks of up to 64 columns [c0, c0 + n) of a sum over `rows` rows of a
+/// [rows, cols] array, the blocks in parallel. fn sums its rows in order, so the result does not
+/// depend on the threads (layer norm's dw, embedding's scatter-add).
+template <typename F>
+void for_column_blocks(int64_t rows, int64_t cols, F&& fn) {
+  constexpr int64_t kBlock = 64;
+  const int64_t blocks = (cols + kBlock - 1) / kBlock;
+  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(rows * kBlock, 1));
+  detail::parallel_for(0, blocks, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t b = lo; b < hi; ++b) fn(b * kBlock, std::min(kBlock, cols - b * kBlock));
+  });
+}
+
 }  // namespace tandem::cpu

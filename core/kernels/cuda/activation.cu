@@ -43,6 +43,17 @@ struct GeluBackward {
   }
 };
 
+// gelu (tanh form): u = √(2/π)·(x + 0.044715·x³), t = tanh(u)
+//   dx = dy · (½(1 + t) + ½x(1 − t²)·√(2/π)·(1 + 3·0.044715·x²))
+struct GeluTanhBackward {
+  template <typename T>
+  __device__ T operator()(T x, T g) const {
+    const T k = T(0.7978845608028654), a = T(0.044715);
+    const T t = d_tanh(k * (x + a * x * x * x));
+    return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3) * a * x * x));
+  }
+};
+
 template <typename T, typename F>
 __global__ void backward_kernel(const T* a, const T* dy, T* dx, int64_t n, F f) {
   TD_GRID_STRIDE_LOOP(i, n) dx[i] = f(a[i], dy[i]);
@@ -91,6 +102,10 @@ void tanh_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
 
 void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   run("gelu_backward", x, dy, dx, GeluBackward{});
+}
+
+void gelu_tanh_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
+  run("gelu_tanh_backward", x, dy, dx, GeluTanhBackward{});
 }
 
 }  // namespace tandem::cuda

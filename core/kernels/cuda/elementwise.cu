@@ -25,6 +25,8 @@ struct UnaryFn {
     if constexpr (Op == UnaryOp::Tanh) return d_tanh(v);
     if constexpr (Op == UnaryOp::Gelu)  // exact GELU, as the CPU: x/2·(1 + erf(x/√2))
       return T(0.5) * v * (T(1) + d_erf(v * T(0.70710678118654752440)));
+    if constexpr (Op == UnaryOp::GeluTanh)  // x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+      return T(0.5) * v * (T(1) + d_tanh(T(0.7978845608028654) * (v + T(0.044715) * v * v * v)));
   }
 };
 
@@ -197,6 +199,8 @@ void unary(UnaryOp op, const Tensor& x, Tensor& y) {
         return run_unary<T>(x, y, UnaryFn<UnaryOp::Tanh>{});
       case UnaryOp::Gelu:
         return run_unary<T>(x, y, UnaryFn<UnaryOp::Gelu>{});
+      case UnaryOp::GeluTanh:
+        return run_unary<T>(x, y, UnaryFn<UnaryOp::GeluTanh>{});
     }
   });
 }

@@ -23,6 +23,7 @@ void relu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
 void sigmoid_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
 void tanh_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
 void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
+void gelu_tanh_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
 // inplace.cu
 void add_scaled(Tensor& self, const Tensor& x, double alpha);
 void addcmul(Tensor& self, const Tensor& a, const Tensor& b, double value);
@@ -58,6 +59,14 @@ void nll_loss_forward(const Tensor& log_probs, const Tensor& target, Tensor& los
                       const ClassLossParams& p);
 void nll_loss_backward(const Tensor& target, const Tensor& dloss, Tensor& dlog_probs,
                        const ClassLossParams& p);
+// norm.cu
+void layer_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, double eps, Tensor& y,
+                        Tensor& mean, Tensor& rstd);
+void layer_norm_backward(const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db);
+// embedding.cu
+void embedding_forward(const Tensor& weight, const Tensor& ids, Tensor& out);
+void embedding_backward(const Tensor& ids, const Tensor& dy, Tensor& dweight, int64_t padding_idx);
 // optim.cu
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdParams& p);
 void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,

@@ -6,6 +6,7 @@
 #include <tandem/core/kernels/cuda/kernels_cuda.h>
 #include <tandem/core/kernels/dispatch_dtype.h>
 #include <limits>
+#include <tandem/core/kernels/cuda/bad_index.cuh>
 #include <tandem/core/kernels/cuda/launch.cuh>
 #include <tandem/core/kernels/cuda/row_reduce.cuh>
 #include <type_traits>
@@ -13,8 +14,7 @@
 namespace tandem::cuda {
 namespace {
 
-using Flag = unsigned long long;  // atomicMin has no int64_t overload
-constexpr Flag kNoBadRow = ~Flag(0);
+using Flag = IndexFlag;
 
 // loss_i and lse_i, a group of G threads per row. Rows with a bad target lower *bad to their index
 // and write no loss (the launcher throws).
@@ -93,33 +93,12 @@ __global__ void nll_loss_backward_kernel(const int64_t* target, const T* dloss, 
   }
 }
 
-// A device flag holding the lowest row whose target is out of range (all ones: none), kept in a
-// tensor so memory statistics see it. Construct it on the kernel's device.
-class BadRow {
- public:
-  explicit BadRow(Device device) : flag_(empty({1}, {.dtype = kInt64, .device = device})) {
-    TD_CUDA_CHECK(cudaMemsetAsync(flag_.data_ptr(), 0xff, sizeof(Flag), stream()));
-  }
-  Flag* get() const { return static_cast<Flag*>(flag_.data_ptr()); }
-
-  // Waits for the kernel; throws the CPU's IndexError for the first bad row, if any.
-  void check(const char* op, const Tensor& target, int64_t classes) const {
-    Flag row = kNoBadRow;
-    TD_CUDA_CHECK(cudaMemcpyAsync(&row, get(), sizeof row, cudaMemcpyDeviceToHost, stream()));
-    TD_CUDA_CHECK(cudaStreamSynchronize(stream()));
-    int64_t value = 0;
-    if (row != kNoBadRow) {
-      TD_CUDA_CHECK(cudaMemcpyAsync(&value, target.data<int64_t>() + row, sizeof value,
-                                    cudaMemcpyDeviceToHost, stream()));
-      TD_CUDA_CHECK(cudaStreamSynchronize(stream()));
-    }
-    TD_CHECK_INDEX(row == kNoBadRow, op, ": target value ", value, " at index ", int64_t(row),
-                   " is out of range [0, ", classes, ")");
-  }
-
- private:
-  Tensor flag_;
-};
+// The CPU's IndexError for the first row whose target is out of range, if any.
+void check_targets(const BadIndex& bad, const char* op, const Tensor& target, int64_t classes) {
+  const auto first = bad.first(target);
+  TD_CHECK_INDEX(!first, op, ": target value ", first ? first->second : 0, " at index ",
+                 first ? first->first : 0, " is out of range [0, ", classes, ")");
+}
 
 }  // namespace
 
@@ -128,7 +107,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, Tensor& l
   const int64_t n = logits.size(0), c = logits.size(1);
   if (n == 0) return;
   DeviceGuard guard(loss.device());
-  BadRow bad(loss.device());
+  BadIndex bad(loss.device());
   dispatch_float(logits.dtype(), "cross_entropy", [&]<typename T>() {
     const auto launch = [&]<int G>(unsigned grid) {
       cross_entropy_forward_kernel<G, T><<<grid, kThreads, 0, stream()>>>(
@@ -141,7 +120,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, Tensor& l
       launch.template operator()<kThreads>(unsigned(std::min<int64_t>(n, 65535 * 8)));
     TD_CUDA_CHECK_LAUNCH();
   });
-  bad.check("cross_entropy", target, c);
+  check_targets(bad, "cross_entropy", target, c);
 }
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse,
@@ -162,14 +141,14 @@ void nll_loss_forward(const Tensor& log_probs, const Tensor& target, Tensor& los
   const int64_t n = log_probs.size(0), c = log_probs.size(1);
   if (n == 0) return;
   DeviceGuard guard(loss.device());
-  BadRow bad(loss.device());
+  BadIndex bad(loss.device());
   dispatch_float(log_probs.dtype(), "nll_loss", [&]<typename T>() {
     nll_loss_forward_kernel<T>
         <<<blocks_for(n), kThreads, 0, stream()>>>(log_probs.data<T>(), target.data<int64_t>(),
                                                    loss.data<T>(), n, c, p.ignore_index, bad.get());
     TD_CUDA_CHECK_LAUNCH();
   });
-  bad.check("nll_loss", target, c);
+  check_targets(bad, "nll_loss", target, c);
 }
 
 void nll_loss_backward(const Tensor& target, const Tensor& dloss, Tensor& dlog_probs,
