@@ -107,4 +107,20 @@ __host__ __device__
   return {{c0, c1, c2, c3}};
 }
 
+/// 24 random bits of `r` -> [0, 1) for float; 53 bits (words `word` and `word + 1`) for double:
+/// what rand() draws from counter offset + i for element i, on the CPU and on CUDA alike.
+template <typename T>
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+    inline T
+    philox_unit(const Philox4& r, int word) {
+  if constexpr (sizeof(T) == 4) {
+    return float(r.v[word] >> 8) * 0x1.0p-24f;
+  } else {
+    const uint64_t bits = (uint64_t(r.v[word]) << 32) | r.v[word + 1];
+    return double(bits >> 11) * 0x1.0p-53;
+  }
+}
+
 }  // namespace tandem

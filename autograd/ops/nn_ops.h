@@ -4,6 +4,7 @@
 
 #include <tandem/core/kernels/params.h>
 #include <tandem/core/tensor.h>
+#include <optional>
 
 namespace tandem {
 
@@ -24,6 +25,19 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // embedding.cpp: weight [V, D], ids int64 of any shape -> [..., D]. padding_idx's row gets no
 // gradient (−1: none). An id outside [0, V) is an IndexError naming the id, its position and V.
 Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx = -1);
+
+// attention.cpp: query [..., Tq, D], key [..., Tk, D], value [..., Tk, Dv] -> [..., Tq, Dv], as
+// one fused op that keeps one log-sum-exp per query row for backward, never the Tq×Tk
+// probabilities (FlashAttention's algorithm on the CPU and CUDA).
+struct AttentionOptions {
+  Tensor attn_mask;  // bool (true: may attend) or floating (added to the scores), broadcastable to
+                     // [..., Tq, Tk]; a constant (no gradient)
+  bool causal = false;          // query i sees keys j <= i (PyTorch's is_causal); not with a mask
+  double dropout_p = 0;         // dropout on the probabilities, from the device's generator
+  std::optional<double> scale;  // default 1/√D
+};
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const AttentionOptions& options = {});
 
 enum class Reduction { Mean, Sum, None };
 

@@ -97,6 +97,15 @@ struct Kernels {
   void (*embedding_forward)(const Tensor& weight, const Tensor& ids, Tensor& out);
   void (*embedding_backward)(const Tensor& ids, const Tensor& dy, Tensor& dweight,
                              int64_t padding_idx);
+  // attention.{cpp,cu}: fused scaled-dot-product attention (FlashAttention's online softmax) on
+  // contiguous q [B, Tq, D], k [B, Tk, D], v [B, Tk, Dv] and an additive mask [1 or B, Tq, Tk] (or
+  // undefined): out [B, Tq, Dv] and the log-sum-exp of each row's scores, lse [B, Tq] (−∞ for a
+  // row that sees no key; its output is 0). Backward recomputes the probabilities from lse.
+  void (*attention_forward)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                            const AttentionParams& p, Tensor& out, Tensor& lse);
+  void (*attention_backward)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                             const Tensor& out, const Tensor& lse, const Tensor& dout,
+                             const AttentionParams& p, Tensor& dq, Tensor& dk, Tensor& dv);
   // optim.{cpp,cu}: fused parameter updates on contiguous tensors of one shape
   void (*sgd_step)(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdParams& p);
   void (*adam_step)(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,

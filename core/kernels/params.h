@@ -2,6 +2,7 @@
 // and CUDA backends and the ops that call them.
 #pragma once
 
+#include <tandem/core/generator.h>
 #include <cstdint>
 
 namespace tandem {
@@ -27,6 +28,17 @@ struct Pool2dParams {
 struct ClassLossParams {
   int64_t ignore_index = -100;   // rows with this target contribute nothing
   double label_smoothing = 0.0;  // ε: target = (1 − ε)·one_hot + ε / C
+};
+
+/// Fused scaled-dot-product attention: scores q·kᵀ·scale, plus the mask, −∞ above the diagonal
+/// when causal (query i sees keys j <= i: PyTorch's top-left alignment); dropout on the
+/// probabilities with rate dropout_p, its keep-mask drawn from `rng` at counter offset +
+/// (b·Tq + i)·Tk + j, the element rand() of shape [B, Tq, Tk] would use.
+struct AttentionParams {
+  double scale = 1;
+  bool causal = false;
+  double dropout_p = 0;
+  GeneratorState rng;
 };
 
 /// One SGD step: PyTorch's torch.optim.SGD semantics.

@@ -131,6 +131,21 @@ std::vector<OpCase> layer_rows() {
       {"embedding_padding_idx_unused",
        {{5, 3}},
        [](V x) { return embedding(x[0], token_ids(x[0]), 3); }},
+      {"attention",
+       {{2, 3, 4}, {2, 5, 4}, {2, 5, 3}},
+       [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }},
+      {"attention_causal_4d",
+       {{1, 2, 5, 3}, {1, 2, 5, 3}, {1, 2, 5, 2}},
+       [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], {.causal = true}); }},
+      {"attention_bool_mask_scale",
+       {{2, 3, 4}, {2, 4, 4}, {2, 4, 2}},
+       [](V x) {
+         const Tensor mask = from_vector(std::vector<bool>{true, false, true, true, true, true,
+                                                           false, false, true, false, true, false},
+                                         {3, 4})
+                                 .to(x[0].device());
+         return scaled_dot_product_attention(x[0], x[1], x[2], {.attn_mask = mask, .scale = 0.7});
+       }},
       {"sequential_cnn",
        {{2, 1, 6, 6}},
        [](V x) {

@@ -76,6 +76,12 @@ void layer_norm_backward(const Tensor& x, const Tensor& w, const Tensor& mean, c
 // embedding.cpp
 void embedding_forward(const Tensor& weight, const Tensor& ids, Tensor& out);
 void embedding_backward(const Tensor& ids, const Tensor& dy, Tensor& dweight, int64_t padding_idx);
+// attention.cpp
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                       const AttentionParams& p, Tensor& out, Tensor& lse);
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                        const Tensor& out, const Tensor& lse, const Tensor& dout,
+                        const AttentionParams& p, Tensor& dq, Tensor& dk, Tensor& dv);
 // optim.cpp
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdParams& p);
 void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,

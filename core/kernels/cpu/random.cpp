@@ -9,15 +9,9 @@
 namespace tandem::cpu {
 namespace {
 
-// 24 random bits -> [0, 1) for float; 53 bits -> [0, 1) for double.
 template <typename T>
 T unit(const Philox4& r, int word) {
-  if constexpr (std::is_same_v<T, float>) {
-    return float(r.v[word] >> 8) * 0x1.0p-24f;
-  } else {
-    const uint64_t bits = (uint64_t(r.v[word]) << 32) | r.v[word + 1];
-    return double(bits >> 11) * 0x1.0p-53;
-  }
+  return philox_unit<T>(r, word);
 }
 
 }  // namespace

@@ -12,15 +12,10 @@
 namespace tandem::cuda {
 namespace {
 
-// 24 random bits -> [0, 1) for float; 53 bits -> [0, 1) for double (as the CPU's unit()).
+// 24 random bits -> [0, 1) for float; 53 for double: core/generator.h's, as the CPU's unit().
 template <typename T>
 __device__ T unit(const Philox4& r, int word) {
-  if constexpr (std::is_same_v<T, float>) {
-    return float(r.v[word] >> 8) * 0x1.0p-24f;
-  } else {
-    const uint64_t bits = (uint64_t(r.v[word]) << 32) | r.v[word + 1];
-    return double(bits >> 11) * 0x1.0p-53;
-  }
+  return philox_unit<T>(r, word);
 }
 
 // The expressions below are the CPU's, with the multiply-adds written as explicit fma on both
