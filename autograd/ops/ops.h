@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tandem/core/tensor.h>
+#include <utility>
 #include <vector>
 
 namespace tandem {
@@ -58,6 +59,16 @@ Tensor le(const Tensor& a, double b);
 Tensor gt(const Tensor& a, double b);
 Tensor ge(const Tensor& a, double b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// index.cpp: gather along dim (index int64, input's shape but in dim; differentiable in x); the
+// k largest (or smallest) along dim, in order, with their indices; num_samples category indices
+// per row of weights [N] or [B, N] (the device's generator); tril/triu keep the elements on and
+// below (above) the diagonal of the last two dims.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true);
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
 
 // join.cpp: cat/stack join tensors along a dim; split/chunk cut one into views (torch's rules:
 // chunk gives pieces of ceil(n / chunks), the last smaller, so possibly fewer than `chunks`)

@@ -106,6 +106,18 @@ struct Kernels {
   void (*attention_backward)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                              const Tensor& out, const Tensor& lse, const Tensor& dout,
                              const AttentionParams& p, Tensor& dq, Tensor& dk, Tensor& dv);
+  // index.{cpp,cu}: along the last dim of contiguous [M, N] tensors; index and out [M, K].
+  // gather: out[m, j] = x[m, index[m, j]]; scatter_add: out = 0, then out[m, index[m, j]] +=
+  // src[m, j] (j in order). An index outside [0, N) is an IndexError naming it and its position.
+  // topk: the k largest (or smallest) of each row, in order, ties to the lower index.
+  // multinomial: `samples` indices per row drawn with probability ∝ the row (without replacement:
+  // each at most once), counter (offset + m·samples + s) of `rng` for draw s of row m; a row with
+  // a negative, NaN or inf entry, or summing to 0, is a ValueError naming the row.
+  void (*gather)(const Tensor& x, const Tensor& index, Tensor& out);
+  void (*scatter_add)(const Tensor& index, const Tensor& src, Tensor& out);
+  void (*topk)(const Tensor& x, int64_t k, bool largest, Tensor& values, Tensor& indices);
+  void (*multinomial)(const Tensor& probs, int64_t samples, bool replacement, GeneratorState rng,
+                      Tensor& out);
   // optim.{cpp,cu}: fused parameter updates on contiguous tensors of one shape
   void (*sgd_step)(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdParams& p);
   void (*adam_step)(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,

@@ -146,6 +146,15 @@ std::vector<OpCase> layer_rows() {
                                  .to(x[0].device());
          return scaled_dot_product_attention(x[0], x[1], x[2], {.attn_mask = mask, .scale = 0.7});
        }},
+      {"gather_dim0",
+       {{3, 4}},
+       [](V x) {
+         return gather(
+             x[0], 0,
+             from_vector(std::vector<int64_t>{2, 0, 1, 2, 0, 0, 2, 1}, {2, 4}).to(x[0].device()));
+       }},
+      {"topk_values", {{3, 5}}, [](V x) { return topk(x[0], 2).first; }},
+      {"tril_above_diagonal", {{2, 4, 3}}, [](V x) { return tril(x[0], 1); }},
       {"sequential_cnn",
        {{2, 1, 6, 6}},
        [](V x) {

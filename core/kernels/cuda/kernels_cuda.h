@@ -73,6 +73,12 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                         const Tensor& out, const Tensor& lse, const Tensor& dout,
                         const AttentionParams& p, Tensor& dq, Tensor& dk, Tensor& dv);
+// index.cu
+void gather(const Tensor& x, const Tensor& index, Tensor& out);
+void scatter_add(const Tensor& index, const Tensor& src, Tensor& out);
+void topk(const Tensor& x, int64_t k, bool largest, Tensor& values, Tensor& indices);
+void multinomial(const Tensor& probs, int64_t samples, bool replacement, GeneratorState rng,
+                 Tensor& out);
 // optim.cu
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdParams& p);
 void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
