@@ -13,9 +13,13 @@ void ModuleList::push_back(AnyModule module) {
 
 void ModuleList::push_back(std::string name, AnyModule module) {
   TD_CHECK_VALUE(module.defined(), type_name(), ": module \"", name, "\" is empty");
-  TD_CHECK_VALUE(!name.empty() && name.find('.') == std::string::npos, type_name(), ": \"", name,
-                 "\" cannot name a module (names are dotted into parameter names: no '.', "
-                 "not empty)");
+  // A dotted path ("transformer.h.0") is allowed: it lets a flat Sequential, which pipelines split
+  // by position, carry a nested model's parameter names (nanoGPT's). An empty part is not.
+  const bool path = !name.empty() && name.front() != '.' && name.back() != '.' &&
+                    name.find("..") == std::string::npos;
+  TD_CHECK_VALUE(path, type_name(), ": \"", name,
+                 "\" cannot name a module (names are dotted into parameter names: not empty, no "
+                 "empty part between dots)");
   for (const NamedModule& m : items_)
     TD_CHECK_VALUE(m.name != name, type_name(), ": two modules are called \"", name, "\"");
   items_.push_back({std::move(name), std::move(module)});

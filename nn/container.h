@@ -33,7 +33,8 @@ class ModuleList : public Module {
   requires(std::derived_from<M, Module>&&...) explicit ModuleList(M... modules) {
     (push_back(std::move(modules)), ...);
   }
-  /// Named modules, in order; ValueError for a name that is empty, has a '.', or is taken.
+  /// Named modules, in order; ValueError for a name that is empty, has an empty dotted part, or
+  /// is taken. A dotted name ("transformer.h.0") puts the module's tensors under that path.
   ModuleList(std::initializer_list<NamedModule> modules);
 
   /// Appends a module named by its position ("3").

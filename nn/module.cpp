@@ -48,9 +48,32 @@ class ChildVisitor : public Visitor {
   }
 };
 
-// Replaces a tensor by `fn(tensor)`, keeping it a leaf parameter when it was one.
-void replace(Tensor& t, const std::function<Tensor(const Tensor&)>& fn) {
-  if (!t.defined()) return;
+// Replaces tensors by `fn(tensor)`, keeping a leaf parameter one. A tensor met again under
+// another name (tied) gets the replacement made the first time, so the tie survives to(),
+// to(dtype) and clone.
+class Replacer {
+ public:
+  explicit Replacer(std::function<Tensor(const Tensor&)> fn) : fn_(std::move(fn)) {}
+  void operator()(Tensor& t) {
+    if (!t.defined()) return;
+    auto [it, fresh] = done_.try_emplace(t.impl_ptr().get(), Tensor());
+    if (fresh) {
+      keep_.push_back(t);  // holds the old tensor, so that its address is not reused meanwhile
+      replace(t, fn_);
+      it->second = t;
+    } else {
+      t = it->second;
+    }
+  }
+
+ private:
+  static void replace(Tensor& t, const std::function<Tensor(const Tensor&)>& fn);
+  std::function<Tensor(const Tensor&)> fn_;
+  std::map<const TensorImpl*, Tensor> done_;
+  std::vector<Tensor> keep_;
+};
+
+void Replacer::replace(Tensor& t, const std::function<Tensor(const Tensor&)>& fn) {
   const bool requires_grad = t.requires_grad();
   Tensor next;
   {
@@ -68,10 +91,14 @@ void for_each_tensor(Module& m, const TensorFn& fn) {
   m.visit(v);
 }
 
+// A tensor visited under two names (a tied weight: GPT's token embedding and lm_head) is one
+// parameter: listed once, under its first name, as PyTorch's named_parameters() does, so that the
+// optimizer, gradient clipping, DDP's buckets and the memory tables count it once.
 StateDict Module::named_parameters() {
   StateDict out;
+  std::set<const TensorImpl*> seen;
   for_each_tensor(*this, [&](const std::string& n, Tensor& t, bool buffer) {
-    if (!buffer && t.defined()) out.emplace_back(n, t);
+    if (!buffer && t.defined() && seen.insert(&t.impl()).second) out.emplace_back(n, t);
   });
   return out;
 }
@@ -84,8 +111,9 @@ std::vector<Tensor> Module::parameters() {
 
 StateDict Module::named_buffers() {
   StateDict out;
+  std::set<const TensorImpl*> seen;
   for_each_tensor(*this, [&](const std::string& n, Tensor& t, bool buffer) {
-    if (buffer && t.defined()) out.emplace_back(n, t);
+    if (buffer && t.defined() && seen.insert(&t.impl()).second) out.emplace_back(n, t);
   });
   return out;
 }
@@ -121,18 +149,18 @@ void Module::train(bool on) {
 }
 
 void Module::to(Device device) {
+  Replacer move([&](const Tensor& x) { return x.to(device); });
   for_each_tensor(*this, [&](const std::string&, Tensor& t, bool) {
-    if (t.defined() && t.device() != device)
-      replace(t, [&](const Tensor& x) { return x.to(device); });
+    if (t.defined() && t.device() != device) move(t);
   });
 }
 
 void Module::to(DType dtype) {
   TD_CHECK_DTYPE(is_floating(dtype), "Module::to: parameters must stay floating point, not ",
                  dtype);
+  Replacer convert([&](const Tensor& x) { return x.to(dtype); });
   for_each_tensor(*this, [&](const std::string&, Tensor& t, bool) {
-    if (t.defined() && is_floating(t.dtype()) && t.dtype() != dtype)
-      replace(t, [&](const Tensor& x) { return x.to(dtype); });
+    if (t.defined() && is_floating(t.dtype()) && t.dtype() != dtype) convert(t);
   });
 }
 
@@ -141,9 +169,8 @@ void Module::zero_grad() {
 }
 
 void Module::clone_tensors_() {
-  for_each_tensor(*this, [&](const std::string&, Tensor& t, bool) {
-    replace(t, [](const Tensor& x) { return x.clone(); });
-  });
+  Replacer copy([](const Tensor& x) { return x.clone(); });
+  for_each_tensor(*this, [&](const std::string&, Tensor& t, bool) { copy(t); });
 }
 
 void Module::load_state_dict(const StateDict& state, bool strict, std::string_view source) {

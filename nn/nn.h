@@ -8,6 +8,7 @@
 #include <tandem/nn/conv.h>
 #include <tandem/nn/dropout.h>
 #include <tandem/nn/embedding.h>
+#include <tandem/nn/gpt.h>
 #include <tandem/nn/init.h>
 #include <tandem/nn/layer_norm.h>
 #include <tandem/nn/linear.h>
@@ -17,6 +18,8 @@
 #include <tandem/nn/optim/grad_scaler.h>
 #include <tandem/nn/optim/lr_scheduler.h>
 #include <tandem/nn/optim/optimizer.h>
+#include <tandem/nn/optim/param_groups.h>
 #include <tandem/nn/optim/sgd.h>
 #include <tandem/nn/pooling.h>
 #include <tandem/nn/serialize.h>
+#include <tandem/nn/transformer.h>

@@ -155,6 +155,19 @@ std::vector<OpCase> layer_rows() {
        }},
       {"topk_values", {{3, 5}}, [](V x) { return topk(x[0], 2).first; }},
       {"tril_above_diagonal", {{2, 4, 3}}, [](V x) { return tril(x[0], 1); }},
+      {"gpt_blocks_and_tied_head",
+       {{2, 3, 8}},
+       [](V x) {
+         manual_seed(6);
+         nn::Sequential net = nn::gpt({.block_size = 4,
+                                       .vocab_size = 5,
+                                       .n_layer = 2,
+                                       .n_head = 2,
+                                       .n_embd = 8,
+                                       .tensor = {.dtype = x[0].dtype()}});
+         net.to(x[0].device());
+         return net.slice(1, net.size())(x[0]);  // everything after the embedding
+       }},
       {"sequential_cnn",
        {{2, 1, 6, 6}},
        [](V x) {

@@ -44,9 +44,9 @@ TEST(Sequential, BadNamesAreClearErrors) {
               }),
               HasSubstr("two modules are called \"fc\""));
   EXPECT_THAT(error_message<ValueError>([] {
-                nn::Sequential s{{"a.b", nn::ReLU()}};
+                nn::Sequential s{{"a..b", nn::ReLU()}};
               }),
-              HasSubstr("\"a.b\" cannot name a module"));
+              HasSubstr("\"a..b\" cannot name a module"));
   EXPECT_THAT(error_message<ValueError>([] {
                 nn::Sequential s{{"", nn::ReLU()}};
               }),

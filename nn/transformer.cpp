@@ -1,0 +1,72 @@
+// nn/transformer.cpp — CausalSelfAttention, MLP and Block.
+#include <tandem/autograd/ops/nn_ops.h>
+#include <tandem/core/check.h>
+#include <tandem/nn/transformer.h>
+
+namespace tandem::nn {
+
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& c)
+    : n_head(c.n_head),
+      n_embd(c.n_embd),
+      dropout(c.dropout),
+      c_attn(c.n_embd, 3 * c.n_embd, {.bias = c.bias, .tensor = c.tensor}),
+      c_proj(c.n_embd, c.n_embd, {.bias = c.bias, .tensor = c.tensor}),
+      resid_dropout(c.dropout) {
+  TD_CHECK_VALUE(c.n_head > 0 && c.n_embd % c.n_head == 0, "CausalSelfAttention: n_embd ", c.n_embd,
+                 " must split evenly into n_head ", c.n_head, " heads");
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x) const {
+  TD_CHECK_SHAPE(x.dim() == 3 && x.size(2) == n_embd, "CausalSelfAttention: input must be [B, T, ",
+                 n_embd, "], not ", x.shape());
+  const int64_t B = x.size(0), T = x.size(1), C = n_embd, D = C / n_head;
+  // One matmul makes q, k and v side by side; each is cut out and split into heads [B, H, T, D].
+  const Tensor qkv = c_attn(x);
+  auto heads = [&](int64_t i) {
+    return qkv.narrow(2, i * C, C).view({B, T, n_head, D}).transpose(1, 2);
+  };
+  const Tensor y = scaled_dot_product_attention(
+      heads(0), heads(1), heads(2), {.causal = true, .dropout_p = is_training() ? dropout : 0.0});
+  // The heads side by side again: [B, H, T, D] -> [B, T, C].
+  return resid_dropout(c_proj(y.transpose(1, 2).reshape({B, T, C})));
+}
+
+void CausalSelfAttention::visit(Visitor& v) {
+  v("c_attn", c_attn);
+  v("c_proj", c_proj);
+  v("resid_dropout", resid_dropout);
+}
+
+MLP::MLP(const GPTConfig& c)
+    : c_fc(c.n_embd, 4 * c.n_embd, {.bias = c.bias, .tensor = c.tensor}),
+      gelu(c.gelu),
+      c_proj(4 * c.n_embd, c.n_embd, {.bias = c.bias, .tensor = c.tensor}),
+      dropout(c.dropout) {}
+
+Tensor MLP::forward(const Tensor& x) const { return dropout(c_proj(tandem::gelu(c_fc(x), gelu))); }
+
+void MLP::visit(Visitor& v) {
+  v("c_fc", c_fc);
+  v("c_proj", c_proj);
+  v("dropout", dropout);
+}
+
+Block::Block(const GPTConfig& c)
+    : ln_1(c.n_embd, {.bias = c.bias, .tensor = c.tensor}),
+      attn(c),
+      ln_2(c.n_embd, {.bias = c.bias, .tensor = c.tensor}),
+      mlp(c) {}
+
+Tensor Block::forward(const Tensor& x) const {
+  const Tensor h = x + attn(ln_1(x));
+  return h + mlp(ln_2(h));
+}
+
+void Block::visit(Visitor& v) {
+  v("ln_1", ln_1);
+  v("attn", attn);
+  v("ln_2", ln_2);
+  v("mlp", mlp);
+}
+
+}  // namespace tandem::nn

@@ -1,0 +1,70 @@
+// nn/transformer.h — the pieces of a GPT-2 style transformer block, named and shaped as nanoGPT's
+// model.py names them, so that a state dict reads (and PyTorch loads it) the same:
+//
+//   Block:  x = x + attn(ln_1(x));  x = x + mlp(ln_2(x))          (pre-LayerNorm, residual)
+//   CausalSelfAttention: c_attn (C -> 3C: q, k, v), n_head heads, causal fused attention, c_proj
+//   MLP:    c_fc (C -> 4C), GELU, c_proj (4C -> C), dropout
+#pragma once
+
+#include <tandem/autograd/ops/ops.h>
+#include <tandem/nn/dropout.h>
+#include <tandem/nn/layer_norm.h>
+#include <tandem/nn/linear.h>
+
+namespace tandem::nn {
+
+/// The sizes every part of a GPT agrees on (nanoGPT's GPTConfig, with the same defaults: GPT-2
+/// small).
+struct GPTConfig {
+  int64_t block_size = 1024;  // the longest context
+  int64_t vocab_size = 50304;
+  int64_t n_layer = 12, n_head = 12, n_embd = 768;
+  double dropout = 0.0;
+  bool bias = true;  // biases in the Linears and LayerNorms (nanoGPT's train.py sets false)
+  GeluApproximate gelu = GeluApproximate::None;  // nanoGPT uses the erf form; GPT-2 the tanh one
+  TensorOptions tensor = {};                     // dtype and device of the parameters
+};
+
+/// Multi-head masked self-attention: each position attends to itself and the positions before it.
+struct CausalSelfAttention : Module {
+  explicit CausalSelfAttention(const GPTConfig& config);
+
+  int64_t n_head, n_embd;
+  double dropout;  // on the attention probabilities, in training
+  Linear c_attn, c_proj;
+  Dropout resid_dropout;
+
+  /// x [B, T, C] -> [B, T, C]
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  void visit(Visitor& v) override;
+};
+
+struct MLP : Module {
+  explicit MLP(const GPTConfig& config);
+
+  Linear c_fc;
+  GeluApproximate gelu;
+  Linear c_proj;
+  Dropout dropout;
+
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  void visit(Visitor& v) override;
+};
+
+struct Block : Module {
+  explicit Block(const GPTConfig& config);
+
+  LayerNorm ln_1;
+  CausalSelfAttention attn;
+  LayerNorm ln_2;
+  MLP mlp;
+
+  /// x [B, T, C] -> [B, T, C]
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  void visit(Visitor& v) override;
+};
+
+}  // namespace tandem::nn
