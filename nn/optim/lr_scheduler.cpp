@@ -68,4 +68,20 @@ double LinearWarmup::lr_at(int64_t step, double base) const {
   return base * 0.5 * (1 + std::cos(M_PI * t));
 }
 
+WarmupCosineLR::WarmupCosineLR(Optimizer& opt, int64_t warmup_steps, int64_t decay_steps,
+                               double min_lr)
+    : LRScheduler(opt), warmup_(warmup_steps), decay_(decay_steps), min_lr_(min_lr) {
+  TD_CHECK_VALUE(warmup_steps >= 0 && decay_steps > warmup_steps && min_lr >= 0,
+                 "WarmupCosineLR: need 0 <= warmup_steps < decay_steps and min_lr >= 0, got ",
+                 warmup_steps, ", ", decay_steps, ", ", min_lr);
+  apply();
+}
+
+double WarmupCosineLR::lr_at(int64_t step, double base) const {
+  if (step < warmup_) return base * double(step + 1) / double(warmup_ + 1);
+  if (step > decay_) return min_lr_;
+  const double t = double(step - warmup_) / double(decay_ - warmup_);
+  return min_lr_ + 0.5 * (1 + std::cos(M_PI * t)) * (base - min_lr_);
+}
+
 }  // namespace tandem::optim

@@ -74,4 +74,18 @@ class LinearWarmup : public LRScheduler {
   double start_;
 };
 
+/// nanoGPT's get_lr: a linear warm-up to base over warmup_steps (base·(step + 1)/(warmup + 1)),
+/// then a cosine decay to min_lr at decay_steps, held there after.
+class WarmupCosineLR : public LRScheduler {
+ public:
+  WarmupCosineLR(Optimizer& opt, int64_t warmup_steps, int64_t decay_steps, double min_lr);
+
+ protected:
+  double lr_at(int64_t step, double base) const override;
+
+ private:
+  int64_t warmup_, decay_;
+  double min_lr_;
+};
+
 }  // namespace tandem::optim

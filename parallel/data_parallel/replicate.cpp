@@ -6,6 +6,7 @@
 #include <tandem/core/tensor_checks.h>
 #include <tandem/parallel/data_parallel/replicate.h>
 #include <map>
+#include <unordered_map>
 
 namespace tandem::parallel {
 
@@ -64,31 +65,40 @@ std::vector<std::vector<Tensor>> broadcast_coalesced(const std::vector<Tensor>& 
 
 namespace detail {
 
-void install_replica(nn::Module& replica, const std::vector<Tensor>& copies, size_t k,
-                     Device device) {
-  size_t next = 0;
-  nn::for_each_tensor(replica, [&](const std::string&, Tensor& t, bool is_buffer) {
+void install_replica(nn::Module& replica, const std::vector<Tensor>& originals,
+                     const std::vector<Tensor>& copies, size_t k, Device device) {
+  // By identity, not by position: a tied tensor (a GPT's wte, read again by lm_head) is visited
+  // under each of its names but listed once, and both names must get its one copy.
+  std::unordered_map<const TensorImpl*, size_t> index;
+  for (size_t i = 0; i < originals.size(); ++i) index.emplace(&originals[i].impl(), i);
+  size_t installed = 0;
+  nn::for_each_tensor(replica, [&](const std::string& name, Tensor& t, bool is_buffer) {
     if (!t.defined()) return;
     if (!is_buffer) {
-      t = copies[next++];
+      const auto it = index.find(&t.impl());
+      TD_INTERNAL_ASSERT(it != index.end(), "replicate: ", name,
+                         " is not a parameter of the module");
+      t = copies[it->second];
+      ++installed;
     } else if (k > 0) {
       t = t.detach().to(device);  // updates to this copy are dropped with the replica
     }
   });
-  TD_INTERNAL_ASSERT(next == copies.size(), "replicate: ", copies.size(), " parameters copied, ",
-                     next, " installed");
+  TD_INTERNAL_ASSERT(installed >= copies.size(), "replicate: ", copies.size(),
+                     " parameters copied, ", installed, " installed");
 }
 
 }  // namespace detail
 
 std::vector<nn::AnyModule> replicate(const nn::AnyModule& module,
                                      const std::vector<Device>& devices) {
-  const auto copies = broadcast_coalesced(module->parameters(), devices);
+  const std::vector<Tensor> params = module->parameters();
+  const auto copies = broadcast_coalesced(params, devices);
   std::vector<nn::AnyModule> replicas;
   replicas.reserve(devices.size());
   for (size_t k = 0; k < devices.size(); ++k) {
     replicas.push_back(module);  // a copy: the same structure, the same tensor handles
-    detail::install_replica(replicas.back().get(), copies[k], k, devices[k]);
+    detail::install_replica(replicas.back().get(), params, copies[k], k, devices[k]);
   }
   return replicas;
 }

@@ -23,10 +23,11 @@ std::vector<std::vector<Tensor>> broadcast_coalesced(const std::vector<Tensor>& 
                                                      const std::vector<Device>& devices);
 
 namespace detail {
-/// Installs replica `k`'s tensors into `replica` (a copy of the module): parameters from
-/// `copies`, buffers shared for k = 0 and copied to `device` otherwise.
-void install_replica(nn::Module& replica, const std::vector<Tensor>& copies, size_t k,
-                     Device device);
+/// Installs replica `k`'s tensors into `replica` (a copy of the module): each parameter
+/// originals[i] becomes copies[i] (under every name it has), buffers are shared for k = 0 and
+/// copied to `device` otherwise.
+void install_replica(nn::Module& replica, const std::vector<Tensor>& originals,
+                     const std::vector<Tensor>& copies, size_t k, Device device);
 }  // namespace detail
 
 /// A replica of `module` on each of `devices` (devices[0] must hold the module's parameters).

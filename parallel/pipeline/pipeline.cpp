@@ -103,6 +103,8 @@ PipelineResult Pipeline::run(const Tensor& input, const Tensor* target, const Pi
   r.peak.assign(stages_.size(), 0);
   r.busy_us.assign(stages_.size(), 0);
 
+  // A tied weight's copies' gradients before this step, so that accumulating steps sum once.
+  const TiedGradients tied_before = r.training ? tied_gradients_before(stages_) : TiedGradients{};
   const int64_t start = trace::now_us();
   // Every stage on its thread at once, under the caller's thread-local state, each with its share
   // of the intra-op threads.
@@ -124,6 +126,7 @@ PipelineResult Pipeline::run(const Tensor& input, const Tensor* target, const Pi
   PipelineResult result;
   result.output = cat(r.outputs);
   if (r.training) {
+    sum_tied_gradients(stages_, tied_before);  // a weight two stages use: each copy, the sum
     result.loss = r.losses[0];
     for (size_t i = 1; i < r.losses.size(); ++i) result.loss = result.loss + r.losses[i];
   }

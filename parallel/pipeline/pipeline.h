@@ -36,6 +36,7 @@
 #include <tandem/autograd/device_workers.h>
 #include <tandem/parallel/pipeline/schedule.h>
 #include <tandem/parallel/pipeline/split.h>
+#include <tandem/parallel/pipeline/tied.h>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -86,7 +87,8 @@ class Pipeline {
   Pipeline(std::vector<Stage> stages, PipelineOptions options = {});
 
   /// One training step's forward and backward over every micro-batch, in the schedule's order;
-  /// gradients accumulate into the parameters' .grad (zero them first, as usual). Backward starts
+  /// gradients accumulate into the parameters' .grad (zero them first, as usual; a weight two
+  /// stages share has its copies' gradients summed, tied.h). Backward starts
   /// from the loss times `loss_scale` (a GradScaler's get_scale(): the gradients come scaled, the
   /// loss returned does not). The input is
   /// data: gradients stop at stage 0 (ValueError if it requires grad). ValueError when the batch

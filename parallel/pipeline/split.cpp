@@ -3,6 +3,8 @@
 #include <tandem/parallel/pipeline/split.h>
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <set>
 
 namespace tandem::parallel {
 
@@ -58,13 +60,29 @@ std::vector<Stage> split(nn::Sequential& seq, const std::vector<Device>& devices
   }
   TD_CHECK_VALUE(total == n, "split: balance sums to ", total, " modules but the Sequential has ",
                  n);
+  // Which tensors more than one stage uses, by their first name, before the moves make copies.
+  std::map<const TensorImpl*, std::string> first_name;
+  std::map<std::string, std::set<size_t>> users;                 // first name -> stages
+  std::vector<std::vector<std::string>> firsts(devices.size());  // per stage, per tensor
   std::vector<Stage> stages;
   int64_t begin = 0;
   for (size_t k = 0; k < devices.size(); ++k) {
-    // seq's own modules move, then the stage shares their tensors: training the stages trains seq.
-    for (int64_t i = begin; i < begin + balance[k]; ++i) seq[size_t(i)].to(devices[k]);
     stages.push_back({seq.slice(size_t(begin), size_t(begin + balance[k])), devices[k]});
+    for (auto& [name, t] : stages.back().modules.state_dict()) {
+      firsts[k].push_back(first_name.try_emplace(&t.impl(), name).first->second);
+      users[firsts[k].back()].insert(k);
+    }
     begin += balance[k];
+  }
+  // seq's own modules move, a stage at a time (a tensor its modules share stays one tensor); the
+  // stages share their tensors: training the stages trains seq.
+  for (Stage& s : stages) s.modules.to(s.device);
+  for (size_t k = 0; k < stages.size(); ++k) {
+    const nn::StateDict moved = stages[k].modules.state_dict();  // the same order as before
+    std::set<std::string> listed;
+    for (size_t i = 0; i < moved.size(); ++i)
+      if (users[firsts[k][i]].size() > 1 && listed.insert(firsts[k][i]).second)
+        stages[k].tied.emplace_back(firsts[k][i], moved[i].second);
   }
   return stages;
 }

@@ -18,13 +18,20 @@ namespace tandem::parallel {
 struct Stage {
   nn::Sequential modules;
   Device device;
+  /// This stage's copies of parameters that other stages use too (a tied weight: GPT's token
+  /// embedding, read by the first stage and by lm_head on the last), each named by its first
+  /// name in the model. split() fills it; tied.h keeps the copies equal.
+  std::vector<std::pair<std::string, Tensor>> tied = {};
 };
 
 /// `seq` cut into devices.size() stages, stage k's modules moved to devices[k] (`seq` itself now
-/// spans the devices, and the stages share its parameters: training them trains it). `balance[k]`
-/// is the number of modules in stage k: they must sum to seq.size() and none may be 0. Without
-/// `balance`, the cut makes the largest stage's parameter count as small as it can be (stages of
-/// parameter-free modules such as ReLU weigh nothing). ValueError naming what is wrong otherwise.
+/// spans the devices, and the stages share its parameters: training them trains it). A tensor
+/// that modules on two stages share becomes one copy per device, as Megatron-LM places a tied
+/// embedding on its first and last stages; Stage::tied lists them (tied.h keeps them equal).
+/// `balance[k]` is the number of modules in stage k: they must sum to seq.size() and none may be 0.
+/// Without `balance`, the cut makes the largest stage's parameter count as small as it can be
+/// (stages of parameter-free modules such as ReLU weigh nothing). ValueError naming what is wrong
+/// otherwise.
 std::vector<Stage> split(nn::Sequential& seq, const std::vector<Device>& devices,
                          std::vector<int64_t> balance = {});
 

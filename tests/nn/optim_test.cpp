@@ -5,7 +5,9 @@
 #include "support/expect.h"
 
 using namespace tandem;
+using tandem::testing::error_message;
 using tandem::testing::values;
+using ::testing::HasSubstr;
 
 namespace {
 
@@ -145,6 +147,27 @@ TEST(LRScheduler, StepCosineAndWarmup) {
   EXPECT_NEAR(opt3.lr(0), 2.0, 1e-12);
   warm.set_step(6);
   EXPECT_NEAR(opt3.lr(0), 1.0, 1e-12);
+}
+
+// nanoGPT's get_lr(it), written out: warm-up, cosine to min_lr at decay_steps, then min_lr.
+TEST(LRScheduler, WarmupCosineIsNanoGPTsGetLr) {
+  optim::SGD opt({param()}, {.lr = 1e-3});
+  optim::WarmupCosineLR sched(opt, 10, 100, 1e-4);
+  const auto get_lr = [](int64_t it) {
+    if (it < 10) return 1e-3 * double(it + 1) / 11.0;
+    if (it > 100) return 1e-4;
+    const double ratio = double(it - 10) / 90.0;
+    return 1e-4 + 0.5 * (1.0 + std::cos(M_PI * ratio)) * (1e-3 - 1e-4);
+  };
+  EXPECT_NEAR(opt.lr(0), get_lr(0), 1e-15);  // set at construction
+  for (int64_t it = 1; it <= 120; ++it) {
+    sched.step();
+    EXPECT_NEAR(opt.lr(0), get_lr(it), 1e-15) << "iteration " << it;
+  }
+  sched.set_step(55);
+  EXPECT_NEAR(opt.lr(0), 0.5 * (1e-3 + 1e-4), 1e-15);  // half way down the cosine
+  EXPECT_THAT(error_message<ValueError>([&] { optim::WarmupCosineLR(opt, 10, 10, 0); }),
+              HasSubstr("warmup_steps < decay_steps"));
 }
 
 TEST(ClipGradNorm, ScalesToTheMaximumNorm) {

@@ -1,0 +1,38 @@
+// parallel/pipeline/tied.h — a weight that two stages use. A GPT reads its token embedding twice:
+// on the first stage to embed the ids, on the last as lm_head to make the logits. split() gives
+// each of those stages its own copy on its device (Stage::tied), as Megatron-LM does; the copies
+// stay equal because after backward each gets the sum of all their gradients — the gradient the
+// one tied tensor gets on a single device — and an optimizer that holds every copy then steps
+// each alike. The gradient norm counts the weight once (Megatron's param_is_not_shared).
+//
+//   auto r = pipe.step(x, y, loss);                   // sums the tied gradients itself
+//   parallel::clip_grad_norm_(pipe.stages(), 1.0);    // the tied weight counted once
+//   optimizer.step();                                 // holds every copy: model.parameters()
+#pragma once
+
+#include <tandem/parallel/pipeline/split.h>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tandem::parallel {
+
+/// The tied copies' gradients as they are (copies; undefined where none), taken before a
+/// backward: when gradients accumulate over several steps, they hold the sum already made, which
+/// sum_tied_gradients must not count once per copy again.
+using TiedGradients = std::map<std::string, std::vector<Tensor>>;
+TiedGradients tied_gradients_before(std::vector<Stage>& stages);
+
+/// Gives every copy of each tied parameter the sum of what the copies' gradients gained since
+/// `before` (moved between their devices), added to what they held then. Pipeline::step calls it
+/// after its backward; call it after a backward through run_stages.
+void sum_tied_gradients(std::vector<Stage>& stages, const TiedGradients& before = {});
+
+/// Every stage's parameters, each tied one once (its first stage's copy).
+std::vector<Tensor> parameters_once(std::vector<Stage>& stages);
+
+/// optim::clip_grad_norm_ over parameters_once(stages), then each tied parameter's other copies
+/// take its clipped gradient. Returns the norm before clipping.
+double clip_grad_norm_(std::vector<Stage>& stages, double max_norm);
+
+}  // namespace tandem::parallel
