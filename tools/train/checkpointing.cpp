@@ -80,10 +80,11 @@ void save_checkpoint(const std::string& dir, nn::Module& model, const optim::Opt
   fs::create_directories(dir, ec);
   TD_CHECK_AS(DataError, !ec, "train: cannot create the checkpoint directory ", dir, ": ",
               ec.message());
-  const nn::Metadata meta = {{"epoch", std::to_string(state.epoch)},
-                             {"global_step", std::to_string(state.global_step)},
-                             {"generator", nn::to_string(state.generator)},
-                             {"config", state.config_json}};
+  nn::Metadata meta = {{"epoch", std::to_string(state.epoch)},
+                       {"global_step", std::to_string(state.global_step)},
+                       {"generator", nn::to_string(state.generator)},
+                       {"config", state.config_json}};
+  if (!state.vocabulary.empty()) meta["vocabulary"] = state.vocabulary;
   check_finite(model, dir, state.epoch);
   const fs::path model_path = fs::path(dir) / kModelFile, opt_path = fs::path(dir) / kOptimizerFile;
   const fs::path model_next = model_path.string() + kNext, opt_next = opt_path.string() + kNext;
@@ -118,6 +119,7 @@ TrainState load_checkpoint(const std::string& dir, nn::Module& model, optim::Opt
   state.generator = nn::generator_state_from_string(field(m, "generator", model_path), model_path);
   state.config_json = field(m, "config", model_path);
   if (auto it = o.find("grad_scaler"); it != o.end()) state.grad_scaler_json = it->second;
+  if (auto it = m.find("vocabulary"); it != m.end()) state.vocabulary = it->second;
   const int64_t optimizer_epoch = int_field(o, "epoch", optimizer_path);
   TD_CHECK_AS(DataError, optimizer_epoch == state.epoch, "train: --resume: ", model_path,
               " is from epoch ", state.epoch, " but ", optimizer_path, " is from epoch ",

@@ -1,7 +1,8 @@
 // tools/train/checkpointing.h — `tandem train --checkpoint DIR [--resume]`. After every epoch DIR
 // gets model.safetensors and optimizer.safetensors (each written atomically), both carrying the
 // same metadata: the epochs completed, the global step, the training device's generator state
-// (for dropout) and the run's configuration as JSON. Restoring all of it — with the DataLoader's
+// (for dropout) and the run's configuration as JSON; a GPT's also its vocabulary, and its "epoch"
+// counts iterations. Restoring all of it — with the DataLoader's
 // order and the augmentation a function of (seed, epoch) — makes a resumed run bit-identical to
 // an uninterrupted one.
 #pragma once
@@ -20,6 +21,7 @@ struct TrainState {
   GeneratorState generator;      // of the training device, after `epoch` epochs
   std::string config_json;       // the run's resolved flags (train/config.h)
   std::string grad_scaler_json;  // --amp fp16: the gradient scaler's state (optimizer file only)
+  std::string vocabulary;        // --model gpt: the tokenizer's characters, in id order (UTF-8)
 };
 
 /// Writes DIR/model.safetensors and DIR/optimizer.safetensors, creating DIR if needed.

@@ -7,25 +7,50 @@
 namespace tandem::tools {
 namespace {
 
+// --model gpt's own flags.
+void add_gpt(nlohmann::ordered_json& j, const GptOptions& g) {
+  j["text"] = g.text;
+  j["n_layer"] = g.n_layer;
+  j["n_head"] = g.n_head;
+  j["n_embd"] = g.n_embd;
+  j["block_size"] = g.block_size;
+  j["dropout"] = g.dropout;
+  j["bias"] = g.bias;
+  j["max_iters"] = g.max_iters;
+  j["warmup_iters"] = g.warmup_iters;
+  j["eval_interval"] = g.eval_interval;
+  j["eval_iters"] = g.eval_iters;
+  j["log_interval"] = g.log_interval;
+  j["min_lr"] = g.min_lr;
+  j["beta2"] = g.beta2;
+  j["grad_clip"] = g.grad_clip;
+}
+
+// The flags that apply to the run's model, in flag order.
 nlohmann::ordered_json to_json(const TrainOptions& o) {
+  const bool gpt = o.model == "gpt";
   nlohmann::ordered_json j;
   j["model"] = o.model;
-  j["dataset"] = o.dataset;
+  if (gpt) {
+    add_gpt(j, o.gpt);
+  } else {
+    j["dataset"] = o.dataset;
+    j["epochs"] = o.epochs;
+  }
   j["device"] = o.device;
-  j["epochs"] = o.epochs;
   j["batch_size"] = o.batch_size;
   j["lr"] = o.lr.value_or(0);
   j["optimizer"] = o.optimizer;
-  j["momentum"] = o.momentum;
+  if (!gpt) j["momentum"] = o.momentum;
   j["weight_decay"] = o.weight_decay;
   j["schedule"] = o.schedule;
-  j["augment"] = o.augment.value_or(0);
+  if (!gpt) j["augment"] = o.augment.value_or(0);
   j["seed"] = o.seed;
-  j["workers"] = o.workers;
+  if (!gpt) j["workers"] = o.workers;
   j["checkpoint"] = o.checkpoint;
   j["resume"] = o.resume;
   j["log_dir"] = o.log_dir;
-  j["max_steps"] = o.max_steps;
+  if (!gpt) j["max_steps"] = o.max_steps;
   j["data_parallel"] = o.data_parallel;
   j["activation_checkpointing"] = o.activation_checkpointing;
   j["pipeline"] = o.pipeline;
@@ -66,11 +91,43 @@ void use_first_device(TrainOptions& o, const char* flag, const std::string& list
   o.device = devices[0].str();
 }
 
+// --model gpt: the GPT's sizes and schedule, and the shared flags it does not use.
+void check_gpt(const TrainOptions& o) {
+  const GptOptions& g = o.gpt;
+  TD_CHECK_VALUE(g.n_layer >= 1 && g.n_head >= 1 && g.n_embd >= 1 && g.block_size >= 1,
+                 "train: --n-layer, --n-head, --n-embd and --block-size must be at least 1, but "
+                 "got ",
+                 g.n_layer, ", ", g.n_head, ", ", g.n_embd, ", ", g.block_size);
+  TD_CHECK_VALUE(g.n_embd % g.n_head == 0, "train: --n-embd ", g.n_embd,
+                 " does not split evenly into --n-head ", g.n_head, " heads");
+  TD_CHECK_VALUE(g.dropout >= 0 && g.dropout < 1, "train: --dropout must be in [0, 1), but got ",
+                 g.dropout);
+  TD_CHECK_VALUE(g.max_iters >= 1, "train: --max-iters must be at least 1, but got ", g.max_iters);
+  TD_CHECK_VALUE(g.warmup_iters >= 0 && g.warmup_iters < g.max_iters, "train: --warmup-iters ",
+                 g.warmup_iters, " must be in [0, --max-iters ", g.max_iters, ")");
+  TD_CHECK_VALUE(g.eval_interval >= 1 && g.eval_iters >= 1 && g.log_interval >= 1,
+                 "train: --eval-interval, --eval-iters and --log-interval must be at least 1");
+  TD_CHECK_VALUE(g.min_lr >= 0, "train: --min-lr must be >= 0, but got ", g.min_lr);
+  TD_CHECK_VALUE(g.beta2 >= 0 && g.beta2 < 1, "train: --beta2 must be in [0, 1), but got ",
+                 g.beta2);
+  TD_CHECK_VALUE(g.grad_clip >= 0, "train: --grad-clip must be >= 0 (0: off), but got ",
+                 g.grad_clip);
+  TD_CHECK_VALUE(o.optimizer == "adamw",
+                 "train: --model gpt trains with AdamW (nanoGPT's "
+                 "optimizer, weight decay on matrices only); --optimizer ",
+                 o.optimizer, " is for the image models");
+  TD_CHECK_VALUE(one_of(o.schedule, {"cosine", "none"}),
+                 "train: --model gpt's --schedule is "
+                 "cosine (warm-up, then a cosine decay to --min-lr) or none, not ",
+                 o.schedule);
+}
+
 }  // namespace
 
 TrainOptions resolve_config(TrainOptions o) {
-  TD_CHECK_VALUE(one_of(o.model, {"mlp", "cnn", "cnn-bn"}), "train: --model ", o.model,
-                 " is not one of mlp, cnn, cnn-bn");
+  TD_CHECK_VALUE(one_of(o.model, {"mlp", "cnn", "cnn-bn", "gpt"}), "train: --model ", o.model,
+                 " is not one of mlp, cnn, cnn-bn, gpt");
+  if (o.model == "gpt") check_gpt(o);
   TD_CHECK_VALUE(one_of(o.optimizer, {"sgd", "adam", "adamw"}), "train: --optimizer ", o.optimizer,
                  " is not one of sgd, adam, adamw");
   TD_CHECK_VALUE(one_of(o.schedule, {"none", "step", "cosine", "warmup-cosine"}),
@@ -109,7 +166,7 @@ TrainOptions resolve_config(TrainOptions o) {
                    "train: --pipeline cannot be combined with --ddp or --data-parallel; choose one "
                    "way of using several devices");
     TD_CHECK_VALUE(o.model != "cnn-bn",
-                   "train: --pipeline needs --model mlp or cnn: cnn-bn's batch norm would "
+                   "train: --pipeline needs --model mlp, cnn or gpt: cnn-bn's batch norm would "
                    "normalise each micro-batch on its own, which trains a different model");
     TD_CHECK_VALUE(o.batch_size >= o.chunks, "train: --chunks ", o.chunks,
                    " is more than --batch-size ", o.batch_size,
@@ -154,13 +211,32 @@ std::vector<std::string> config_differences(const std::string& saved_json,
   std::vector<std::string> out;
   const nlohmann::ordered_json now = to_json(options);  // items() refers to it: keep it alive
   for (const auto& [key, value] : now.items()) {
-    if (one_of(key, {"epochs", "resume", "log_dir", "checkpoint", "workers"})) continue;
+    if (one_of(key, {"epochs", "max_iters", "resume", "log_dir", "checkpoint", "workers"}))
+      continue;
     if (!saved.contains(key)) continue;
     // Both sides are dumps of the same kinds of values, so equal values print alike.
     if (value.dump() != saved[key].dump())
       out.push_back(key + " " + saved[key].dump() + " -> " + value.dump());
   }
   return out;
+}
+
+GptOptions gpt_options_from_json(const std::string& json, const std::string& path) {
+  const nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  GptOptions g;
+  try {
+    TD_CHECK_AS(DataError, j.is_object() && j.value("model", "") == "gpt", path,
+                ": not a checkpoint of `tandem train --model gpt` (its config has no gpt model)");
+    g.n_layer = j.at("n_layer").get<int64_t>();
+    g.n_head = j.at("n_head").get<int64_t>();
+    g.n_embd = j.at("n_embd").get<int64_t>();
+    g.block_size = j.at("block_size").get<int64_t>();
+    g.dropout = j.at("dropout").get<double>();
+    g.bias = j.at("bias").get<bool>();
+  } catch (const nlohmann::json::exception& e) {
+    detail::fail<DataError>(path, ": the GPT's config is incomplete (", e.what(), ")");
+  }
+  return g;
 }
 
 }  // namespace tandem::tools

@@ -50,4 +50,8 @@ std::vector<std::pair<std::string, std::string>> config_rows(const TrainOptions&
 std::vector<std::string> config_differences(const std::string& saved_json,
                                             const TrainOptions& options);
 
+/// The GPT's sizes from a checkpoint's config JSON (for `tandem generate`); DataError naming
+/// `path` when it is not a GPT's or a size is missing.
+GptOptions gpt_options_from_json(const std::string& json, const std::string& path);
+
 }  // namespace tandem::tools

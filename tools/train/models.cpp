@@ -89,4 +89,28 @@ nn::Sequential make_model(const std::string& name, int64_t rows, int64_t cols, b
   detail::fail<ValueError>("train: unknown model \"", name, "\" (choose mlp, cnn or cnn-bn)");
 }
 
+nn::GPTConfig gpt_config(const GptOptions& g, int64_t vocab_size) {
+  return {.block_size = g.block_size,
+          .vocab_size = vocab_size,
+          .n_layer = g.n_layer,
+          .n_head = g.n_head,
+          .n_embd = g.n_embd,
+          .dropout = g.dropout,
+          .bias = g.bias};
+}
+
+nn::Sequential make_gpt(const GptOptions& g, int64_t vocab_size, bool checkpointed) {
+  nn::Sequential model = nn::gpt(gpt_config(g, vocab_size));
+  if (!checkpointed) return model;
+  // Each block recomputed in backward: the same modules (so the same weights) under the same
+  // names, each wrapped.
+  nn::Sequential wrapped;
+  for (const nn::NamedModule& m : model.items()) {
+    const bool is_block = dynamic_cast<const nn::Block*>(&m.module.get()) != nullptr;
+    wrapped.push_back(
+        m.name, is_block ? nn::AnyModule(nn::Checkpointed(m.module.shared())) : m.module.shared());
+  }
+  return wrapped;
+}
+
 }  // namespace tandem::tools

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string>
 
+#include "../commands.h"
+
 namespace tandem::tools {
 
 /// The model called `name` for [N, 1, rows, cols] images, giving logits [N, 10]:
@@ -23,5 +25,11 @@ namespace tandem::tools {
 /// With `checkpointed`, each block recomputes its activations in backward. ValueError naming the
 /// choices for an unknown name, or when the images are too small for the model's pooling.
 nn::Sequential make_model(const std::string& name, int64_t rows, int64_t cols, bool checkpointed);
+
+/// --model gpt: the GPT the flags describe, for a vocabulary of `vocab_size` characters (nn::gpt,
+/// initialised as nanoGPT's); with `checkpointed`, each block recomputes its activations in
+/// backward.
+nn::GPTConfig gpt_config(const GptOptions& gpt, int64_t vocab_size);
+nn::Sequential make_gpt(const GptOptions& gpt, int64_t vocab_size, bool checkpointed);
 
 }  // namespace tandem::tools

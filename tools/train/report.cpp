@@ -78,9 +78,8 @@ table { border-collapse: collapse; font-size: 13px; }
 </style>
 )";
 
-}  // namespace
-
-std::string render_report(const ReportInfo& info, const std::vector<MetricRecord>& records) {
+// The image classifiers' charts and per-epoch table.
+std::string classifier_sections(const ReportInfo& info, const std::vector<MetricRecord>& records) {
   const std::map<int64_t, EpochRow> rows = epoch_rows(records);
   const std::string eval = info.eval_name;
 
@@ -103,17 +102,7 @@ std::string render_report(const ReportInfo& info, const std::vector<MetricRecord
     }
     if (row.has_eval) eval_acc.points.emplace_back(double(epoch), 100 * row.eval_acc);
   }
-
-  std::string s = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  s += "<title>tandem train: " + html_escape(info.title) + "</title>\n" + kStyle +
-       "</head>\n<body>\n";
-  s += "<h1>tandem train: " + html_escape(info.title) + "</h1>\n";
-  s += "<p class=\"headline\">" + html_escape(info.headline) + "</p>\n";
-  s += "<div class=\"meta\">\n" + key_value_table(info.run);
-  const size_t half = (info.config.size() + 1) / 2;  // the flags in two short columns
-  s += key_value_table({info.config.begin(), info.config.begin() + std::ptrdiff_t(half)});
-  s += key_value_table({info.config.begin() + std::ptrdiff_t(half), info.config.end()});
-  s += "</div>\n<h2>Charts</h2>\n<div class=\"charts\">\n";
+  std::string s = "<h2>Charts</h2>\n<div class=\"charts\">\n";
   s += svg_line_chart({.title = "Loss (log scale)",
                        .x_label = "step",
                        .y_label = "cross-entropy",
@@ -147,7 +136,64 @@ std::string render_report(const ReportInfo& info, const std::vector<MetricRecord
          (t ? fixed(row.rate(), 0) : "") + "</td><td>" + (t ? general(row.lr) : "") +
          "</td></tr>\n";
   }
-  s += "</table>\n<p class=\"foot\">Written by <code>tandem train</code>. Every logged line is in "
+  return s + "</table>\n";
+}
+
+// A language model's: the training loss as it ran and the two estimates (over fixed training and
+// validation batches) at each evaluation, the lr, tokens/s, and a table of the evaluations.
+std::string language_model_sections(const std::vector<MetricRecord>& records) {
+  ChartSeries train{"train (running)", kTrainColor, {}, false};
+  ChartSeries est_train{"train", "#2ca02c", {}, true}, val{"validation", kEvalColor, {}, true};
+  ChartSeries lr{"lr", kTrainColor, {}, false}, rate{"train", kTrainColor, {}, false};
+  std::map<int64_t, std::pair<double, double>> evals;  // step -> (train, validation) estimates
+  for (const MetricRecord& r : records) {
+    if (r.split == "train") {
+      train.points.emplace_back(double(r.step), r.loss);
+      lr.points.emplace_back(double(r.step), r.lr);
+      rate.points.emplace_back(double(r.step), r.samples_per_s);
+    } else if (r.split == "eval_train") {
+      est_train.points.emplace_back(double(r.step), r.loss);
+      evals[r.step].first = r.loss;
+    } else if (r.split == "eval") {
+      val.points.emplace_back(double(r.step), r.loss);
+      evals[r.step].second = r.loss;
+    }
+  }
+  std::string s = "<h2>Charts</h2>\n<div class=\"charts\">\n";
+  s += svg_line_chart({.title = "Loss",
+                       .x_label = "iteration",
+                       .y_label = "cross-entropy",
+                       .series = {train, est_train, val}});
+  s += svg_line_chart(
+      {.title = "Learning rate", .x_label = "iteration", .y_label = "lr", .series = {lr}});
+  s += svg_line_chart({.title = "Training throughput",
+                       .x_label = "iteration",
+                       .y_label = "tokens / s",
+                       .series = {rate},
+                       .y_from_zero = true});
+  s += "</div>\n<h2>Evaluations</h2>\n<table class=\"epochs\">\n<tr><th>iteration</th>"
+       "<th>train loss</th><th>validation loss</th></tr>\n";
+  for (const auto& [step, losses] : evals)
+    s += "<tr><td>" + std::to_string(step) + "</td><td>" + fixed(losses.first, 4) + "</td><td>" +
+         fixed(losses.second, 4) + "</td></tr>\n";
+  return s + "</table>\n";
+}
+
+}  // namespace
+
+std::string render_report(const ReportInfo& info, const std::vector<MetricRecord>& records) {
+  std::string s = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  s += "<title>tandem train: " + html_escape(info.title) + "</title>\n" + kStyle +
+       "</head>\n<body>\n";
+  s += "<h1>tandem train: " + html_escape(info.title) + "</h1>\n";
+  s += "<p class=\"headline\">" + html_escape(info.headline) + "</p>\n";
+  s += "<div class=\"meta\">\n" + key_value_table(info.run);
+  const size_t half = (info.config.size() + 1) / 2;  // the flags in two short columns
+  s += key_value_table({info.config.begin(), info.config.begin() + std::ptrdiff_t(half)});
+  s += key_value_table({info.config.begin() + std::ptrdiff_t(half), info.config.end()});
+  s += "</div>\n";
+  s += info.language_model ? language_model_sections(records) : classifier_sections(info, records);
+  s += "<p class=\"foot\">Written by <code>tandem train</code>. Every logged line is in "
        "<code>metrics.jsonl</code> beside this file (one JSON object per line).</p>\n";
   return s + "</body>\n</html>\n";
 }

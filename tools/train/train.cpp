@@ -68,6 +68,7 @@ void check_device(Device device) {
 }  // namespace
 
 int run_train(const TrainOptions& flags) {
+  if (flags.model == "gpt") return run_train_gpt(flags);
   const auto start = std::chrono::steady_clock::now();
   const std::string started = local_time("%Y-%m-%d %H:%M:%S");
   TrainOptions o = resolve_config(flags);
@@ -76,12 +77,7 @@ int run_train(const TrainOptions& flags) {
   // into one stage per device).
   Placement placement = resolve_placement(o);
   std::shared_ptr<parallel::Communicator> group;
-  if (placement.mode == Parallelism::DDP) {  // the group comes from tandem launch's environment
-    if (placement.device.is_cuda()) placement.device = parallel::local_device();  // LOCAL_RANK
-    group = parallel::init_process_group({.device = placement.device});
-    TD_CHECK_VALUE(o.batch_size % group->size() == 0, "train --ddp: --batch-size ", o.batch_size,
-                   " (the global batch) does not split evenly over ", group->size(), " ranks");
-  }
+  if (placement.mode == Parallelism::DDP) group = join_ddp_group(placement, o.batch_size);
   const Device device = placement.device;
   const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
   const bool lead = rank == 0;  // rank 0 logs, evaluates, checkpoints and reports
@@ -154,13 +150,9 @@ int run_train(const TrainOptions& flags) {
   // and needs none). Under --ddp the ranks sum their found-inf flags, so all skip together.
   const DType amp = o.amp == "bf16" ? kBFloat16 : o.amp == "fp16" ? kFloat16 : kFloat32;
   setup.amp = amp;
-  optim::GradScaler scaler({.enabled = amp == kFloat16,
-                            .all_reduce = group ? std::function<void(Tensor&)>([&](Tensor& t) {
-                              Tensor d = t.to(device);
-                              group->all_reduce(d)->wait();
-                              t.copy_(d);
-                            })
-                                                : nullptr});
+  const std::unique_ptr<optim::GradScaler> scaler_owner =
+      make_grad_scaler(amp, group.get(), device);
+  optim::GradScaler& scaler = *scaler_owner;
   if (o.resume && amp == kFloat16 && !resumed_scaler.empty())
     scaler.load_state_dict(optim::grad_scaler_state_from_json(resumed_scaler));
   setup.scaler = &scaler;
@@ -184,18 +176,7 @@ int run_train(const TrainOptions& flags) {
   const std::string data_line = str(source.dir, ": ", with_commas(train_set.size()), " train / ",
                                     with_commas(eval_set.size()), " ", eval, " ", noun);
 
-  std::string parallel_line;
-  if (setup.ddp) parallel_line = str(", DDP over ", world, " ranks (", group->backend(), ")");
-  if (setup.dp) parallel_line = str(", DataParallel over ", o.data_parallel);
-  if (setup.pipe) {
-    std::string sizes;
-    for (parallel::Stage& s : setup.pipe->stages())
-      sizes += (sizes.empty() ? "" : " + ") + std::to_string(s.modules.size());
-    parallel_line = str(", pipeline over ", o.pipeline, " (", o.pipeline_schedule, ", ", o.chunks,
-                        " chunks; stages of ", sizes, " modules)");
-  }
-  if (amp != kFloat32)
-    parallel_line += str(", autocast ", o.amp, amp == kFloat16 ? " with a gradient scaler" : "");
+  const std::string parallel_line = describe_parallelism(setup, o, group.get());
   if (lead)
     std::printf("tandem train: %s (%s parameters) on %s, device %s%s\n", o.model.c_str(),
                 params.c_str(), data_line.c_str(), device.str().c_str(), parallel_line.c_str());

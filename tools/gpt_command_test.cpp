@@ -1,0 +1,178 @@
+// tools/gpt_command_test.cpp — `tandem train --model gpt` and `tandem generate` as a user runs
+// them, on a small text the test writes (about 24 KB of sentences from a few words, so that a few
+// dozen iterations of a tiny GPT learn something). A run learns, logs, reports and checkpoints;
+// generate continues a prompt from the checkpoint, reproducibly per seed; a resumed run is
+// bit-identical to one never interrupted; DataParallel, a pipeline (the tied embedding on both
+// end stages) and activation checkpointing train the same model as one device up to float32
+// rounding; bad input is a clear error.
+#include <map>
+
+#include "cli_test_support.h"
+
+namespace {
+using namespace tandem;
+using namespace tandem::cli_test;
+
+void write_text(const fs::path& path, size_t sentences) {
+  const char* words[] = {"the", "cat", "sat", "on",  "a",   "mat", "and", "dog",
+                         "ran", "to",  "red", "big", "sun", "hid", "in",  "box"};
+  data::SplitMix64 rng(3);
+  std::ofstream out(path);
+  for (size_t i = 0; i < sentences; ++i) {
+    out << "The";
+    for (uint64_t k = 0, n = 3 + rng.next() % 6; k < n; ++k) out << ' ' << words[rng.next() % 16];
+    out << (i % 5 == 4 ? ".\n" : ". ");
+  }
+}
+
+// A tiny GPT, a short run: 1 block, 2 heads, 16 wide, context 16, batch 8; `changes` replace
+// or add flags ("--n-layer 2").
+std::string gpt_flags(const fs::path& text, int iters,
+                      const std::map<std::string, std::string>& changes = {}) {
+  std::map<std::string, std::string> flags = {
+      {"--text", text.string()}, {"--n-layer", "1"},      {"--n-head", "2"},
+      {"--n-embd", "16"},        {"--block-size", "16"},  {"--batch-size", "8"},
+      {"--lr", "1e-2"},          {"--warmup-iters", "2"}, {"--max-iters", std::to_string(iters)},
+      {"--eval-interval", "20"}, {"--eval-iters", "4"},   {"--log-interval", "10"}};
+  for (const auto& [flag, value] : changes) flags[flag] = value;
+  std::string out = "train --model gpt";
+  for (const auto& [flag, value] : flags) out += " " + flag + " " + value;
+  return out;
+}
+
+// The loss of "step N: train loss A, val loss B" lines, by N.
+double val_loss_at(const std::string& output, int step) {
+  const std::string key = "step " + std::to_string(step) + ": train loss ";
+  const size_t at = output.find(key);
+  if (at == std::string::npos) return -1;
+  const size_t val = output.find("val loss ", at);
+  return std::stod(output.substr(val + 9));
+}
+
+TEST(GptCommand, TrainsLogsCheckpointsAndGenerates) {
+  TempDir tmp;
+  write_text(tmp / "text.txt", 600);
+  const Result run =
+      tandem_cli(gpt_flags(tmp / "text.txt", 60) + " --checkpoint " + (tmp / "ckpt").string() +
+                     " --log-dir " + (tmp / "log").string(),
+                 tmp / "train.txt");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_NE(run.output.find("tandem train: gpt, 1 layers, 2 heads, 16 wide, context 16"),
+            std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("iter 60: loss "), std::string::npos) << run.output;
+  const double first = val_loss_at(run.output, 0), last = val_loss_at(run.output, 60);
+  ASSERT_GT(first, 0) << run.output;
+  ASSERT_GT(last, 0) << run.output;
+  EXPECT_LT(last, first - 0.5) << "60 iterations learn the words' letters\n" << run.output;
+  EXPECT_EQ(count(read_file(tmp / "log" / "metrics.jsonl"), "\"split\":\"eval\""), 4);
+  const std::string report = read_file(tmp / "log" / "report.html");
+  EXPECT_NE(report.find("final validation loss"), std::string::npos);
+  EXPECT_NE(report.find("tokens / s"), std::string::npos);
+
+  // The checkpoint carries the vocabulary and the sizes: generate needs nothing else.
+  const std::string gen = "generate --checkpoint " + (tmp / "ckpt").string() + " --tokens 60";
+  const Result a = tandem_cli(gen + " --prompt 'The cat' --seed 5", tmp / "a.txt");
+  const Result b = tandem_cli(gen + " --prompt 'The cat' --seed 5", tmp / "b.txt");
+  const Result c = tandem_cli(gen + " --prompt 'The cat' --seed 6 --top-k 3", tmp / "c.txt");
+  ASSERT_EQ(a.code, 0) << a.output;
+  ASSERT_EQ(c.code, 0) << c.output;
+  EXPECT_EQ(a.output.rfind("The cat", 0), 0u) << a.output;
+  EXPECT_EQ(a.output.size(), 7 + 60 + 1u) << a.output;  // prompt, 60 ASCII characters, newline
+  EXPECT_EQ(a.output, b.output) << "the same seed draws the same text";
+  const std::string corpus = read_file(tmp / "text.txt");
+  for (char ch : a.output.substr(7, 60))
+    EXPECT_NE(corpus.find(ch), std::string::npos) << "'" << ch << "' is not in the corpus";
+  const Result greedy = tandem_cli(gen + " --prompt The --temperature 0", tmp / "g.txt");
+  EXPECT_EQ(greedy.code, 0) << greedy.output;
+
+  // Clear errors: a character the corpus never had, a checkpoint that is not a GPT's, none.
+  const Result unknown = tandem_cli(gen + " --prompt 'The Zebra'", tmp / "z.txt");
+  EXPECT_NE(unknown.code, 0);
+  EXPECT_NE(unknown.output.find("the character 'Z' at position 4 is not in the model's vocabulary"),
+            std::string::npos)
+      << unknown.output;
+  fs::create_directories(tmp / "mlp");
+  nn::Linear fc(2, 2);
+  nn::save_model((tmp / "mlp" / "model.safetensors").string(), fc);
+  const Result other = tandem_cli("generate --checkpoint " + (tmp / "mlp").string(), tmp / "o.txt");
+  EXPECT_NE(other.code, 0);
+  EXPECT_NE(other.output.find("not a checkpoint of `tandem train --model gpt`"), std::string::npos)
+      << other.output;
+  const Result none =
+      tandem_cli("generate --checkpoint " + (tmp / "nothing").string(), tmp / "n.txt");
+  EXPECT_NE(none.code, 0);
+  EXPECT_NE(none.output.find("does not exist"), std::string::npos) << none.output;
+}
+
+// --resume continues as if never stopped: 10 iterations, then 10 more from the checkpoint, give
+// the bits of 20 at once (--schedule none: the cosine schedule's length is --max-iters itself).
+TEST(GptCommand, ResumeIsBitIdenticalToAnUninterruptedRun) {
+  TempDir tmp;
+  write_text(tmp / "text.txt", 300);
+  const auto run = [&](int iters, const std::string& dir, const std::string& extra) {
+    const Result r = tandem_cli(gpt_flags(tmp / "text.txt", iters,
+                                          {{"--schedule", "none"},
+                                           {"--dropout", "0.1"},
+                                           {"--eval-interval", "10"},
+                                           {"--log-dir", (tmp / "log").string()}}) +
+                                    " --checkpoint " + (tmp / dir).string() + extra,
+                                tmp / (dir + std::to_string(iters) + ".txt"));
+    EXPECT_EQ(r.code, 0) << r.output;
+    return r;
+  };
+  run(20, "whole", "");
+  run(10, "halves", "");
+  const Result rest = run(20, "halves", " --resume");
+  EXPECT_NE(rest.output.find("resuming from"), std::string::npos) << rest.output;
+  expect_same_tensors(tmp / "whole" / "model.safetensors", tmp / "halves" / "model.safetensors");
+}
+
+// Each mode trains the model one device trains: the same parameters up to float32 rounding.
+TEST(GptCommand, DataParallelPipelineAndCheckpointingTrainAsOneDevice) {
+  TempDir tmp;
+  write_text(tmp / "text.txt", 300);
+  const auto run = [&](const std::string& name, const std::string& extra) {
+    const Result r = tandem_cli(gpt_flags(tmp / "text.txt", 10, {{"--n-layer", "2"}}) +
+                                    " --checkpoint " + (tmp / name).string() + " --log-dir " +
+                                    (tmp / ("log-" + name)).string() + extra,
+                                tmp / (name + ".txt"));
+    EXPECT_EQ(r.code, 0) << r.output;
+    return r;
+  };
+  run("one", "");
+  const Result pipe = run("pipe", " --pipeline cpu:0,cpu:1 --chunks 2 --pipeline-schedule 1f1b");
+  EXPECT_NE(pipe.output.find("pipeline over cpu:0,cpu:1"), std::string::npos) << pipe.output;
+  run("dp", " --data-parallel cpu:0,cpu:1");
+  run("ac", " --activation-checkpointing");
+  const SafetensorsFile a = load_safetensors((tmp / "one" / "model.safetensors").string());
+  for (const char* mode : {"pipe", "dp", "ac"}) {
+    const SafetensorsFile b = load_safetensors((tmp / mode / "model.safetensors").string());
+    ASSERT_EQ(a.tensors.size(), b.tensors.size()) << mode;
+    for (const auto& [name, t] : a.tensors) {
+      const double diff = abs(t - b.at(name)).max().item();
+      EXPECT_LT(diff, 1e-4) << mode << ": " << name << " differs by " << diff;
+    }
+  }
+}
+
+TEST(GptCommand, BadInputIsAClearError) {
+  TempDir tmp;
+  write_text(tmp / "short.txt", 2);
+  std::ofstream(tmp / "latin1.txt") << "caf\xe9 au lait, " << std::string(200, 'x');
+  write_text(tmp / "text.txt", 300);
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {gpt_flags(tmp / "short.txt", 5), "fewer than one window of block size + 1 = 17"},
+           {gpt_flags(tmp / "latin1.txt", 5), "not UTF-8 text: an invalid byte sequence at byte 3"},
+           {gpt_flags(tmp / "missing.txt", 5), "missing.txt: cannot open the text file"},
+           {gpt_flags(tmp / "text.txt", 5, {{"--n-embd", "15"}}), "does not split evenly into"},
+           {gpt_flags(tmp / "text.txt", 5, {{"--optimizer", "sgd"}}), "trains with AdamW"},
+           {gpt_flags(tmp / "text.txt", 5, {{"--warmup-iters", "9"}}),
+            "--warmup-iters 9 must be in"}}) {
+    const Result r = tandem_cli(flags + " --log-dir " + (tmp / "log").string(), tmp / "out.txt");
+    EXPECT_NE(r.code, 0) << flags;
+    EXPECT_NE(r.output.find(message), std::string::npos) << flags << "\n" << r.output;
+  }
+}
+
+}  // namespace

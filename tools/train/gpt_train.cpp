@@ -1,0 +1,289 @@
+// tools/train/gpt_train.cpp — `tandem train --model gpt`: nanoGPT's train.py loop, top to bottom.
+// Read the corpus (its characters are the vocabulary), build the GPT, AdamW with weight decay on
+// matrices only, the warm-up + cosine schedule; then per iteration: maybe evaluate (the loss over
+// fixed training and validation batches), checkpoint and rewrite the report; one step on a batch
+// of random windows; clip the gradients; update. Every mode of step.h runs it unchanged.
+//
+// A batch is a function of (seed, iteration) alone (data::random_windows), so a resumed run sees
+// the batches an uninterrupted one would, and DDP's ranks each take their rows of the one global
+// batch: together they train on what one device would.
+#include <tandem/autograd/grad_mode.h>
+#include <tandem/core/check.h>
+#include <tandem/core/generator.h>
+#include <tandem/core/serialize/safetensors.h>
+#include <tandem/core/thread_pool.h>
+#include <tandem/data/shuffle.h>
+#include <tandem/data/text_dataset.h>
+#include <tandem/nn/optim/param_groups.h>
+#include <tandem/parallel/process_group.h>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "../commands.h"
+#include "checkpointing.h"
+#include "config.h"
+#include "data_source.h"
+#include "epoch.h"
+#include "models.h"
+#include "progress.h"
+#include "report.h"
+
+namespace tandem::tools {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Seeds of the training batch at an iteration and of the k-th evaluation batch of a split: three
+// streams that never meet.
+uint64_t train_batch_seed(uint64_t seed, int64_t iteration) {
+  return data::mix64(data::mix64(seed) ^ uint64_t(iteration));
+}
+uint64_t eval_batch_seed(uint64_t seed, int split, int64_t k) {
+  return data::mix64(data::mix64(seed + 0x5EED0000ull + uint64_t(split)) ^ uint64_t(k));
+}
+
+// This rank's rows of a global batch.
+Tensor rows_of(const Tensor& t, int rank, int world) {
+  const int64_t n = t.size(0) / world;
+  return t.narrow(0, n * rank, n);
+}
+
+// nanoGPT's estimate_loss: the mean loss over eval_iters batches of each split, in eval mode
+// (dropout off), without a graph. Fixed batches: every evaluation scores the same windows.
+std::pair<double, double> estimate_loss(Setup& s, const data::TextCorpus& corpus,
+                                        const TrainOptions& o) {
+  NoGradGuard no_grad;
+  s.model->eval();
+  double mean[2] = {0, 0};
+  for (int split = 0; split < 2; ++split) {
+    const Tensor& tokens = split == 0 ? corpus.train : corpus.val;
+    for (int64_t k = 0; k < o.gpt.eval_iters; ++k) {
+      auto [x, y] = data::random_windows(tokens, o.batch_size, o.gpt.block_size,
+                                         eval_batch_seed(o.seed, split, k));
+      const Tensor logits = predict(s, x.to(s.device));
+      mean[split] += s.loss(logits, y.to(logits.device())).item();
+    }
+    mean[split] /= double(o.gpt.eval_iters);
+  }
+  s.model->train();
+  return {mean[0], mean[1]};
+}
+
+// A resumed run's vocabulary, read before the model is built (its size is the model's).
+data::CharTokenizer saved_vocabulary(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "model.safetensors").string();
+  TD_CHECK_AS(DataError, fs::is_regular_file(path), "train: --resume: ", path,
+              " does not exist (a run with --checkpoint ", dir, " writes it)");
+  const auto meta = load_safetensors(path).metadata;
+  const auto it = meta.find("vocabulary");
+  TD_CHECK_AS(DataError, it != meta.end(), "train: --resume: ", path,
+              " has no vocabulary: it is not a checkpoint of `tandem train --model gpt`");
+  return data::CharTokenizer::from_string(it->second, path);
+}
+
+}  // namespace
+
+int run_train_gpt(const TrainOptions& flags) {
+  const Clock::time_point start = Clock::now();
+  TrainOptions o = resolve_config(flags);
+  const GptOptions& g = o.gpt;
+  Placement placement = resolve_placement(o);
+  std::shared_ptr<parallel::Communicator> group;
+  if (placement.mode == Parallelism::DDP) group = join_ddp_group(placement, o.batch_size);
+  const Device device = placement.device;
+  const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
+  const bool lead = rank == 0;
+
+  // ---- data: the corpus's characters are the vocabulary (a resumed run keeps the saved one).
+  const std::vector<std::string> files =
+      g.text.empty() ? data::fortunes_files() : std::vector<std::string>{g.text};
+  std::optional<data::CharTokenizer> vocabulary;
+  if (o.resume) vocabulary = saved_vocabulary(o.checkpoint);
+  const data::TextCorpus corpus =
+      data::load_text_corpus(files, vocabulary ? &*vocabulary : nullptr);
+  data::check_fits_windows(corpus, g.block_size);
+  const int64_t vocab = corpus.tokenizer.vocab_size();
+
+  // ---- model, optimizer (decay on matrices only), schedule.
+  manual_seed(o.seed);
+  auto model = std::make_shared<nn::Sequential>(make_gpt(g, vocab, o.activation_checkpointing));
+  const std::string params = with_commas(model->parameter_count());  // before a pipeline's copies
+  Setup setup = make_setup(model, placement, o);
+  setup.loss = [](const Tensor& logits, const Tensor& y) { return nn::gpt_loss(logits, y); };
+  optim::AdamW optimizer(optim::adamw_groups(
+      model->named_parameters(),
+      {.lr = *o.lr, .beta1 = 0.9, .beta2 = g.beta2, .weight_decay = o.weight_decay}));
+  std::unique_ptr<optim::LRScheduler> scheduler;
+  if (o.schedule == "cosine")
+    scheduler =
+        std::make_unique<optim::WarmupCosineLR>(optimizer, g.warmup_iters, g.max_iters, g.min_lr);
+
+  // ---- resume, then autocast and the gradient scaler.
+  int64_t iter = 0;
+  std::string resumed_scaler;
+  if (o.resume) {
+    const TrainState state = load_checkpoint(o.checkpoint, *model, optimizer);
+    default_generator(device).set_state(state.generator);
+    iter = state.global_step;
+    resumed_scaler = state.grad_scaler_json;
+    if (lead)
+      std::printf("resuming from %s at iteration %lld\n", o.checkpoint.c_str(), (long long)iter);
+    for (const std::string& d : config_differences(state.config_json, o))
+      if (lead) std::printf("  note: changed since the checkpoint: %s\n", d.c_str());
+  }
+  if (scheduler) scheduler->set_step(iter);
+  setup.amp = o.amp == "bf16" ? kBFloat16 : o.amp == "fp16" ? kFloat16 : kFloat32;
+  const std::unique_ptr<optim::GradScaler> scaler =
+      make_grad_scaler(setup.amp, group.get(), device);
+  if (!resumed_scaler.empty() && scaler->is_enabled())
+    scaler->load_state_dict(optim::grad_scaler_state_from_json(resumed_scaler));
+  setup.scaler = scaler.get();
+
+  // ---- logging.
+  if (o.log_dir.empty()) o.log_dir = str("runs/gpt-", fs::path(files[0]).stem().string());
+  if (o.ddp) {  // one run, one directory: rank 0's name for it
+    if (lead) parallel::default_store()->set("log_dir", o.log_dir);
+    if (!lead) o.log_dir = parallel::default_store()->get_string("log_dir");
+  }
+  fs::create_directories(o.log_dir);
+  MetricsLog metrics((fs::path(o.log_dir) /
+                      (lead ? "metrics.jsonl" : "metrics-rank" + std::to_string(rank) + ".jsonl"))
+                         .string(),
+                     o.resume ? iter : -1);
+  const std::string data_line =
+      str(corpus.source, ": ", with_commas(corpus.train.numel()), " train / ",
+          with_commas(corpus.val.numel()), " validation characters, vocabulary ", vocab);
+  const std::string parallel_line = describe_parallelism(setup, o, group.get());
+  const int64_t tokens_per_iter = o.batch_size * g.block_size;
+  if (lead) {
+    std::printf(
+        "tandem train: gpt, %lld layers, %lld heads, %lld wide, context %lld (%s "
+        "parameters) on %s, device %s%s\n",
+        (long long)g.n_layer, (long long)g.n_head, (long long)g.n_embd, (long long)g.block_size,
+        params.c_str(), data_line.c_str(), device.str().c_str(), parallel_line.c_str());
+    std::printf(
+        "%lld iterations x %lld tokens (batch %lld), AdamW lr %g -> %g, warm-up %lld, "
+        "weight decay %g, clip %g, seed %llu; logs in %s\n",
+        (long long)g.max_iters, (long long)tokens_per_iter, (long long)o.batch_size, *o.lr,
+        g.min_lr, (long long)g.warmup_iters, o.weight_decay, g.grad_clip,
+        (unsigned long long)o.seed, o.log_dir.c_str());
+    std::fflush(stdout);
+  }
+  ReportInfo report{.title = str("gpt on ", fs::path(files[0]).filename().string()),
+                    .run = {},
+                    .config = config_rows(o),
+                    .eval_name = "validation",
+                    .headline = "",
+                    .language_model = true};
+  const std::string config = config_json(o);
+
+  // ---- the loop.
+  model->train();
+  double interval_loss = 0;
+  int64_t interval_iters = 0;
+  Clock::time_point interval_start = Clock::now();
+  for (;; ++iter) {
+    if (iter % g.eval_interval == 0 || iter == g.max_iters) {
+      if (lead) {
+        const auto [train_loss, val_loss] = estimate_loss(setup, corpus, o);
+        std::printf("step %lld: train loss %.4f, val loss %.4f\n", (long long)iter, train_loss,
+                    val_loss);
+        std::fflush(stdout);
+        const double now = unix_time(), lr = optimizer.lr(0);
+        metrics.write({.time = now,
+                       .epoch = iter,
+                       .step = iter,
+                       .split = "eval_train",
+                       .loss = train_loss,
+                       .lr = lr});
+        metrics.write({.time = now,
+                       .epoch = iter,
+                       .step = iter,
+                       .split = "eval",
+                       .loss = val_loss,
+                       .lr = lr});
+        if (!o.checkpoint.empty() && iter > 0)
+          save_checkpoint(
+              o.checkpoint, *model, optimizer,
+              {.epoch = iter,
+               .global_step = iter,
+               .generator = default_generator(device).get_state(),
+               .config_json = config,
+               .grad_scaler_json = scaler->is_enabled() ? optim::to_json(scaler->state_dict()) : "",
+               .vocabulary = corpus.tokenizer.to_string()});
+        const bool last = iter == g.max_iters;
+        report.headline =
+            str(last ? "final" : "at iteration " + std::to_string(iter) + ":", " validation loss ",
+                val_loss, " (train ", train_loss, ")", last ? "" : " (running)");
+        report.run = {
+            {"device", str(device, " (", get_num_threads(), " intra-op threads)", parallel_line)},
+            {"seed", std::to_string(o.seed)},
+            {"corpus", data_line},
+            {"model", str("gpt, ", params, " parameters")},
+            {"wall time", format_duration(seconds_since(start))},
+            {"status", last ? "finished" : str("iteration ", iter, " of ", g.max_iters)}};
+        write_report((fs::path(o.log_dir) / "report.html").string(), report, metrics.records());
+      }
+      interval_start = Clock::now();  // evaluation is not training time
+    }
+    if (iter == g.max_iters) break;
+
+    // One step: this rank's rows of the global batch, forward + backward, clip, update.
+    auto [x, y] = data::random_windows(corpus.train, o.batch_size, g.block_size,
+                                       train_batch_seed(o.seed, iter));
+    optimizer.zero_grad();
+    const StepResult r =
+        train_step(setup, rows_of(x, rank, world).to(device), rows_of(y, rank, world).to(device));
+    const double loss = r.loss.item();
+    TD_CHECK_AS(NonFiniteError, std::isfinite(loss), "train: the loss is ", loss, " at iteration ",
+                iter,
+                "; the step was not applied (a --checkpoint holds the "
+                "last evaluation)\n  hint: lower --lr");
+    const bool scaling = scaler->is_enabled();
+    if (scaling) scaler->unscale_(optimizer);  // the clip sees the true gradients
+    if (g.grad_clip > 0) clip_gradients(setup, g.grad_clip);
+    if (scaling) {
+      scaler->step(optimizer);
+      scaler->update();
+    } else {
+      optimizer.step();
+    }
+    if (scheduler) scheduler->step();
+    interval_loss += loss, ++interval_iters;
+
+    if ((iter + 1) % g.log_interval == 0 || iter + 1 == g.max_iters) {
+      const double secs = seconds_since(interval_start);
+      const double rate = secs > 0 ? double(interval_iters * tokens_per_iter) / secs : 0;
+      metrics.write({.time = unix_time(),
+                     .epoch = iter + 1,
+                     .step = iter + 1,
+                     .split = "train",
+                     .loss = interval_loss / double(interval_iters),
+                     .lr = optimizer.lr(0),
+                     .samples_per_s = rate,
+                     .loss_scale = scaling ? scaler->get_scale() : 0,
+                     .skipped_steps = scaling ? scaler->skipped_steps() : -1});
+      if (lead)
+        std::printf("iter %lld: loss %.4f, lr %.3g, %.0f tokens/s, %.1f ms/iter\n",
+                    (long long)(iter + 1), interval_loss / double(interval_iters), optimizer.lr(0),
+                    rate, 1e3 * secs / double(interval_iters));
+      std::fflush(stdout);
+      interval_loss = 0, interval_iters = 0;
+      interval_start = Clock::now();
+    }
+  }
+  if (lead)
+    std::printf("total time %s; report: %s\n", format_duration(seconds_since(start)).c_str(),
+                (fs::path(o.log_dir) / "report.html").string().c_str());
+  if (group) parallel::destroy_process_group();
+  return 0;
+}
+
+}  // namespace tandem::tools
