@@ -189,8 +189,10 @@ int run_train_gpt(const TrainOptions& flags) {
   double interval_loss = 0;
   int64_t interval_iters = 0;
   Clock::time_point interval_start = Clock::now();
+  double eval_seconds = 0;  // evaluation inside the current progress interval: not training time
   for (;; ++iter) {
     if (iter % g.eval_interval == 0 || iter == g.max_iters) {
+      const Clock::time_point eval_start = Clock::now();
       if (lead) {
         const auto [train_loss, val_loss] = estimate_loss(setup, corpus, o);
         std::printf("step %lld: train loss %.4f, val loss %.4f\n", (long long)iter, train_loss,
@@ -231,7 +233,7 @@ int run_train_gpt(const TrainOptions& flags) {
             {"status", last ? "finished" : str("iteration ", iter, " of ", g.max_iters)}};
         write_report((fs::path(o.log_dir) / "report.html").string(), report, metrics.records());
       }
-      interval_start = Clock::now();  // evaluation is not training time
+      eval_seconds += seconds_since(eval_start);
     }
     if (iter == g.max_iters) break;
 
@@ -259,7 +261,7 @@ int run_train_gpt(const TrainOptions& flags) {
     interval_loss += loss, ++interval_iters;
 
     if ((iter + 1) % g.log_interval == 0 || iter + 1 == g.max_iters) {
-      const double secs = seconds_since(interval_start);
+      const double secs = seconds_since(interval_start) - eval_seconds;
       const double rate = secs > 0 ? double(interval_iters * tokens_per_iter) / secs : 0;
       metrics.write({.time = unix_time(),
                      .epoch = iter + 1,
@@ -277,6 +279,7 @@ int run_train_gpt(const TrainOptions& flags) {
       std::fflush(stdout);
       interval_loss = 0, interval_iters = 0;
       interval_start = Clock::now();
+      eval_seconds = 0;
     }
   }
   if (lead)
