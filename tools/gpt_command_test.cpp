@@ -3,8 +3,8 @@
 // dozen iterations of a tiny GPT learn something). A run learns, logs, reports and checkpoints;
 // generate continues a prompt from the checkpoint, reproducibly per seed; a resumed run is
 // bit-identical to one never interrupted; DataParallel, a pipeline (the tied embedding on both
-// end stages) and activation checkpointing train the same model as one device up to float32
-// rounding; bad input is a clear error.
+// end stages), activation checkpointing and DDP under `tandem launch` train the same model as one
+// device up to float32 rounding; bad input is a clear error.
 #include <map>
 
 #include "cli_test_support.h"
@@ -129,11 +129,12 @@ TEST(GptCommand, ResumeIsBitIdenticalToAnUninterruptedRun) {
 }
 
 // Each mode trains the model one device trains: the same parameters up to float32 rounding.
-TEST(GptCommand, DataParallelPipelineAndCheckpointingTrainAsOneDevice) {
+TEST(GptCommand, EveryParallelModeTrainsAsOneDevice) {
   TempDir tmp;
   write_text(tmp / "text.txt", 300);
-  const auto run = [&](const std::string& name, const std::string& extra) {
-    const Result r = tandem_cli(gpt_flags(tmp / "text.txt", 10, {{"--n-layer", "2"}}) +
+  const auto run = [&](const std::string& name, const std::string& extra,
+                       const std::string& launcher = "") {
+    const Result r = tandem_cli(launcher + gpt_flags(tmp / "text.txt", 10, {{"--n-layer", "2"}}) +
                                     " --checkpoint " + (tmp / name).string() + " --log-dir " +
                                     (tmp / ("log-" + name)).string() + extra,
                                 tmp / (name + ".txt"));
@@ -145,8 +146,12 @@ TEST(GptCommand, DataParallelPipelineAndCheckpointingTrainAsOneDevice) {
   EXPECT_NE(pipe.output.find("pipeline over cpu:0,cpu:1"), std::string::npos) << pipe.output;
   run("dp", " --data-parallel cpu:0,cpu:1");
   run("ac", " --activation-checkpointing");
+  // Two processes, each on its rows of every batch.
+  const Result ddp =
+      run("ddp", " --ddp", "launch --standalone --nproc-per-node 2 -- " TANDEM_CLI " ");
+  EXPECT_NE(ddp.output.find("DDP over 2 ranks"), std::string::npos) << ddp.output;
   const SafetensorsFile a = load_safetensors((tmp / "one" / "model.safetensors").string());
-  for (const char* mode : {"pipe", "dp", "ac"}) {
+  for (const char* mode : {"pipe", "dp", "ac", "ddp"}) {
     const SafetensorsFile b = load_safetensors((tmp / mode / "model.safetensors").string());
     ASSERT_EQ(a.tensors.size(), b.tensors.size()) << mode;
     for (const auto& [name, t] : a.tensors) {
