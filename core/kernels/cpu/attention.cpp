@@ -7,7 +7,8 @@
 //   D_i = Σ_d dO_i·O_i,  dV = Pᵀ·dO,  dP = dO·Vᵀ,  dS = P ∘ (dP − D),  dQ = dS·K·scale,
 //   dK = dSᵀ·Q·scale  (with dropout, P and dP carry the keep-mask / (1 − p)).
 // dK and dV are summed over the query blocks by a task per key block, dQ over the key blocks by a
-// task per query block, each in a fixed order: the bits do not depend on the threads.
+// task per query block, each in a fixed order: the bits do not depend on the threads. (With a
+// single key block, dQ needs no sum and comes from the first pass.)
 #include <tandem/core/kernels/cpu/eigen.h>
 #include <tandem/core/kernels/cpu/kernels_cpu.h>
 #include <tandem/core/kernels/dispatch_dtype.h>
@@ -184,6 +185,10 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
     };
     const T scale = T(params.scale);
     const int64_t kblocks = (pr.tk + kBlock - 1) / kBlock, qblocks = (pr.tq + kBlock - 1) / kBlock;
+    // With one key block (T ≤ 64: a short context, nanoGPT's CPU recipe) each query block's dQ is
+    // one tile's product, with nothing to sum over tasks: the dK, dV pass writes it too, and no
+    // tile is recomputed a second time.
+    const bool dq_in_first_pass = kblocks == 1;
     // dK, dV: a task per key block, the query blocks in order.
     detail::parallel_for(0, pr.b * kblocks, 1, [&](int64_t lo, int64_t hi) {
       Tile<T> pdrop, ds;
@@ -196,11 +201,17 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
           tile(batch, i0, ni, j0, nj, pdrop, ds);
           gv.noalias() += pdrop.transpose() * pr.rows(pd, batch, pr.tq, i0, ni, pr.dv);
           gk.noalias() += ds.transpose() * pr.rows(pr.q, batch, pr.tq, i0, ni, pr.d);
+          if (dq_in_first_pass) {
+            MatrixMap<T> gq(dq.data<T>() + (batch * pr.tq + i0) * pr.d, ni, pr.d);
+            gq.noalias() = ds * pr.rows(pr.k, batch, pr.tk, j0, nj, pr.d);
+            gq *= scale;
+          }
         }
         MatrixMap<T>(dk.data<T>() + (batch * pr.tk + j0) * pr.d, nj, pr.d) = gk * scale;
         MatrixMap<T>(dv.data<T>() + (batch * pr.tk + j0) * pr.dv, nj, pr.dv) = gv;
       }
     });
+    if (dq_in_first_pass) return;
     // dQ: a task per query block, the key blocks in order.
     detail::parallel_for(0, pr.b * qblocks, 1, [&](int64_t lo, int64_t hi) {
       Tile<T> pdrop, ds;
