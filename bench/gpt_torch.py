@@ -8,6 +8,8 @@ scaled_dot_product_attention where the installed PyTorch has it (2.0 on), else t
 softmax of matmuls it falls back to (Debian's 1.13).
 
     /usr/bin/python3 bench/gpt_torch.py --text ../shared/data/tinyshakespeare.txt --threads 1
+    python3 bench/gpt_torch.py --text input.txt --device cuda --compile --n-layer 6 --n-head 6 \
+        --n-embd 384 --block-size 256 --batch-size 64 --dropout 0.2 --max-iters 5000 --eval-iters 200
 
 Prints one line per evaluation and ends with `result: ...` (wall seconds, final losses,
 tokens/s, ms per training iteration) for bench/gpt_bench.sh. With --attention instead: causal
@@ -37,7 +39,8 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         self.c_attn = nn.Linear(c.n_embd, 3 * c.n_embd, bias=c.bias)
         self.c_proj = nn.Linear(c.n_embd, c.n_embd, bias=c.bias)
-        self.n_head, self.n_embd = c.n_head, c.n_embd
+        self.n_head, self.n_embd, self.dropout = c.n_head, c.n_embd, c.dropout
+        self.attn_dropout, self.resid_dropout = nn.Dropout(c.dropout), nn.Dropout(c.dropout)
         self.flash = hasattr(F, "scaled_dot_product_attention")
         if not self.flash:
             self.register_buffer(
@@ -51,14 +54,16 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         if self.flash:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0, is_causal=True)
+            y = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=None, dropout_p=self.dropout if self.training else 0, is_causal=True
+            )
         else:
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
             att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
-            att = F.softmax(att, dim=-1)
+            att = self.attn_dropout(F.softmax(att, dim=-1))
             y = att @ v
         y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.c_proj(y)
+        return self.resid_dropout(self.c_proj(y))
 
 
 class MLP(nn.Module):
@@ -67,9 +72,10 @@ class MLP(nn.Module):
         self.c_fc = nn.Linear(c.n_embd, 4 * c.n_embd, bias=c.bias)
         self.gelu = nn.GELU()
         self.c_proj = nn.Linear(4 * c.n_embd, c.n_embd, bias=c.bias)
+        self.dropout = nn.Dropout(c.dropout)
 
     def forward(self, x):
-        return self.c_proj(self.gelu(self.c_fc(x)))
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
 
 
 class Block(nn.Module):
@@ -92,6 +98,7 @@ class GPT(nn.Module):
             dict(
                 wte=nn.Embedding(c.vocab_size, c.n_embd),
                 wpe=nn.Embedding(c.block_size, c.n_embd),
+                drop=nn.Dropout(c.dropout),
                 h=nn.ModuleList([Block(c) for _ in range(c.n_layer)]),
                 ln_f=LayerNorm(c.n_embd, c.bias),
             )
@@ -111,8 +118,8 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets):
         t = idx.size(1)
-        pos = torch.arange(0, t, dtype=torch.long)
-        x = self.transformer.wte(idx) + self.transformer.wpe(pos)
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
         for block in self.transformer.h:
             x = block(x)
         logits = self.lm_head(self.transformer.ln_f(x))
@@ -163,6 +170,9 @@ def main():
     p.add_argument("--n-embd", type=int, default=128)
     p.add_argument("--block-size", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=12)
+    p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (PyTorch 2)")
     p.add_argument("--max-iters", type=int, default=2000)
     p.add_argument("--eval-interval", type=int, default=250)
     p.add_argument("--eval-iters", type=int, default=20)
@@ -185,15 +195,15 @@ def main():
         ix = torch.randint(len(d) - a.block_size, (a.batch_size,))
         x = torch.stack([d[i : i + a.block_size] for i in ix])
         y = torch.stack([d[i + 1 : i + 1 + a.block_size] for i in ix])
-        return x, y
+        return x.to(a.device), y.to(a.device)
 
     class Config:
         pass
 
     c = Config()
     c.n_layer, c.n_head, c.n_embd, c.block_size = a.n_layer, a.n_head, a.n_embd, a.block_size
-    c.vocab_size, c.bias = len(chars), False
-    model = GPT(c)
+    c.vocab_size, c.bias, c.dropout = len(chars), False, a.dropout
+    model = GPT(c).to(a.device)
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
@@ -201,6 +211,8 @@ def main():
     ]
     lr, min_lr, warmup = 1e-3, 1e-4, min(100, a.max_iters // 2)
     opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.99))
+    if a.compile:
+        model = torch.compile(model)
 
     def get_lr(it):
         if it < warmup:
@@ -223,6 +235,10 @@ def main():
     start = time.time()
     train_seconds = 0.0
     losses = {}
+    def sync():
+        if a.device.startswith("cuda"):
+            torch.cuda.synchronize()
+
     for it in range(a.max_iters + 1):
         for g in opt.param_groups:
             g["lr"] = get_lr(it)
@@ -231,6 +247,7 @@ def main():
             print(f"step {it}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}", flush=True)
         if it == a.max_iters:
             break
+        sync()
         t0 = time.time()
         x, y = get_batch("train")
         loss = model(x, y)
@@ -238,13 +255,15 @@ def main():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        sync()
         train_seconds += time.time() - t0
     wall = time.time() - start
     print(
         f"result: wall_s={wall:.1f} train_loss={losses['train']:.4f} val_loss={losses['val']:.4f} "
         f"tokens_per_s={a.max_iters * tokens / train_seconds:.0f} "
         f"ms_per_iter={1e3 * train_seconds / a.max_iters:.2f} torch={torch.__version__} "
-        f"threads={a.threads} sdpa={hasattr(F, 'scaled_dot_product_attention')}"
+        f"threads={a.threads} sdpa={hasattr(F, 'scaled_dot_product_attention')} "
+        f"device={a.device} compile={a.compile}"
     )
 
 

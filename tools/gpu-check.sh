@@ -11,6 +11,12 @@
 #                                           # one per call fits the device tool's 10 minutes), write
 #                                           # BUNDLE/results.md (BUNDLE may be the BUNDLE.tar.xz that
 #                                           # pack writes)
+#   bash tools/gpu-check.sh run  [BUNDLE] gpt-tandem|gpt-torch|gpt-compile
+#                                           # nanoGPT's GPU recipe on tiny Shakespeare (6 layers, 384
+#                                           # wide, context 256, batch 64, dropout 0.2, 5,000
+#                                           # iterations; GPT_ITERS overrides) by Tandem, PyTorch
+#                                           # eager or torch.compile: one per call, each under 9
+#                                           # minutes; results in BUNDLE/gpt-*.txt
 #
 # CUDA's own libraries (cudart, cuBLAS, cuDNN, NCCL) are not carried: `run` finds them in the CUDA
 # toolkit and in PyTorch's nvidia-* wheels there. The build targets x86-64-v3 (AVX2), not this
@@ -40,7 +46,11 @@ pack() {
   for p in "${progs[@]}"; do ldd "$p"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libpthread|librt|libdl|ld-linux[^/]*|libcuda|libcudart|libnccl|libcublas[^/]*|libcudnn[^/]*)\.so' |
     while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
-  cp "$root/bench/gpu_bench.sh" "$root/bench/gpu_bench_torch.py" "$bundle/bin/"
+  cp "$root/bench/gpu_bench.sh" "$root/bench/gpu_bench_torch.py" "$root/bench/gpt_torch.py" \
+    "$bundle/bin/"
+  # The GPT recipe's corpus (benchmarks only: ../shared/data, beside the checkout).
+  local corpus="$root/../shared/data/tinyshakespeare.txt"
+  if [ -f "$corpus" ]; then cp "$corpus" "$bundle/bin/"; else echo "note: no $corpus: gpt-* parts skip"; fi
   git -C "$root" rev-parse --short HEAD >"$bundle/commit"
   # Every program embeds the sm_90 kernels (~7 MB each, 68 MB in all): over the device tool's
   # 64 MiB carry limit, but xz brings it to ~23 MB. Carry the tarball.
@@ -81,6 +91,11 @@ PY
     echo
   } >"$out"
   local status=0
+  if [[ "$part" == gpt-* ]]; then
+    run_gpt "$libs" "$out" || status=1
+    cat "$out"
+    return $status
+  fi
   [ "$part" = bench ] || run_tests "$libs" "$out" || status=1
   if [ "$part" != tests ]; then
     {
@@ -128,6 +143,36 @@ PY
   return $rc
 }
 
+# nanoGPT's GPU recipe (config/train_shakespeare_char.py) by one framework: its output goes to
+# BUNDLE/$part.txt, its last lines and the wall time to results.md.
+run_gpt() {
+  local libs=$1 out=$2 corpus="$bundle/bin/tinyshakespeare.txt" iters=${GPT_ITERS:-5000}
+  [ -f "$corpus" ] || { echo "no $corpus in the bundle: $part skipped" >>"$out"; return 1; }
+  local recipe=(--text "$corpus" --n-layer 6 --n-head 6 --n-embd 384 --block-size 256
+                --batch-size 64 --dropout 0.2 --max-iters "$iters" --eval-iters 200)
+  local log="$bundle/$part.txt" start rc=0
+  start=$(date +%s.%N)
+  case "$part" in
+    gpt-tandem)
+      LD_LIBRARY_PATH="$libs" timeout 540 "$bundle/bin/tandem" train --model gpt --device cuda:0 \
+        "${recipe[@]}" --eval-interval 250 --log-interval 100 --log-dir "$bundle/gpt-run" \
+        >"$log" 2>&1 || rc=$? ;;
+    gpt-torch | gpt-compile)
+      local compile=()
+      [ "$part" = gpt-compile ] && compile=(--compile)
+      timeout 540 python3 "$bundle/bin/gpt_torch.py" --device cuda "${compile[@]}" "${recipe[@]}" \
+        --eval-interval 250 >"$log" 2>&1 || rc=$? ;;
+    *) echo "unknown part $part" >>"$out"; return 1 ;;
+  esac
+  {
+    echo "$part: exit $rc, wall $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $start}") s, $iters iterations"
+    echo '```'
+    grep -E '^(step|result|iter [0-9]*00:)' "$log" | tail -8
+    echo '```'
+  } >>"$out"
+  return $rc
+}
+
 run_tests() {
   local libs=$1 out=$2 status=0
   local cuda='*Cuda*:*cuda*:*CUDA*:*Nccl*:*NCCL*:*SavesTensorsFromAnyDevice*'
@@ -150,9 +195,10 @@ run_tests() {
   return $status
 }
 
-case "$part" in all | tests | bench) ;; *) mode=usage ;; esac
+case "$part" in all | tests | bench | gpt-tandem | gpt-torch | gpt-compile) ;; *) mode=usage ;; esac
 case "$mode" in
   pack) pack ;;
   run) run ;;
-  *) echo "usage: $0 pack [BUNDLE] | run [BUNDLE] [tests|bench]" >&2; exit 2 ;;
+  *) echo "usage: $0 pack [BUNDLE] | run [BUNDLE] [tests|bench|gpt-tandem|gpt-torch|gpt-compile]" >&2
+     exit 2 ;;
 esac
