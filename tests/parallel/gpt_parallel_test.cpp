@@ -48,11 +48,8 @@ std::shared_ptr<nn::Sequential> tiny_gpt(DType dtype = kFloat64) {
 // Step s's batch: ids and their next-token targets, [kBatch, kT] each.
 std::pair<Tensor, Tensor> batch(int s) {
   std::vector<int64_t> ids;
-  uint64_t state = 0x9E3779B97F4A7C15ull * uint64_t(s + 1);
-  for (int64_t i = 0; i < kBatch * (kT + 1); ++i) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    ids.push_back(int64_t((state >> 33) % uint64_t(kVocab)));
-  }
+  data::SplitMix64 rng(uint64_t(s + 1));
+  for (int64_t i = 0; i < kBatch * (kT + 1); ++i) ids.push_back(int64_t(rng.next() % kVocab));
   const Tensor tokens = from_vector(ids, {kBatch, kT + 1});
   return {tokens.narrow(1, 0, kT).contiguous(), tokens.narrow(1, 1, kT).contiguous()};
 }
