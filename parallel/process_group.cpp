@@ -5,7 +5,9 @@
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/env.h>
 #include <tandem/parallel/comm/gloo_communicator.h>
+#include <tandem/parallel/comm/locality.h>
 #include <tandem/parallel/comm/nccl_communicator.h>
+#include <tandem/parallel/comm/shm_communicator.h>
 #include <tandem/parallel/process_group.h>
 #include <tandem/parallel/store/file_store.h>
 #include <tandem/parallel/store/prefix_store.h>
@@ -112,14 +114,28 @@ std::shared_ptr<Communicator> init_process_group(ProcessGroupOptions o) {
   TD_CHECK_VALUE(o.rank < o.world_size, "init_process_group: rank ", o.rank,
                  " is not in a world of size ", o.world_size);
   const Device device = o.device.value_or(local_device());
-  std::string backend = o.backend.empty() ? (device.is_cuda() ? "nccl" : "gloo") : o.backend;
-  TD_CHECK_VALUE(backend == "gloo" || backend == "nccl", "init_process_group: unknown backend '",
-                 backend, "' (expected gloo or nccl)");
+  std::string backend = o.backend.empty() ? (device.is_cuda() ? "nccl" : "cpu") : o.backend;
+  TD_CHECK_VALUE(backend == "gloo" || backend == "nccl" || backend == "shm" || backend == "cpu",
+                 "init_process_group: unknown backend '", backend,
+                 "' (expected shm, gloo or nccl)");
 
   Group group;
   group.store = detail::make_store(o.init_method, o.rank, o.timeout);
   auto ns = std::make_shared<PrefixStore>("pg" + std::to_string(g_generation++), group.store);
-  if (backend == "gloo") {
+  if (backend == "cpu" || backend == "shm") {
+    // CPU ranks that share a host meet in shared memory; any rank elsewhere means TCP (Gloo).
+    const bool local = all_ranks_on_one_host(*ns, o.rank, o.world_size);
+    TD_CHECK_VALUE(local || backend == "cpu",
+                   "init_process_group: backend \"shm\" needs every "
+                   "rank on this host, but rank ",
+                   o.rank, " (", host_identity(),
+                   ") shares it with only some\n  hint: use backend \"gloo\" across hosts");
+    backend = local ? "shm" : "gloo";
+  }
+  if (backend == "shm") {
+    group.comm = std::make_shared<ShmCommunicator>(ns, o.rank, o.world_size,
+                                                   ShmOptions{.timeout = o.timeout});
+  } else if (backend == "gloo") {
     GlooOptions go{.timeout = o.timeout};
     if (o.init_method == "env://") go.peer_hint = env_str("MASTER_ADDR");
     if (o.init_method.rfind("tcp://", 0) == 0)

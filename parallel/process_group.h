@@ -4,7 +4,8 @@
 //                                 .world_size = 2});
 //   parallel::default_group().all_reduce(t)->wait();
 // The rendezvous store is a TCPStore served by rank 0 (env://, tcp://) or a FileStore
-// (file:///dir). The backend follows the device: NCCL for cuda:N, Gloo for the CPU.
+// (file:///dir). The backend follows the device: NCCL for cuda:N; for the CPU, shared memory
+// when every rank is on this host (locality.h), else Gloo.
 #pragma once
 
 #include <tandem/core/device.h>
@@ -18,7 +19,7 @@
 namespace tandem::parallel {
 
 struct ProcessGroupOptions {
-  std::string backend;                 // "gloo", "nccl", or empty: from `device`
+  std::string backend;                 // "shm", "gloo", "nccl", or empty: from `device`
   std::string init_method = "env://";  // env:// | tcp://host:port | file:///path/to/dir
   int rank = -1;                       // -1: RANK from the environment
   int world_size = -1;                 // -1: WORLD_SIZE from the environment

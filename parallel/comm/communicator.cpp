@@ -57,6 +57,67 @@ void Communicator::check_reduce_op(ReduceOp op, const std::string& what) const {
                  ": argmax is a reduction of one tensor, not across ranks (sum, mean, max, min)");
 }
 
+void Communicator::check_all_reduce(const Tensor& t, ReduceOp op) const {
+  check_tensor(t, "all_reduce");
+  check_reduce_op(op, "all_reduce");
+  TD_CHECK_DTYPE(op != ReduceOp::Mean || t.dtype() != DType::i64, backend(),
+                 " all_reduce: mean needs a floating tensor, but got int64");
+}
+
+void Communicator::check_broadcast(const Tensor& t, int root) const {
+  check_tensor(t, "broadcast");
+  TD_CHECK_VALUE(root >= 0 && root < size_, backend(), " broadcast: root ", root,
+                 " is not a rank of a world of size ", size_);
+}
+
+void Communicator::check_all_gather(const std::vector<Tensor>& outputs, const Tensor& input) const {
+  check_tensor(input, "all_gather");
+  TD_CHECK_VALUE(int(outputs.size()) == size_, backend(), " all_gather: expected ", size_,
+                 " output tensors (one per rank), but got ", outputs.size());
+  for (const Tensor& o : outputs) {
+    check_tensor(o, "all_gather");
+    TD_CHECK_SHAPE(o.shape() == input.shape() && o.dtype() == input.dtype(), backend(),
+                   " all_gather: every output must match the input ", ::tandem::describe(input),
+                   ", but one is ", ::tandem::describe(o));
+  }
+}
+
+void Communicator::check_reduce_scatter(const Tensor& output, const Tensor& input,
+                                        ReduceOp op) const {
+  check_tensor(input, "reduce_scatter");
+  check_tensor(output, "reduce_scatter");
+  check_reduce_op(op, "reduce_scatter");
+  TD_CHECK_SHAPE(input.numel() == output.numel() * size_ && input.dtype() == output.dtype(),
+                 backend(), " reduce_scatter: the input must hold ", size_,
+                 " chunks shaped like the output ", ::tandem::describe(output), ", but it is ",
+                 ::tandem::describe(input));
+  TD_CHECK_DTYPE(op != ReduceOp::Mean || input.dtype() != DType::i64, backend(),
+                 " reduce_scatter: mean needs a floating tensor, but got int64");
+}
+
+WorkPtr Communicator::message_work(const std::string& op, uint64_t n, const Tensor& t,
+                                   int peer) const {
+  const std::string to = (op == "send" ? "to rank " : "from rank ") + std::to_string(peer);
+  return std::make_shared<Work>(n, describe(op, n, &t, to), timeout_);
+}
+
+void Communicator::check_all_to_all(const Tensor& output, const Tensor& input) const {
+  check_tensor(input, "all_to_all");
+  check_tensor(output, "all_to_all");
+  TD_CHECK_SHAPE(output.shape() == input.shape() && output.dtype() == input.dtype(), backend(),
+                 " all_to_all: the output ", ::tandem::describe(output),
+                 " must be shaped like the input ", ::tandem::describe(input));
+  TD_CHECK_SHAPE(input.dim() >= 1 && input.size(0) % size_ == 0, backend(),
+                 " all_to_all: dim 0 of the input ", ::tandem::describe(input), " must split into ",
+                 size_, " equal chunks, one per rank");
+}
+
+void Communicator::check_peer(int peer, const std::string& what) const {
+  TD_CHECK_VALUE(peer >= 0 && peer < size_ && peer != rank_, backend(), " ", what, ": rank ", rank_,
+                 " cannot exchange with rank ", peer, " (the group has ranks 0..", size_ - 1,
+                 ", and a rank does not message itself)");
+}
+
 std::string Communicator::describe(const std::string& op, uint64_t seq, const Tensor* t,
                                    const std::string& extra) const {
   std::string s = op + " #" + std::to_string(seq) + " (";

@@ -3,8 +3,11 @@
 // until it is done or throws. Every call gets the next sequence number, the same on every rank
 // when all ranks call the same collectives in the same order, which they must; errors and
 // timeouts quote it ("all_reduce #57"), so a hang or a mismatch can be located.
-// Implementations: GlooCommunicator (CPU; CUDA tensors staged through the host) and
-// NcclCommunicator (CUDA tensors on the communicator's device).
+// Point-to-point messages (send, recv) are numbered per peer instead: the k-th send from rank a
+// to rank b meets the k-th recv on b from a.
+// Implementations: ThreadCommunicator (ranks that are threads of one process), ShmCommunicator
+// (processes on one host, through shared memory), GlooCommunicator (CPU over TCP; CUDA tensors
+// staged through the host) and NcclCommunicator (CUDA tensors on the communicator's device).
 #pragma once
 
 #include <tandem/core/reduce_op.h>
@@ -69,14 +72,32 @@ class Communicator {
   /// reduction, over ranks, of chunk rank().
   virtual WorkPtr reduce_scatter(Tensor& output, const Tensor& input,
                                  ReduceOp op = ReduceOp::Sum) = 0;
+  /// `input` is size() equal chunks along dim 0, chunk j for rank j; `output` (shaped like
+  /// input) receives, as its chunk i, rank i's chunk rank().
+  virtual WorkPtr all_to_all(Tensor& output, const Tensor& input) = 0;
   /// Completes once every rank has called barrier().
   virtual WorkPtr barrier() = 0;
+  /// Sends `tensor` to rank `dst`; the matching recv must expect the same shape and dtype.
+  virtual WorkPtr send(const Tensor& tensor, int dst) = 0;
+  /// Receives the next message from rank `src` into `tensor`.
+  virtual WorkPtr recv(Tensor& tensor, int src) = 0;
 
  protected:
   /// Checks a tensor handed to a collective: contiguous, a supported dtype. `what` names the call.
   void check_tensor(const Tensor& t, const std::string& what) const;
   /// Checks a reduction handed to a collective: sum, mean, max or min (ValueError for argmax).
   void check_reduce_op(ReduceOp op, const std::string& what) const;
+  /// The checks of each collective's arguments, the same for every backend (errors name it).
+  void check_all_reduce(const Tensor& t, ReduceOp op) const;
+  void check_broadcast(const Tensor& t, int root) const;
+  void check_all_gather(const std::vector<Tensor>& outputs, const Tensor& input) const;
+  void check_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) const;
+  /// A Work for the n-th message to or from `peer`: "send #3 (to rank 1, …)".
+  WorkPtr message_work(const std::string& op, uint64_t n, const Tensor& t, int peer) const;
+  /// Checks all_to_all's tensors: same dtype and shape, dim 0 a multiple of size().
+  void check_all_to_all(const Tensor& output, const Tensor& input) const;
+  /// Checks a point-to-point call's peer: another rank of the group.
+  void check_peer(int peer, const std::string& what) const;
   /// "all_reduce #12 (sum, 262,144 x float32 = 1.0 MiB)" for Work and error messages.
   std::string describe(const std::string& op, uint64_t seq, const Tensor* t,
                        const std::string& extra = "") const;

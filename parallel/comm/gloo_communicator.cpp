@@ -1,8 +1,9 @@
 // parallel/comm/gloo_communicator.cpp — the collectives over Gloo. The ranks find each other in
-// gloo_rendezvous.cpp; each collective runs in order on gloo_queue.cpp's thread, which also turns
-// a failure into an error naming the collective and the rank that died.
+// gloo_rendezvous.cpp; each collective runs in order on collective_queue.cpp's thread, which also
+// turns a failure into an error naming the collective and the rank that died.
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
@@ -11,10 +12,11 @@
 #include <tandem/core/check.h>
 #include <tandem/core/layout.h>
 #include <tandem/core/tensor_checks.h>
+#include <tandem/parallel/comm/collective_queue.h>
 #include <tandem/parallel/comm/gloo_communicator.h>
 #include <tandem/parallel/comm/gloo_dtypes.h>
-#include <tandem/parallel/comm/gloo_queue.h>
 #include <tandem/parallel/comm/gloo_rendezvous.h>
+#include <tandem/parallel/comm/host_staging.h>
 #include <type_traits>
 
 namespace tandem::parallel {
@@ -22,28 +24,24 @@ namespace {
 
 using namespace gloo_detail;  // by_dtype, reduce_fn, classic_fn, divide
 
-// A host tensor holding `t`'s values (t itself when it is on the CPU): Gloo reads and writes host
-// memory only.
-// Afterwards the result is t's; a CPU tensor Gloo wrote into directly gets a new version, as
-// any in-place write does (what remembers t's contents by version, the CPU GEMM's packed
-// weights, then knows they changed: DDP broadcasts its parameters so).
-Tensor staged(const Tensor& t) { return t.device().is_cpu() ? t : t.to(Device::cpu()); }
-void unstage(Tensor& t, const Tensor& host) {
-  if (t.device().is_cpu()) {
-    ::tandem::detail::bump_version(t);
-  } else {
-    t.copy_(host);
-  }
-}
+using ::tandem::parallel::detail::staged;
+using ::tandem::parallel::detail::unstage;
 
 }  // namespace
 
 struct GlooCommunicator::Impl {
   std::shared_ptr<gloo::rendezvous::Context> context;
-  std::unique_ptr<GlooQueue> queue;
+  std::unique_ptr<CollectiveQueue> queue;
   std::mutex mu;  // orders sequence numbers with the queue
   uint64_t next_seq = 0;
+  std::vector<uint32_t> sent, received;  // per peer: the numbers of point-to-point messages
 };
+
+namespace {
+// Point-to-point messages use slots of their own (Gloo's collectives use prefixes 1..8): the
+// k-th message between two ranks travels in slot k.
+constexpr uint8_t kMessageSlotPrefix = 0x40;
+}  // namespace
 
 GlooCommunicator::GlooCommunicator(std::shared_ptr<Store> store, int rank, int size,
                                    GlooOptions options)
@@ -51,7 +49,9 @@ GlooCommunicator::GlooCommunicator(std::shared_ptr<Store> store, int rank, int s
   const std::string hostname =
       options.hostname.empty() ? local_address_towards(options.peer_hint) : options.hostname;
   impl_->context = connect_full_mesh(std::move(store), rank, size, hostname, timeout_);
-  impl_->queue = std::make_unique<GlooQueue>(rank, std::move(options.departed_ranks));
+  impl_->queue = std::make_unique<CollectiveQueue>("gloo", rank, std::move(options.departed_ranks));
+  impl_->sent.assign(size_t(size), 0);
+  impl_->received.assign(size_t(size), 0);
 }
 
 GlooCommunicator::~GlooCommunicator() = default;  // the queue finishes its collectives first
@@ -66,14 +66,12 @@ WorkPtr GlooCommunicator::enqueue(const std::string& op, const Tensor* t, const 
 }
 
 WorkPtr GlooCommunicator::all_reduce(Tensor& tensor, ReduceOp op) {
-  check_tensor(tensor, "all_reduce");
-  check_reduce_op(op, "all_reduce");
-  TD_CHECK_DTYPE(op != ReduceOp::Mean || tensor.dtype() != DType::i64,
-                 "gloo all_reduce: mean needs a floating tensor, but got int64");
+  check_all_reduce(tensor, op);
   auto ctx = impl_->context;
   const int world = size_;
   const auto timeout = timeout_;
   return enqueue("all_reduce", &tensor, name(op), [=, t = tensor](uint32_t tag) mutable {
+    if (t.numel() == 0) return;  // Gloo divides by the element count
     Tensor host = staged(t);
     by_dtype(t.dtype(), [&]<typename T>(T*) {
       gloo::AllreduceOptions o(ctx);
@@ -90,13 +88,12 @@ WorkPtr GlooCommunicator::all_reduce(Tensor& tensor, ReduceOp op) {
 }
 
 WorkPtr GlooCommunicator::broadcast(Tensor& tensor, int root) {
-  check_tensor(tensor, "broadcast");
-  TD_CHECK_VALUE(root >= 0 && root < size_, "gloo broadcast: root ", root,
-                 " is not a rank of a world of size ", size_);
+  check_broadcast(tensor, root);
   auto ctx = impl_->context;
   const auto timeout = timeout_;
   return enqueue("broadcast", &tensor, "root " + std::to_string(root),
                  [=, t = tensor](uint32_t tag) mutable {
+                   if (t.numel() == 0) return;
                    Tensor host = staged(t);
                    by_dtype(t.dtype(), [&]<typename T>(T*) {
                      gloo::BroadcastOptions o(ctx);
@@ -112,19 +109,12 @@ WorkPtr GlooCommunicator::broadcast(Tensor& tensor, int root) {
 }
 
 WorkPtr GlooCommunicator::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
-  check_tensor(input, "all_gather");
-  TD_CHECK_VALUE(int(outputs.size()) == size_, "gloo all_gather: expected ", size_,
-                 " output tensors (one per rank), but got ", outputs.size());
-  for (const Tensor& o : outputs) {
-    check_tensor(o, "all_gather");
-    TD_CHECK_SHAPE(o.shape() == input.shape() && o.dtype() == input.dtype(),
-                   "gloo all_gather: every output must match the input ", ::tandem::describe(input),
-                   ", but one is ", ::tandem::describe(o));
-  }
+  check_all_gather(outputs, input);
   auto ctx = impl_->context;
   const auto timeout = timeout_;
   const int world = size_;
   return enqueue("all_gather", &input, "", [=, in = input, outs = outputs](uint32_t tag) mutable {
+    if (in.numel() == 0) return;
     Tensor host_in = staged(in);
     Shape all_shape{int64_t(world)};
     for (int64_t d : in.shape()) all_shape.push_back(d);
@@ -142,19 +132,12 @@ WorkPtr GlooCommunicator::all_gather(std::vector<Tensor>& outputs, const Tensor&
 }
 
 WorkPtr GlooCommunicator::reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) {
-  check_tensor(input, "reduce_scatter");
-  check_tensor(output, "reduce_scatter");
-  check_reduce_op(op, "reduce_scatter");
-  TD_CHECK_SHAPE(input.numel() == output.numel() * size_ && input.dtype() == output.dtype(),
-                 "gloo reduce_scatter: the input must hold ", size_,
-                 " chunks shaped like the output ", ::tandem::describe(output), ", but it is ",
-                 ::tandem::describe(input));
-  TD_CHECK_DTYPE(op != ReduceOp::Mean || input.dtype() != DType::i64,
-                 "gloo reduce_scatter: mean needs a floating tensor, but got int64");
+  check_reduce_scatter(output, input, op);
   auto ctx = impl_->context;
   const int world = size_;
   return enqueue(
       "reduce_scatter", &input, name(op), [=, in = input, out = output](uint32_t) mutable {
+        if (out.numel() == 0) return;
         // The classic algorithm reduces in a scratch copy of the input and leaves this rank's
         // chunk at the start of it (checked with 2, 3 and 4 ranks in comm_test).
         Tensor buf = ::tandem::detail::convert(in, Device::cpu(), in.dtype());
@@ -179,6 +162,71 @@ WorkPtr GlooCommunicator::barrier() {
     o.setTimeout(timeout);
     gloo::barrier(o);
   });
+}
+
+WorkPtr GlooCommunicator::all_to_all(Tensor& output, const Tensor& input) {
+  check_all_to_all(output, input);
+  auto ctx = impl_->context;
+  const auto timeout = timeout_;
+  return enqueue("all_to_all", &input, "", [=, in = input, out = output](uint32_t tag) mutable {
+    if (in.numel() == 0) return;
+    Tensor host_in = staged(in);
+    Tensor host_out = staged(out);
+    by_dtype(in.dtype(), [&]<typename T>(T*) {
+      gloo::AlltoallOptions o(ctx);
+      o.setInput(host_in.data<T>(), size_t(in.numel()));
+      o.setOutput(host_out.data<T>(), size_t(out.numel()));
+      o.setTag(tag);
+      o.setTimeout(timeout);
+      gloo::alltoall(o);
+    });
+    unstage(out, host_out);
+  });
+}
+
+// Gloo posts a message at once and completes it when the peer takes it. Both are posted here, in
+// the caller's thread, and only the wait goes on the queue: two ranks that each send before they
+// receive do not wait on each other's queue.
+WorkPtr GlooCommunicator::send(const Tensor& tensor, int dst) {
+  check_tensor(tensor, "send");
+  check_peer(dst, "send");
+  std::lock_guard lk(impl_->mu);
+  const uint32_t n = impl_->sent[size_t(dst)]++;
+  auto work = message_work("send", n, tensor, dst);
+  Tensor host = tensor.device().is_cpu() ? tensor : tensor.to(Device::cpu());
+  std::shared_ptr<gloo::transport::UnboundBuffer> buf =
+      impl_->context->createUnboundBuffer(host.data_ptr(), size_t(host.nbytes()));
+  buf->send(dst, uint64_t(gloo::Slot::build(kMessageSlotPrefix, n)));
+  const auto timeout = timeout_;
+  impl_->queue->push(
+      work,
+      [buf, host, timeout](uint32_t) {
+        TD_CHECK_AS(DistributedError, buf->waitSend(timeout), "the receiver did not take it");
+      },
+      n);
+  return work;
+}
+
+WorkPtr GlooCommunicator::recv(Tensor& tensor, int src) {
+  check_tensor(tensor, "recv");
+  check_peer(src, "recv");
+  std::lock_guard lk(impl_->mu);
+  const uint32_t n = impl_->received[size_t(src)]++;
+  auto work = message_work("recv", n, tensor, src);
+  Tensor host =
+      tensor.device().is_cpu() ? tensor : empty(tensor.shape(), {.dtype = tensor.dtype()});
+  std::shared_ptr<gloo::transport::UnboundBuffer> buf =
+      impl_->context->createUnboundBuffer(host.data_ptr(), size_t(host.nbytes()));
+  buf->recv(src, uint64_t(gloo::Slot::build(kMessageSlotPrefix, n)));
+  const auto timeout = timeout_;
+  impl_->queue->push(
+      work,
+      [buf, host, t = tensor, timeout](uint32_t) mutable {
+        TD_CHECK_AS(DistributedError, buf->waitRecv(timeout), "nothing arrived");
+        unstage(t, host);
+      },
+      n);
+  return work;
 }
 
 }  // namespace tandem::parallel

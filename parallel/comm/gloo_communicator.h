@@ -1,8 +1,8 @@
 // parallel/comm/gloo_communicator.h — collectives over Gloo (Debian's libgloo-dev, TCP transport).
 // Gloo's calls block, so each communicator runs them in order on one worker thread of its own
-// (gloo_queue.h): the caller gets a Work at once and goes on (DDP's backward keeps running while
-// a bucket is reduced). CUDA tensors are copied to the host, reduced there and copied back. The
-// ranks find each other through the store (gloo_rendezvous.h).
+// (collective_queue.h): the caller gets a Work at once and goes on (DDP's backward keeps running
+// while a bucket is reduced). CUDA tensors are copied to the host, reduced there and copied back.
+// The ranks find each other through the store (gloo_rendezvous.h).
 #pragma once
 
 #include <tandem/parallel/comm/communicator.h>
@@ -34,7 +34,10 @@ class GlooCommunicator : public Communicator {
   WorkPtr broadcast(Tensor& tensor, int root = 0) override;
   WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
   WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) override;
+  WorkPtr all_to_all(Tensor& output, const Tensor& input) override;
   WorkPtr barrier() override;
+  WorkPtr send(const Tensor& tensor, int dst) override;
+  WorkPtr recv(Tensor& tensor, int src) override;
 
  private:
   struct Impl;

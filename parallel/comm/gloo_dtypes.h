@@ -10,29 +10,13 @@
 #include <tandem/core/check.h>
 #include <tandem/core/dtype.h>
 #include <tandem/parallel/comm/communicator.h>
+#include <tandem/parallel/comm/dtype_dispatch.h>
 #include <algorithm>
 #include <type_traits>
 
 namespace tandem::parallel::gloo_detail {
 
-// Calls f with a typed null pointer for t's dtype (float, double, int64_t, BFloat16, Float16).
-template <typename F>
-void by_dtype(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f32:
-      return f(static_cast<float*>(nullptr));
-    case DType::f64:
-      return f(static_cast<double*>(nullptr));
-    case DType::i64:
-      return f(static_cast<int64_t*>(nullptr));
-    case DType::bf16:
-      return f(static_cast<BFloat16*>(nullptr));
-    case DType::f16:
-      return f(static_cast<Float16*>(nullptr));
-    default:
-      ::tandem::detail::fail<DTypeError>("gloo: unsupported dtype ", dtype);
-  }
-}
+using ::tandem::parallel::detail::by_dtype;
 
 // Gloo's reductions compute in the element type, which the 16-bit types are not made for: these
 // compute each element in float and round once (what NCCL does for bfloat16 and float16).

@@ -167,6 +167,43 @@ class NcclCommunicator : public Communicator {
     });
   }
 
+  WorkPtr all_to_all(Tensor& output, const Tensor& input) override {
+    check_all_to_all(output, input);
+    check(input, "all_to_all");
+    check(output, "all_to_all");
+    // NCCL has no all-to-all call: one grouped send and receive per peer is one.
+    const size_t count = size_t(input.numel() / size_);
+    const size_t bytes = count * element_size(input.dtype());
+    return launch("all_to_all", &input, "", {input, output}, [&] {
+      ncclResult_t r = ncclGroupStart();
+      for (int peer = 0; peer < size_ && (r == ncclSuccess || r == ncclInProgress); ++peer) {
+        const auto* in = static_cast<const char*>(input.data_ptr()) + bytes * size_t(peer);
+        auto* out = static_cast<char*>(output.data_ptr()) + bytes * size_t(peer);
+        r = ncclSend(in, count, nccl_dtype(input.dtype()), peer, comm_, stream_);
+        if (r == ncclSuccess || r == ncclInProgress)
+          r = ncclRecv(out, count, nccl_dtype(input.dtype()), peer, comm_, stream_);
+      }
+      const ncclResult_t end = ncclGroupEnd();
+      return r == ncclSuccess ? end : r;
+    });
+  }
+
+  WorkPtr send(const Tensor& t, int dst) override {
+    check(t, "send");
+    check_peer(dst, "send");
+    return launch("send", &t, "to rank " + std::to_string(dst), {t}, [&] {
+      return ncclSend(t.data_ptr(), size_t(t.numel()), nccl_dtype(t.dtype()), dst, comm_, stream_);
+    });
+  }
+
+  WorkPtr recv(Tensor& t, int src) override {
+    check(t, "recv");
+    check_peer(src, "recv");
+    return launch("recv", &t, "from rank " + std::to_string(src), {t}, [&] {
+      return ncclRecv(t.data_ptr(), size_t(t.numel()), nccl_dtype(t.dtype()), src, comm_, stream_);
+    });
+  }
+
   WorkPtr barrier() override {
     // NCCL has no barrier: a one-element all-reduce is one.
     Tensor one = ones({1}, {.device = device_});

@@ -1,7 +1,6 @@
-// tests/parallel/comm_test.cpp — Gloo collectives between real processes (2 and 3 ranks through
-// parallel::spawn and env:// rendezvous): every op and dtype (bfloat16 and float16 included)
-// against values computed by hand,
-// sequence numbers, and a peer killed in the middle of an all-reduce.
+// tests/parallel/comm_test.cpp — Gloo collectives between real processes (2, 3 and 4 ranks through
+// parallel::spawn and env:// rendezvous): the collective suite (collective_suite.h), init
+// methods, timeouts that name the collective, and a peer killed in the middle of an all-reduce.
 #include <tandem/parallel/comm/gloo_communicator.h>
 #include <tandem/parallel/process_group.h>
 #include <tandem/parallel/spawn.h>
@@ -12,6 +11,8 @@
 #include <thread>
 
 #include "data/temp_dir.h"
+#include "parallel/collective_suite.h"
+#include "parallel/kill_peer.h"
 #include "support/expect.h"
 
 namespace tandem::parallel {
@@ -19,105 +20,19 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// gtest assertions do not cross a fork: children check with this and fail by throwing.
-void require(bool ok, const std::string& what) {
-  if (!ok) throw std::runtime_error("check failed: " + what);
-}
-
-bool same(const Tensor& a, const std::vector<double>& expected) {
-  const auto got = a.to_vector<double>();
-  if (got.size() != expected.size()) return false;
-  for (size_t i = 0; i < got.size(); ++i)
-    if (std::abs(got[i] - expected[i]) > 1e-6 * (1 + std::abs(expected[i]))) return false;
-  return true;
-}
+using tandem::testing::require;
+using tandem::testing::same;
 
 class Collectives : public ::testing::TestWithParam<int> {};
 
-TEST_P(Collectives, MatchValuesComputedByHand) {
+TEST_P(Collectives, PassTheCollectiveSuiteOverGloo) {
   const int n = GetParam();
   spawn(
       [n](int rank) {
-        auto comm = init_process_group({.timeout = 60s});
+        auto comm = init_process_group({.backend = "gloo", .timeout = 60s});
         require(comm->backend() == "gloo" && comm->rank() == rank && comm->size() == n,
                 "rank and size");
-        const double r = rank;
-        const double sum_r = n * (n - 1) / 2.0;
-        for (DType dt : {kFloat32, kFloat64, kInt64}) {
-          Tensor t = full({5}, r + 1, {.dtype = dt});
-          comm->all_reduce(t, ReduceOp::Sum)->wait();
-          require(same(t, std::vector<double>(5, sum_r + n)), "all_reduce sum");
-          t = full({2, 3}, r, {.dtype = dt});
-          comm->all_reduce(t, ReduceOp::Max)->wait();
-          require(same(t, std::vector<double>(6, n - 1)), "all_reduce max");
-          t = full({3}, r + 2, {.dtype = dt});
-          comm->all_reduce(t, ReduceOp::Min)->wait();
-          require(same(t, std::vector<double>(3, 2)), "all_reduce min");
-        }
-        Tensor avg = full({4}, 2 * r, {});
-        comm->all_reduce(avg, ReduceOp::Mean)->wait();
-        require(same(avg, std::vector<double>(4, 2 * sum_r / n)), "all_reduce avg");
-
-        Tensor b = rank == 1 ? tensor({7, 8, 9}) : zeros({3});
-        comm->broadcast(b, 1)->wait();
-        require(same(b, {7, 8, 9}), "broadcast from rank 1");
-
-        std::vector<Tensor> outs;
-        for (int i = 0; i < n; ++i) outs.push_back(zeros({2}, {.dtype = kFloat64}));
-        comm->all_gather(outs, full({2}, r * 10, {.dtype = kFloat64}))->wait();
-        for (int i = 0; i < n; ++i)
-          require(same(outs[size_t(i)], {i * 10.0, i * 10.0}),
-                  "all_gather slot " + std::to_string(i));
-
-        // Input chunk c on rank k holds 100c + k; this rank gets chunk `rank` summed over k.
-        Tensor in = empty({n, 2}, {});
-        for (int c = 0; c < n; ++c) in.select(0, c).fill_(100.0 * c + r);
-        Tensor out = zeros({2});
-        comm->reduce_scatter(out, in, ReduceOp::Sum)->wait();
-        require(same(out, std::vector<double>(2, 100.0 * rank * n + sum_r)),
-                "reduce_scatter: got " + out.str());
-
-        // The 16-bit types: reductions compute in float and round once (these values are exact).
-        for (DType dt : {kBFloat16, kFloat16}) {
-          const std::string what = str(" (", dt, ")");
-          Tensor t = full({5}, r + 1, {.dtype = dt});
-          comm->all_reduce(t, ReduceOp::Sum)->wait();
-          require(t.dtype() == dt && same(t, std::vector<double>(5, sum_r + n)), "sum" + what);
-          t = full({3}, r, {.dtype = dt});
-          comm->all_reduce(t, ReduceOp::Max)->wait();
-          require(same(t, std::vector<double>(3, n - 1)), "max" + what);
-          t = full({4}, 2 * r, {.dtype = dt});
-          comm->all_reduce(t, ReduceOp::Mean)->wait();
-          require(same(t, std::vector<double>(4, 2 * sum_r / n)), "avg" + what);
-          Tensor bc = rank == 1 ? tensor({7, 8, 9}).to(dt) : zeros({3}, {.dtype = dt});
-          comm->broadcast(bc, 1)->wait();
-          require(same(bc, {7, 8, 9}), "broadcast" + what);
-          std::vector<Tensor> gathered;
-          for (int i = 0; i < n; ++i) gathered.push_back(zeros({2}, {.dtype = dt}));
-          comm->all_gather(gathered, full({2}, r * 10, {.dtype = dt}))->wait();
-          for (int i = 0; i < n; ++i)
-            require(same(gathered[size_t(i)], {i * 10.0, i * 10.0}), "all_gather" + what);
-          Tensor chunks = empty({n, 2}, {.dtype = dt});
-          for (int c = 0; c < n; ++c) chunks.select(0, c).fill_(4.0 * c + r);
-          Tensor mine = zeros({2}, {.dtype = dt});
-          comm->reduce_scatter(mine, chunks, ReduceOp::Sum)->wait();
-          require(same(mine, std::vector<double>(2, 4.0 * rank * n + sum_r)),
-                  "reduce_scatter" + what);
-        }
-
-        // Several collectives in flight at once complete in order, numbered alike on every rank.
-        std::vector<Tensor> ts;
-        std::vector<WorkPtr> works;
-        for (int i = 0; i < 4; ++i) {
-          ts.push_back(full({1000}, double(i)));
-          works.push_back(comm->all_reduce(ts.back()));
-        }
-        for (int i = 0; i < 4; ++i) {
-          works[size_t(i)]->wait();
-          require(same(ts[size_t(i)].narrow(0, 0, 1), {double(i) * n}), "async all_reduce");
-        }
-        require(works[3]->sequence_number() == works[0]->sequence_number() + 3, "sequence");
-        comm->barrier()->wait();
+        tandem::testing::check_collectives(*comm);
         destroy_process_group();
       },
       n);
@@ -161,7 +76,7 @@ TEST(Collectives, AWaitThatTimesOutNamesTheCollectiveAndItsNumber) {
   const std::string report = dir.file("msg.txt");
   spawn(
       [&](int rank) {
-        auto comm = init_process_group({.timeout = 30s});
+        auto comm = init_process_group({.backend = "gloo", .timeout = 30s});
         Tensor t = ones({4});
         comm->all_reduce(t)->wait();  // #0 on both ranks
         if (rank == 0) {
@@ -234,49 +149,14 @@ TEST(Collectives, ACommunicatorLeavesTheProcesssSigpipeHandlingAlone) {
 }
 
 TEST(Collectives, APeerKilledMidAllReduceFailsTheOthersNamingRankAndCollective) {
-  tandem::testing::TempDir dir;
-  const std::string report = dir.file("rank0.txt");
   const auto start = std::chrono::steady_clock::now();
-  try {
-    spawn(
-        [&](int rank) {
-          auto comm = init_process_group({.timeout = 60s});
-          Tensor big = ones({4 << 20});  // 16 MiB: a few ms in flight
-          if (rank == 1) {
-            comm->all_reduce(big)->wait();
-            // Die while a later all-reduce is on the wire.
-            std::thread([] {
-              std::this_thread::sleep_for(2ms);
-              std::raise(SIGKILL);
-            }).detach();
-            for (;;) comm->all_reduce(big)->wait();
-          }
-          std::string msg = "no error";
-          const auto t0 = std::chrono::steady_clock::now();
-          try {
-            for (int i = 0; i < 1000; ++i) comm->all_reduce(big)->wait();
-          } catch (const DistributedError& e) {
-            msg = e.what();
-          }
-          const double secs =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          std::ofstream(report) << secs << "\n" << msg;
-          std::_Exit(0);  // skip the exit-time goodbye: its peer is gone
-        },
-        2, {.stop_others_on_failure = false});
-    ADD_FAILURE() << "spawn should report rank 1's death";
-  } catch (const DistributedError& e) {
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("rank: 1"));
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("signal 9"));
-  }
-  std::ifstream in(report);
-  double secs = -1;
-  in >> secs;
-  const std::string msg(std::istreambuf_iterator<char>(in), {});
-  EXPECT_THAT(msg, ::testing::HasSubstr("all_reduce #"));
-  EXPECT_THAT(msg, ::testing::HasSubstr("rank 1 has exited or crashed"));
-  EXPECT_GE(secs, 0);
-  EXPECT_LT(secs, 20) << "well within the 60 s timeout";
+  const auto r = tandem::testing::kill_rank_1_mid_all_reduce("gloo");
+  EXPECT_THAT(r.spawn_error, ::testing::HasSubstr("rank: 1"));
+  EXPECT_THAT(r.spawn_error, ::testing::HasSubstr("signal 9"));
+  EXPECT_THAT(r.error, ::testing::HasSubstr("all_reduce #"));
+  EXPECT_THAT(r.error, ::testing::HasSubstr("rank 1 has exited or crashed"));
+  EXPECT_GE(r.seconds, 0);
+  EXPECT_LT(r.seconds, 20) << "well within the 60 s timeout";
   EXPECT_LT(std::chrono::steady_clock::now() - start, 40s);
 }
 

@@ -1,8 +1,8 @@
-// parallel/comm/gloo_queue.cpp — the collectives' thread, and what a failure says.
+// parallel/comm/collective_queue.cpp — the collectives' thread, and what a failure says.
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/core/check.h>
 #include <tandem/core/trace.h>
-#include <tandem/parallel/comm/gloo_queue.h>
+#include <tandem/parallel/comm/collective_queue.h>
 #include <tandem/parallel/comm/gloo_rendezvous.h>
 #include <chrono>
 
@@ -10,16 +10,17 @@ namespace tandem::parallel {
 
 using Clock = std::chrono::steady_clock;
 
-GlooQueue::GlooQueue(int rank, std::function<std::vector<int64_t>()> departed_ranks)
-    : rank_(rank), departed_ranks_(std::move(departed_ranks)) {
+CollectiveQueue::CollectiveQueue(std::string backend, int rank,
+                                 std::function<std::vector<int64_t>()> departed_ranks)
+    : backend_(std::move(backend)), rank_(rank), departed_ranks_(std::move(departed_ranks)) {
   BlockSigpipe quiet;  // the thread keeps the mask: a write to a dead peer is an error, not death
   thread_ = std::thread([this] {
-    if (trace::enabled()) trace::set_thread_name("gloo collectives");
+    if (trace::enabled()) trace::set_thread_name(backend_ + " collectives");
     loop();
   });
 }
 
-GlooQueue::~GlooQueue() {
+CollectiveQueue::~CollectiveQueue() {
   {
     std::lock_guard lk(mutex_);
     stop_ = true;
@@ -28,7 +29,7 @@ GlooQueue::~GlooQueue() {
   thread_.join();
 }
 
-void GlooQueue::push(WorkPtr work, std::function<void(uint32_t)> run, uint32_t tag) {
+void CollectiveQueue::push(WorkPtr work, std::function<void(uint32_t)> run, uint32_t tag) {
   {
     std::lock_guard lk(mutex_);
     queue_.push_back(Task{std::move(work), std::move(run), tag});
@@ -36,7 +37,7 @@ void GlooQueue::push(WorkPtr work, std::function<void(uint32_t)> run, uint32_t t
   ready_.notify_one();
 }
 
-void GlooQueue::loop() {
+void CollectiveQueue::loop() {
   for (;;) {
     Task task;
     {
@@ -64,8 +65,8 @@ void GlooQueue::loop() {
   }
 }
 
-std::exception_ptr GlooQueue::failure(const Task& task, const std::exception& e,
-                                      double seconds) const {
+std::exception_ptr CollectiveQueue::failure(const Task& task, const std::exception& e,
+                                            double seconds) const {
   std::string who;
   if (departed_ranks_) {
     // A dead peer's sockets close at once, but the store may see its connection close a moment
@@ -77,7 +78,7 @@ std::exception_ptr GlooQueue::failure(const Task& task, const std::exception& e,
     }
   }
   return std::make_exception_ptr(DistributedError(str(
-      "gloo ", task.work->description(), " failed after ", seconds, " s: ", e.what(),
+      backend_, " ", task.work->description(), " failed after ", seconds, " s: ", e.what(),
       who.empty() ? ""
                   : "\n  rank " + who + (who.find(',') == std::string::npos ? " has" : " have") +
                         " exited or crashed (its store connection closed)",

@@ -1,0 +1,58 @@
+// parallel/comm/collective_queue.h — a communicator's collectives in order, on one thread of
+// their own. The transports' calls block (Gloo's, MPI's, a shared-memory wait), so a communicator
+// queues each collective here and hands the caller a Work at once: DDP's backward keeps running
+// while a bucket is reduced. A collective that throws (Gloo's IoException for a dead peer, a
+// timeout) becomes a DistributedError naming the backend, the collective, its sequence number,
+// the seconds it ran and, when the store knows, which rank died. After a failure the group is
+// broken: every later collective fails at once with the first error.
+#pragma once
+
+#include <tandem/parallel/comm/communicator.h>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tandem::parallel {
+
+class CollectiveQueue {
+ public:
+  /// Starts the thread (with SIGPIPE blocked: gloo_rendezvous.h). `backend` prefixes errors;
+  /// `departed_ranks`, if given, names the ranks known to have died, for a failure's message.
+  CollectiveQueue(std::string backend, int rank,
+                  std::function<std::vector<int64_t>()> departed_ranks = {});
+  /// Finishes the queued collectives, then stops the thread.
+  ~CollectiveQueue();
+  CollectiveQueue(const CollectiveQueue&) = delete;
+  CollectiveQueue& operator=(const CollectiveQueue&) = delete;
+
+  /// Runs run(tag) after the collectives queued before it, then completes `work` (with the
+  /// error, if it threw).
+  void push(WorkPtr work, std::function<void(uint32_t tag)> run, uint32_t tag);
+
+ private:
+  struct Task {
+    WorkPtr work;
+    std::function<void(uint32_t)> run;
+    uint32_t tag;
+  };
+  void loop();
+  std::exception_ptr failure(const Task& task, const std::exception& e, double seconds) const;
+
+  const std::string backend_;
+  const int rank_;
+  const std::function<std::vector<int64_t>()> departed_ranks_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<Task> queue_;
+  bool stop_ = false;
+  std::exception_ptr broken_;  // the first failure; the group is unusable after it
+  std::thread thread_;
+};
+
+}  // namespace tandem::parallel

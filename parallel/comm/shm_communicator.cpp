@@ -1,0 +1,305 @@
+// parallel/comm/shm_communicator.cpp — the collectives over shared memory. Every collective runs
+// in rounds of at most one buffer: write into this rank's buffer, step (wait until every rank has
+// written), read what this rank needs from the peers' buffers. The next round writes the other
+// buffer, and the one after writes this one again only after a step that every rank reaches
+// after it has finished reading it: that is why two buffers make one step per round enough.
+#include <tandem/core/check.h>
+#include <tandem/core/tensor_checks.h>
+#include <tandem/parallel/comm/collective_queue.h>
+#include <tandem/parallel/comm/dtype_dispatch.h>
+#include <tandem/parallel/comm/host_staging.h>
+#include <tandem/parallel/comm/shm_communicator.h>
+#include <tandem/parallel/comm/shm_reduce.h>
+#include <unistd.h>
+#include <cstring>
+#include <random>
+
+namespace tandem::parallel {
+
+using ::tandem::parallel::detail::by_dtype;
+using ::tandem::parallel::detail::staged;
+using ::tandem::parallel::detail::unstage;
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kWorkGrace{2000};
+
+namespace {
+
+std::string segment_prefix() {
+  std::random_device rd;
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "/tandem-%d-%08x", int(::getpid()), unsigned(rd()));
+  return buf;
+}
+
+char* bytes_of(const Tensor& t) { return static_cast<char*>(t.data_ptr()); }
+
+}  // namespace
+
+ShmCommunicator::ShmCommunicator(std::shared_ptr<Store> store, int rank, int size,
+                                 ShmOptions options)
+    : Communicator(rank, size, options.timeout),
+      options_(options),
+      store_(std::move(store)),
+      sent_(size_t(size), 0),
+      received_(size_t(size), 0) {
+  TD_CHECK_VALUE(options.buffer_bytes >= 4096, "shm: buffer_bytes must be at least 4096, not ",
+                 options.buffer_bytes);
+  if (rank == 0) store_->set("shm/prefix", segment_prefix());
+  const std::string prefix = store_->get_string("shm/prefix");
+  auto name = [&](int r) { return prefix + "-" + std::to_string(r); };
+  segments_.resize(size_t(size));
+  segments_[size_t(rank)] = ShmSegment::create(name(rank), 2 * options.buffer_bytes);
+  std::vector<std::string> created, mapped;
+  for (int r = 0; r < size; ++r) {
+    created.push_back("shm/created/" + std::to_string(r));
+    mapped.push_back("shm/mapped/" + std::to_string(r));
+  }
+  store_->set(created[size_t(rank)], "1");
+  store_->wait(created, timeout_);
+  for (int r = 0; r < size; ++r)
+    if (r != rank) segments_[size_t(r)] = ShmSegment::open(name(r), 2 * options.buffer_bytes);
+  store_->set(mapped[size_t(rank)], "1");
+  store_->wait(mapped, timeout_);
+  // Every rank maps it now: the name can go, and with it anything a crash could leave behind.
+  segments_[size_t(rank)].unlink();
+  queue_ = std::make_unique<CollectiveQueue>("shm", rank);
+}
+
+ShmCommunicator::~ShmCommunicator() { queue_.reset(); }  // before the segments are unmapped
+
+WorkPtr ShmCommunicator::enqueue(const std::string& op, const Tensor* t, const std::string& extra,
+                                 std::function<void()> run) {
+  std::lock_guard lk(mu_);
+  const uint64_t seq = next_seq_++;
+  // The transport's own wait ends first, with the more precise error (who is missing).
+  auto work = std::make_shared<Work>(seq, describe(op, seq, t, extra), timeout_ + kWorkGrace);
+  queue_->push(
+      work,
+      [this, run = std::move(run), d = work->description()](uint32_t) {
+        current_ = d;
+        deadline_ = Clock::now() + timeout_;
+        try {
+          run();
+        } catch (...) {
+          // The peers waiting on this rank's steps would otherwise wait out their timeout.
+          shm_fail(segments_[size_t(rank_)].header());
+          throw;
+        }
+      },
+      uint32_t(seq));
+  return work;
+}
+
+void ShmCommunicator::step() {
+  shm_arrive(segments_[size_t(rank_)].header());
+  ++steps_;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    const ShmHeader& peer = segments_[size_t(r)].header();
+    shm_wait(peer, steps_, deadline_, [&](const char* reason) {
+      const std::string why = std::string(reason) == "died"
+                                  ? str("rank ", r, " (pid ", peer.pid, ") died")
+                              : std::string(reason) == "failed"
+                                  ? str("rank ", r, " gave up on the group after an error")
+                                  : str("rank ", r, " did not reach step ", steps_, " within ",
+                                        timeout_.count() / 1000.0, " s (timeout)");
+      ::tandem::detail::fail<DistributedError>(why);
+    });
+  }
+}
+
+char* ShmCommunicator::buffer(int rank) const {
+  return segments_[size_t(rank)].data() + (rounds_ % 2) * options_.buffer_bytes;
+}
+
+int64_t ShmCommunicator::capacity(size_t element_size) const {
+  const auto per_rank = int64_t(options_.buffer_bytes / element_size) / size_;
+  return per_rank * size_;
+}
+
+void ShmCommunicator::all_reduce_small(char* data, int64_t count, DType dtype, ReduceOp op) {
+  const size_t es = element_size(dtype);
+  std::memcpy(buffer(rank_), data, size_t(count) * es);
+  step();
+  by_dtype(dtype, [&]<typename T>(T*) {
+    std::vector<const T*> srcs;
+    for (int r = 0; r < size_; ++r) srcs.push_back(reinterpret_cast<const T*>(buffer(r)));
+    ::tandem::parallel::detail::shm_reduce(reinterpret_cast<T*>(data), srcs.data(), size_, count,
+                                           op);
+  });
+  ++rounds_;
+}
+
+void ShmCommunicator::all_reduce_large(char* data, int64_t count, DType dtype, ReduceOp op) {
+  const size_t es = element_size(dtype);
+  const int64_t cap = capacity(es);
+  for (int64_t off = 0; off < count; off += cap) {
+    const int64_t m = std::min(cap, count - off);
+    std::memcpy(buffer(rank_), data + size_t(off) * es, size_t(m) * es);
+    step();
+    auto lo = [&](int r) { return m * r / size_; };
+    by_dtype(dtype, [&]<typename T>(T*) {  // this rank's slice, reduced in place in its buffer
+      std::vector<const T*> srcs;
+      for (int r = 0; r < size_; ++r)
+        srcs.push_back(reinterpret_cast<const T*>(buffer(r)) + lo(rank_));
+      ::tandem::parallel::detail::shm_reduce(reinterpret_cast<T*>(buffer(rank_)) + lo(rank_),
+                                             srcs.data(), size_, lo(rank_ + 1) - lo(rank_), op);
+    });
+    step();
+    for (int r = 0; r < size_; ++r)
+      std::memcpy(data + size_t(off + lo(r)) * es, buffer(r) + size_t(lo(r)) * es,
+                  size_t(lo(r + 1) - lo(r)) * es);
+    ++rounds_;
+  }
+}
+
+WorkPtr ShmCommunicator::all_reduce(Tensor& tensor, ReduceOp op) {
+  check_all_reduce(tensor, op);
+  return enqueue("all_reduce", &tensor, name(op), [this, t = tensor, op]() mutable {
+    Tensor host = staged(t);
+    const bool small = host.nbytes() <= std::min(options_.small_bytes, options_.buffer_bytes);
+    if (small) {
+      all_reduce_small(bytes_of(host), host.numel(), host.dtype(), op);
+    } else {
+      all_reduce_large(bytes_of(host), host.numel(), host.dtype(), op);
+    }
+    unstage(t, host);
+  });
+}
+
+WorkPtr ShmCommunicator::broadcast(Tensor& tensor, int root) {
+  check_broadcast(tensor, root);
+  return enqueue("broadcast", &tensor, "root " + std::to_string(root),
+                 [this, t = tensor, root]() mutable {
+                   Tensor host = staged(t);
+                   const size_t es = element_size(host.dtype());
+                   const int64_t cap = capacity(es);
+                   for (int64_t off = 0; off < host.numel(); off += cap) {
+                     const size_t n = size_t(std::min(cap, host.numel() - off)) * es;
+                     char* at = bytes_of(host) + size_t(off) * es;
+                     if (rank_ == root) std::memcpy(buffer(rank_), at, n);
+                     step();
+                     if (rank_ != root) std::memcpy(at, buffer(root), n);
+                     ++rounds_;
+                   }
+                   if (rank_ != root) unstage(t, host);
+                 });
+}
+
+WorkPtr ShmCommunicator::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
+  check_all_gather(outputs, input);
+  return enqueue("all_gather", &input, "", [this, in = input, outs = outputs]() mutable {
+    const Tensor host_in = staged(in);
+    std::vector<Tensor> host_outs;
+    for (const Tensor& o : outs) host_outs.push_back(staged(o));
+    const size_t es = element_size(in.dtype());
+    const int64_t cap = capacity(es);
+    for (int64_t off = 0; off < in.numel(); off += cap) {
+      const size_t n = size_t(std::min(cap, in.numel() - off)) * es;
+      std::memcpy(buffer(rank_), bytes_of(host_in) + size_t(off) * es, n);
+      step();
+      for (int r = 0; r < size_; ++r)
+        std::memcpy(bytes_of(host_outs[size_t(r)]) + size_t(off) * es, buffer(r), n);
+      ++rounds_;
+    }
+    for (int r = 0; r < size_; ++r) unstage(outs[size_t(r)], host_outs[size_t(r)]);
+  });
+}
+
+WorkPtr ShmCommunicator::reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) {
+  check_reduce_scatter(output, input, op);
+  return enqueue(
+      "reduce_scatter", &input, name(op), [this, in = input, out = output, op]() mutable {
+        const Tensor host_in = staged(in);
+        Tensor host_out = staged(out);
+        const size_t es = element_size(in.dtype());
+        const int64_t chunk = out.numel();
+        const int64_t piece = capacity(es) / size_;  // of every chunk, per round
+        for (int64_t off = 0; off < chunk; off += piece) {
+          const int64_t m = std::min(piece, chunk - off);
+          for (int j = 0; j < size_; ++j)  // the round's piece of every chunk, side by side
+            std::memcpy(buffer(rank_) + size_t(j * m) * es,
+                        bytes_of(host_in) + size_t(j * chunk + off) * es, size_t(m) * es);
+          step();
+          by_dtype(in.dtype(), [&]<typename T>(T*) {
+            std::vector<const T*> srcs;
+            for (int r = 0; r < size_; ++r)
+              srcs.push_back(reinterpret_cast<const T*>(buffer(r)) + rank_ * m);
+            ::tandem::parallel::detail::shm_reduce(host_out.data<T>() + off, srcs.data(), size_, m,
+                                                   op);
+          });
+          ++rounds_;
+        }
+        unstage(out, host_out);
+      });
+}
+
+WorkPtr ShmCommunicator::all_to_all(Tensor& output, const Tensor& input) {
+  check_all_to_all(output, input);
+  return enqueue("all_to_all", &input, "", [this, in = input, out = output]() mutable {
+    const Tensor host_in = staged(in);
+    Tensor host_out = staged(out);
+    const size_t es = element_size(in.dtype());
+    const int64_t chunk = in.numel() / size_;
+    const int64_t piece = capacity(es) / size_;
+    for (int64_t off = 0; off < chunk; off += piece) {
+      const int64_t m = std::min(piece, chunk - off);
+      for (int j = 0; j < size_; ++j)
+        std::memcpy(buffer(rank_) + size_t(j * m) * es,
+                    bytes_of(host_in) + size_t(j * chunk + off) * es, size_t(m) * es);
+      step();
+      for (int r = 0; r < size_; ++r)  // rank r's piece for this rank
+        std::memcpy(bytes_of(host_out) + size_t(r * chunk + off) * es,
+                    buffer(r) + size_t(rank_ * m) * es, size_t(m) * es);
+      ++rounds_;
+    }
+    unstage(out, host_out);
+  });
+}
+
+WorkPtr ShmCommunicator::barrier() {
+  return enqueue("barrier", nullptr, "", [this] { step(); });
+}
+
+WorkPtr ShmCommunicator::send(const Tensor& tensor, int dst) {
+  check_tensor(tensor, "send");
+  check_peer(dst, "send");
+  std::lock_guard lk(mu_);
+  const uint64_t n = sent_[size_t(dst)]++;
+  auto work = message_work("send", n, tensor, dst);
+  const std::string key = str("msg/", rank_, "/", dst, "/", n);
+  queue_->push(
+      work,
+      [this, key, t = tensor](uint32_t) {
+        const Tensor host = staged(t);
+        const auto* p = static_cast<const uint8_t*>(host.data_ptr());
+        store_->set(key, Bytes(p, p + host.nbytes()));
+      },
+      uint32_t(n));
+  return work;
+}
+
+WorkPtr ShmCommunicator::recv(Tensor& tensor, int src) {
+  check_tensor(tensor, "recv");
+  check_peer(src, "recv");
+  std::lock_guard lk(mu_);
+  const uint64_t n = received_[size_t(src)]++;
+  auto work = message_work("recv", n, tensor, src);
+  const std::string key = str("msg/", src, "/", rank_, "/", n);
+  queue_->push(
+      work,
+      [this, key, t = tensor, src](uint32_t) mutable {
+        const Bytes bytes = store_->get(key);
+        store_->delete_key(key);
+        TD_CHECK_SHAPE(bytes.size() == t.nbytes(), "shm recv: rank ", src, " sent ", bytes.size(),
+                       " bytes, but this rank expects ", ::tandem::describe(t), " (", t.nbytes(),
+                       " bytes)");
+        Tensor host = staged(t);
+        std::memcpy(host.data_ptr(), bytes.data(), bytes.size());
+        unstage(t, host);
+      },
+      uint32_t(n));
+  return work;
+}
+
+}  // namespace tandem::parallel

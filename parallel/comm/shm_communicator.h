@@ -1,0 +1,76 @@
+// parallel/comm/shm_communicator.h — collectives between processes on one host, through POSIX
+// shared memory (DeepSpeed's CPU design). Each rank owns a segment: state words (shm_segment.h)
+// and two data buffers used in turn, so a rank may fill one while its peers still read the other
+// and most steps need a single synchronisation. Small all-reduces (up to `small_bytes`): every
+// rank copies its tensor in, and every rank reduces all of them (one step). Large ones, in
+// rounds of a buffer each: every rank copies in, reduces its 1/N slice of all buffers in place
+// (the reduce-scatter), then copies every rank's reduced slice out (the all-gather): two steps
+// per round, and each byte is reduced once. Reductions go in rank order, so all ranks get the
+// same bits. It is the default for CPU ranks on one host (init_process_group).
+//
+// A rank that dies mid-collective (even by SIGKILL) makes its peers fail within a millisecond
+// or so, naming it; nothing is left in /dev/shm. Messages (send/recv) go through the store: they
+// are for small control data, not bulk transfers.
+#pragma once
+
+#include <tandem/parallel/comm/communicator.h>
+#include <tandem/parallel/comm/shm_segment.h>
+#include <tandem/parallel/store/store.h>
+#include <functional>
+#include <memory>
+
+namespace tandem::parallel {
+
+class CollectiveQueue;
+
+struct ShmOptions {
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+  size_t buffer_bytes = size_t(4) << 20;   // each of a rank's two buffers
+  size_t small_bytes = size_t(256) << 10;  // all-reduces up to this take the one-step path
+};
+
+class ShmCommunicator : public Communicator {
+ public:
+  /// Creates this rank's segment and maps every peer's, meeting them through `store`.
+  ShmCommunicator(std::shared_ptr<Store> store, int rank, int size, ShmOptions options = {});
+  ~ShmCommunicator() override;  // finishes queued collectives, then unmaps
+
+  std::string backend() const override { return "shm"; }
+  WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
+  WorkPtr broadcast(Tensor& tensor, int root = 0) override;
+  WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
+  WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) override;
+  WorkPtr all_to_all(Tensor& output, const Tensor& input) override;
+  WorkPtr barrier() override;
+  WorkPtr send(const Tensor& tensor, int dst) override;
+  WorkPtr recv(Tensor& tensor, int src) override;
+
+ private:
+  // Numbers the collective and queues run() on the worker thread; a failure marks this rank
+  // failed in its state words, so its peers stop waiting for it.
+  WorkPtr enqueue(const std::string& op, const Tensor* t, const std::string& extra,
+                  std::function<void()> run);
+  // One synchronisation: this rank's step count goes up, then it waits for every peer's.
+  void step();
+  // This round's buffer of `rank` (the two buffers alternate from round to round).
+  char* buffer(int rank) const;
+  // The elements of `element_size` bytes one buffer holds, a multiple of size().
+  int64_t capacity(size_t element_size) const;
+  void all_reduce_small(char* data, int64_t count, DType dtype, ReduceOp op);
+  void all_reduce_large(char* data, int64_t count, DType dtype, ReduceOp op);
+
+  const ShmOptions options_;
+  std::shared_ptr<Store> store_;
+  std::vector<ShmSegment> segments_;  // segments_[r]: rank r's (this rank's own included)
+  std::unique_ptr<CollectiveQueue> queue_;
+  std::mutex mu_;  // orders sequence numbers with the queue
+  uint64_t next_seq_ = 0;
+  std::vector<uint64_t> sent_, received_;  // per peer: the numbers of point-to-point messages
+  // The worker thread's alone:
+  uint32_t steps_ = 0;   // synchronisations so far
+  uint64_t rounds_ = 0;  // buffer uses so far (its parity picks the buffer)
+  std::chrono::steady_clock::time_point deadline_;
+  std::string current_;  // the collective running, for errors
+};
+
+}  // namespace tandem::parallel

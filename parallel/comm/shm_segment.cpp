@@ -1,0 +1,158 @@
+// parallel/comm/shm_segment.cpp — mapping segments, and the spin-then-futex wait on a peer's
+// step count.
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <tandem/core/check.h>
+#include <tandem/parallel/comm/shm_segment.h>
+#include <unistd.h>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <utility>
+
+namespace tandem::parallel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A shared (not FUTEX_PRIVATE) futex: the word is in memory that other processes map.
+void futex_wait(const std::atomic<uint32_t>& word, uint32_t expected, long timeout_ns) {
+  timespec ts{0, timeout_ns};
+  syscall(SYS_futex, reinterpret_cast<const uint32_t*>(&word), FUTEX_WAIT, expected, &ts, nullptr,
+          0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>& word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+bool reached(const ShmHeader& peer, uint32_t step) {
+  return int32_t(peer.arrived.load(std::memory_order_acquire) - step) >= 0;
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+void* map(int fd, size_t bytes, const std::string& name) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
+  ::close(fd);
+  TD_CHECK_AS(DistributedError, p != MAP_FAILED, "shared memory: cannot map /dev/shm", name, " (",
+              bytes, " bytes): ", std::strerror(err));
+  return p;
+}
+
+}  // namespace
+
+ShmSegment ShmSegment::create(const std::string& name, size_t data_bytes) {
+  ShmSegment s;
+  s.name_ = name;
+  s.bytes_ = kHeaderBytes + data_bytes;
+  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  TD_CHECK_AS(DistributedError, fd >= 0, "shared memory: cannot create /dev/shm", name, ": ",
+              std::strerror(errno));
+  s.owns_name_ = true;
+  // posix_fallocate, not ftruncate: a full /dev/shm fails here with ENOSPC instead of killing
+  // the process with SIGBUS at its first write.
+  const int err = ::posix_fallocate(fd, 0, off_t(s.bytes_));
+  if (err != 0) {
+    ::close(fd);
+    ::tandem::detail::fail<DistributedError>(
+        "shared memory: cannot size /dev/shm", name, " to ", s.bytes_,
+        " bytes: ", std::strerror(err),
+        "\n  hint: /dev/shm is too small (a container's default is 64 MB; "
+        "docker run --shm-size), or use backend \"gloo\"");
+  }
+  s.base_ = map(fd, s.bytes_, name);
+  ShmHeader& h = s.header();
+  new (&h) ShmHeader{};  // the words start at zero
+  h.pid = int32_t(::getpid());
+  return s;
+}
+
+ShmSegment ShmSegment::open(const std::string& name, size_t data_bytes) {
+  ShmSegment s;
+  s.name_ = name;
+  s.bytes_ = kHeaderBytes + data_bytes;
+  const int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
+  TD_CHECK_AS(DistributedError, fd >= 0, "shared memory: cannot open a peer's /dev/shm", name, ": ",
+              std::strerror(errno));
+  s.base_ = map(fd, s.bytes_, name);
+  return s;
+}
+
+ShmSegment::ShmSegment(ShmSegment&& o) noexcept { *this = std::move(o); }
+
+ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
+  std::swap(name_, o.name_);
+  std::swap(base_, o.base_);
+  std::swap(bytes_, o.bytes_);
+  std::swap(owns_name_, o.owns_name_);
+  return *this;
+}
+
+ShmSegment::~ShmSegment() {
+  if (base_ != nullptr) ::munmap(base_, bytes_);
+  unlink();
+}
+
+void ShmSegment::unlink() {
+  if (owns_name_) ::shm_unlink(name_.c_str());
+  owns_name_ = false;
+}
+
+void shm_arrive(ShmHeader& mine) {
+  mine.arrived.fetch_add(1, std::memory_order_seq_cst);  // publishes this rank's writes
+  if (mine.sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(mine.arrived);
+}
+
+void shm_fail(ShmHeader& mine) {
+  mine.failed.store(1, std::memory_order_seq_cst);
+  futex_wake_all(mine.arrived);
+}
+
+void shm_wait(const ShmHeader& peer, uint32_t step, Clock::time_point deadline,
+              const std::function<void(const char*)>& why_not) {
+  // Spin first: when both ranks are in the collective, the step comes within microseconds, and
+  // a sleep would cost more than the copy. Then sleep, so a rank waiting for a peer that is still
+  // computing leaves the core to it.
+  const auto spin_until = Clock::now() + std::chrono::microseconds(50);
+  for (int i = 0;; ++i) {
+    if (reached(peer, step)) return;
+    cpu_relax();
+    if ((i & 63) == 63 && Clock::now() > spin_until) break;
+  }
+  auto& sleepers = const_cast<std::atomic<uint32_t>&>(peer.sleepers);
+  auto& arrived = const_cast<std::atomic<uint32_t>&>(peer.arrived);
+  for (;;) {
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = arrived.load(std::memory_order_seq_cst);
+    if (int32_t(seen - step) < 0) futex_wait(arrived, seen, 1'000'000);  // 1 ms, then check
+    sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (reached(peer, step)) return;
+    if (peer.failed.load(std::memory_order_acquire) != 0) why_not("failed");
+    if (!process_alive(peer.pid)) why_not("died");
+    if (Clock::now() > deadline) why_not("timeout");
+  }
+}
+
+bool process_alive(int pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  // A killed child stays a zombie until its parent reaps it: kill() still finds it.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // no /proc: trust kill()
+  const size_t paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() ||
+         (line[paren + 2] != 'Z' && line[paren + 2] != 'X');
+}
+
+}  // namespace tandem::parallel

@@ -1,0 +1,149 @@
+// tests/parallel/collective_suite.h — the collective suite every communicator passes (Gloo,
+// shared memory, threads): every op and dtype against values computed by hand, odd and zero
+// sizes, tensors larger than a transport's buffer, all_to_all, messages, and many operations in
+// flight at once. It runs inside a rank (a forked process or a thread), so it reports a failure
+// by throwing: gtest's assertions do not cross a fork.
+#pragma once
+
+#include <tandem/parallel/comm/communicator.h>
+#include <tandem/tandem.h>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tandem::testing {
+
+inline void require(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error("check failed: " + what);
+}
+
+inline bool same(const Tensor& a, const std::vector<double>& expected) {
+  const auto got = a.to_vector<double>();
+  if (got.size() != expected.size()) return false;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::abs(got[i] - expected[i]) > 1e-6 * (1 + std::abs(expected[i]))) return false;
+  return true;
+}
+
+/// Runs every collective of `comm` (rank r of n) and checks the results; `large` elements make
+/// the tensors that must take several rounds of a transport's buffer.
+inline void check_collectives(parallel::Communicator& comm, int64_t large = 100'003) {
+  const int n = comm.size();
+  const int rank = comm.rank();
+  const double r = rank;
+  const double sum_r = n * (n - 1) / 2.0;
+  using parallel::WorkPtr;
+  for (DType dt : {kFloat32, kFloat64, kInt64, kBFloat16, kFloat16}) {
+    const std::string what = str(" (", dt, ")");
+    Tensor t = full({5}, r + 1, {.dtype = dt});
+    comm.all_reduce(t, ReduceOp::Sum)->wait();
+    require(t.dtype() == dt && same(t, std::vector<double>(5, sum_r + n)), "sum" + what);
+    t = full({2, 3}, r, {.dtype = dt});
+    comm.all_reduce(t, ReduceOp::Max)->wait();
+    require(same(t, std::vector<double>(6, n - 1)), "max" + what);
+    t = full({3}, r + 2, {.dtype = dt});
+    comm.all_reduce(t, ReduceOp::Min)->wait();
+    require(same(t, std::vector<double>(3, 2)), "min" + what);
+    if (dt != kInt64) {
+      t = full({4}, 2 * r, {.dtype = dt});
+      comm.all_reduce(t, ReduceOp::Mean)->wait();
+      require(same(t, std::vector<double>(4, 2 * sum_r / n)), "avg" + what);
+    }
+    Tensor b = rank == n - 1 ? tensor({7, 8, 9}).to(dt) : zeros({3}, {.dtype = dt});
+    comm.broadcast(b, n - 1)->wait();
+    require(same(b, {7, 8, 9}), "broadcast from the last rank" + what);
+
+    std::vector<Tensor> outs;
+    for (int i = 0; i < n; ++i) outs.push_back(zeros({2}, {.dtype = dt}));
+    comm.all_gather(outs, full({2}, r * 10, {.dtype = dt}))->wait();
+    for (int i = 0; i < n; ++i)
+      require(same(outs[size_t(i)], {i * 10.0, i * 10.0}), "all_gather slot" + what);
+
+    // Input chunk c on rank k holds 4c + k; this rank gets chunk `rank` summed over k.
+    Tensor in = empty({n, 2}, {.dtype = dt});
+    for (int c = 0; c < n; ++c) in.select(0, c).fill_(4.0 * c + r);
+    Tensor out = zeros({2}, {.dtype = dt});
+    comm.reduce_scatter(out, in, ReduceOp::Sum)->wait();
+    require(same(out, std::vector<double>(2, 4.0 * rank * n + sum_r)), "reduce_scatter" + what);
+
+    // all_to_all: rank k's chunk j holds 10k + j (two rows each); this rank receives, as chunk
+    // k, rank k's chunk `rank`.
+    Tensor send = empty({2 * n, 3}, {.dtype = dt});
+    for (int j = 0; j < n; ++j) send.narrow(0, 2 * j, 2).fill_(10.0 * r + j);
+    Tensor recv = zeros({2 * n, 3}, {.dtype = dt});
+    comm.all_to_all(recv, send)->wait();
+    for (int k = 0; k < n; ++k)
+      require(same(recv.narrow(0, 2 * k, 2), std::vector<double>(6, 10.0 * k + rank)),
+              "all_to_all chunk " + std::to_string(k) + what);
+  }
+
+  // Odd and zero sizes, and tensors larger than a transport's buffer (several rounds): element
+  // i of rank k holds i % 7 + k, so the sum is n·(i % 7) + sum_r.
+  auto pattern = [](int64_t size, double offset, int copies = 1) {  // i % 7 + offset, repeated
+    std::vector<double> v;
+    for (int c = 0; c < copies; ++c)
+      for (int64_t i = 0; i < size; ++i) v.push_back(double(i % 7) + offset);
+    return v;
+  };
+  for (int64_t size : {int64_t(0), int64_t(1), int64_t(13), large}) {
+    for (DType dt : {kFloat32, kFloat64}) {
+      // [size], or [chunks, size] holding `chunks` copies.
+      auto make = [&](double offset, int chunks = 0) {
+        const auto v = pattern(size, offset, std::max(chunks, 1));
+        return from_vector(v, chunks == 0 ? Shape{size} : Shape{chunks, size}).to(dt);
+      };
+      std::vector<double> sum = pattern(size, 0);
+      for (double& v : sum) v = v * n + sum_r;
+      Tensor t = make(r);
+      comm.all_reduce(t)->wait();
+      require(same(t, sum), str("all_reduce of ", size));
+      Tensor b = rank == 0 ? make(0) : zeros({size}, {.dtype = dt});
+      comm.broadcast(b, 0)->wait();
+      require(same(b, pattern(size, 0)), str("broadcast of ", size));
+      std::vector<Tensor> outs;
+      for (int i = 0; i < n; ++i) outs.push_back(zeros({size}, {.dtype = dt}));
+      comm.all_gather(outs, make(r))->wait();
+      for (int i = 0; i < n; ++i)
+        require(same(outs[size_t(i)], pattern(size, i)), str("all_gather of ", size));
+      Tensor mine = zeros({size}, {.dtype = dt});
+      comm.reduce_scatter(mine, make(r, n), ReduceOp::Max)->wait();
+      require(same(mine, pattern(size, n - 1)), str("reduce_scatter of ", size));
+      Tensor a2a_out = zeros({n, size}, {.dtype = dt});
+      comm.all_to_all(a2a_out, make(r, n))->wait();
+      for (int k = 0; k < n; ++k)
+        require(same(a2a_out.select(0, k), pattern(size, k)), str("all_to_all of ", size));
+    }
+  }
+
+  // Messages around a ring: even ranks send first, odd ranks receive first, and every
+  // transport completes it; two messages to the same peer arrive in order.
+  if (n > 1) {
+    const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    Tensor got1 = zeros({3}), got2 = zeros({3});
+    std::vector<WorkPtr> works;
+    works.push_back(comm.send(full({3}, r), next));
+    works.push_back(comm.send(full({3}, r + 100), next));
+    works.push_back(comm.recv(got1, prev));
+    works.push_back(comm.recv(got2, prev));
+    for (auto& w : works) w->wait();
+    require(same(got1, std::vector<double>(3, prev)), "recv, first message");
+    require(same(got2, std::vector<double>(3, prev + 100)), "recv, second message");
+  }
+
+  // Several collectives in flight at once complete in order, numbered alike on every rank.
+  std::vector<Tensor> ts;
+  std::vector<WorkPtr> works;
+  for (int i = 0; i < 8; ++i) {
+    ts.push_back(full({1000 + 37 * i}, double(i)));
+    works.push_back(comm.all_reduce(ts.back()));
+  }
+  for (int i = 0; i < 8; ++i) {
+    works[size_t(i)]->wait();
+    require(same(ts[size_t(i)].narrow(0, 0, 1), {double(i) * n}), "async all_reduce");
+  }
+  require(works[7]->sequence_number() == works[0]->sequence_number() + 7, "sequence");
+  comm.barrier()->wait();
+}
+
+}  // namespace tandem::testing

@@ -1,0 +1,123 @@
+// tests/parallel/shm_comm_test.cpp — the shared-memory communicator between real processes: the
+// collective suite with buffers small enough that large tensors take many rounds, the default
+// choice for CPU ranks on one host, two groups at once, and a peer killed with SIGKILL in the
+// middle of an all-reduce: the survivor fails fast naming it, and /dev/shm is left clean.
+#include <dirent.h>
+#include <tandem/parallel/comm/locality.h>
+#include <tandem/parallel/comm/shm_communicator.h>
+#include <tandem/parallel/process_group.h>
+#include <tandem/parallel/spawn.h>
+#include <tandem/parallel/store/hash_store.h>
+#include <tandem/parallel/store/prefix_store.h>
+#include <csignal>
+#include <fstream>
+#include <thread>
+
+#include "data/temp_dir.h"
+#include "parallel/collective_suite.h"
+#include "parallel/kill_peer.h"
+#include "support/expect.h"
+
+namespace tandem::parallel {
+namespace {
+
+using namespace std::chrono_literals;
+using tandem::testing::require;
+
+// The names in /dev/shm that a Tandem group made.
+std::vector<std::string> tandem_segments() {
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir("/dev/shm")) {
+    while (dirent* e = ::readdir(d))
+      if (std::string(e->d_name).rfind("tandem-", 0) == 0) names.push_back(e->d_name);
+    ::closedir(d);
+  }
+  return names;
+}
+
+class ShmCollectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShmCollectives, PassTheCollectiveSuiteWithManyRoundsPerTensor) {
+  const int n = GetParam();
+  spawn(
+      [n](int rank) {
+        auto store = detail::make_store("env://", rank, 60s);
+        // 4 KiB buffers and a 1 KiB small-message limit: a 100,003-element tensor takes ~100
+        // rounds, and both all-reduce algorithms run.
+        ShmCommunicator comm(store, rank, n,
+                             {.timeout = 60s, .buffer_bytes = 4096, .small_bytes = 1024});
+        tandem::testing::check_collectives(comm);
+        // The default sizes too.
+        ShmCommunicator big(std::make_shared<PrefixStore>("big", store), rank, n, {.timeout = 60s});
+        tandem::testing::check_collectives(big, 3'000'001);
+      },
+      n);
+  EXPECT_TRUE(tandem_segments().empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ShmCollectives, ::testing::Values(2, 3));
+
+TEST(ShmCollectives, AreTheDefaultForCpuRanksOnOneHostAndTwoGroupsRunAtOnce) {
+  spawn(
+      [](int rank) {
+        auto comm = init_process_group({.timeout = 60s});
+        require(comm->backend() == "shm", "the default backend is " + comm->backend());
+        // A second group over the same store, used at the same time as the first from another
+        // thread: their buffers and step counts are their own.
+        ShmCommunicator other(std::make_shared<PrefixStore>("second", default_store()), rank, 2,
+                              {.timeout = 60s});
+        std::thread t([&] {
+          for (int i = 0; i < 50; ++i) {
+            Tensor x = full({10'000}, double(rank + i));
+            other.all_reduce(x)->wait();
+            require(x.to_vector<double>()[9'999] == double(2 * i + 1), "the second group");
+          }
+        });
+        for (int i = 0; i < 50; ++i) {
+          Tensor x = full({777}, double(rank * i));
+          comm->all_reduce(x, ReduceOp::Max)->wait();
+          require(x.to_vector<double>()[0] == double(i), "the first group");
+        }
+        t.join();
+        destroy_process_group();
+      },
+      2);
+}
+
+TEST(ShmCollectives, SameHostIdentityOnEveryRankOfThisMachine) {
+  HashStore store;
+  EXPECT_TRUE(all_ranks_on_one_host(store, 0, 1));
+  store.set("host/1", "another-host 0000 mnt:[1] pid:[1]");
+  EXPECT_FALSE(all_ranks_on_one_host(store, 0, 2));
+  EXPECT_THAT(host_identity(), ::testing::HasSubstr("mnt:["));
+}
+
+TEST(ShmCollectives, APeerKilledMidAllReduceFailsTheOtherFastNamingItAndLeavesNoSegment) {
+  const auto r = tandem::testing::kill_rank_1_mid_all_reduce("shm");
+  EXPECT_THAT(r.spawn_error, ::testing::HasSubstr("signal 9"));
+  EXPECT_THAT(r.error, ::testing::HasSubstr("shm all_reduce #"));
+  EXPECT_THAT(r.error, ::testing::ContainsRegex("rank 1 \\(pid [0-9]+\\) died"));
+  EXPECT_GE(r.seconds, 0);
+  EXPECT_LT(r.seconds, 5) << "a dead peer is seen within milliseconds, not at the 60 s timeout";
+  EXPECT_TRUE(tandem_segments().empty()) << "a segment was left in /dev/shm";
+}
+
+TEST(ShmCollectives, RejectBadTensorsNamingTheCall) {
+  auto store = std::make_shared<HashStore>();
+  ShmCommunicator comm(store, 0, 1, {.timeout = 10s});
+  Tensor t = zeros({4, 4}).transpose(0, 1);
+  EXPECT_THAT(tandem::testing::error_message<ValueError>([&] { comm.all_reduce(t); }),
+              ::testing::HasSubstr("shm all_reduce: expected a contiguous tensor"));
+  Tensor out = zeros({3, 2}), in = zeros({3, 3});
+  EXPECT_THAT(tandem::testing::error_message<ShapeError>([&] { comm.all_to_all(out, in); }),
+              ::testing::HasSubstr("must be shaped like the input"));
+  Tensor one = ones({2});
+  EXPECT_THAT(tandem::testing::error_message<ValueError>([&] { comm.send(one, 0); }),
+              ::testing::HasSubstr("cannot exchange with rank 0"));
+  // One rank alone: every collective is the identity.
+  comm.all_reduce(one)->wait();
+  EXPECT_EQ(one.to_vector<float>(), std::vector<float>({1, 1}));
+}
+
+}  // namespace
+}  // namespace tandem::parallel
