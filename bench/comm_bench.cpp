@@ -1,12 +1,15 @@
 // bench/comm_bench.cpp — all-reduce bandwidth of 2 ranks on this machine, 4 KB to 64 MB of
 // float32, over each CPU transport in one run: Gloo (TCP over loopback), shared memory (2
-// processes), threads (2 ranks in this process, cpu:0 and cpu:1), and memcpy of the same bytes
-// as the bound. algbw = bytes / time (for 2 ranks it equals nccl-tests' busbw). Per size: the
-// median of single calls per round, then the median over rounds. Open MPI's own all-reduce is
-// measured beside it by bench/comm_bench.sh (bench/mpi_allreduce.cpp), which hands its times
-// over in the file TANDEM_MPI_RESULTS names.
+// processes: as configured by default, with every call on its worker thread, and with the
+// direct algorithm at every size), threads (2 ranks in this process, cpu:0 and cpu:1),
+// and memcpy of the same bytes as the bound. algbw = bytes / time (for 2 ranks it equals
+// nccl-tests' busbw). Per size: the median of single calls per round, then the median over rounds.
+// Open MPI's own all-reduce is measured beside it by bench/comm_bench.sh (bench/mpi_allreduce.cpp),
+// which hands its times over in the file TANDEM_MPI_RESULTS names.
 //   bash bench/comm_bench.sh [rounds]    or    build-bench/bench/comm_bench [--rounds N]
+#include <tandem/parallel/comm/shm_communicator.h>
 #include <tandem/parallel/comm/thread_communicator.h>
+#include <tandem/parallel/store/prefix_store.h>
 #include <tandem/tandem.h>
 #include <cstring>
 #include <fstream>
@@ -23,43 +26,65 @@ const std::vector<int64_t> kSizes{4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20,
 // The calls per round at a size: enough that a round lasts ~50 ms, the same on every rank.
 int reps_for(int64_t bytes) { return int(std::clamp<int64_t>((64 << 20) / bytes, 4, 400)); }
 
-// Median time (s) of one all-reduce of each size through `comm`.
-std::vector<double> measure(parallel::Communicator& comm, int rounds) {
-  std::vector<double> out;
+// Median time (s) of one all-reduce of each size through each communicator: times[c][size].
+// Rounds alternate between the communicators, so a change in the machine's load hits them alike.
+std::vector<std::vector<double>> measure(const std::vector<parallel::Communicator*>& comms,
+                                         int rounds) {
+  std::vector<std::vector<double>> out(comms.size());
   for (int64_t bytes : kSizes) {
     Tensor t = ones({bytes / 4});
-    auto all_reduce = [&] { comm.all_reduce(t)->wait(); };
-    all_reduce();
-    std::vector<double> times;
+    std::vector<std::vector<double>> per_round(comms.size());
+    for (auto* c : comms) c->all_reduce(t)->wait();
     for (int r = 0; r < rounds; ++r) {
-      comm.barrier()->wait();
-      std::vector<double> calls;
-      for (int i = 0; i < reps_for(bytes); ++i)
-        calls.push_back(bench::time_per_call(all_reduce, 1));
-      times.push_back(bench::median(calls));
+      for (size_t c = 0; c < comms.size(); ++c) {
+        comms[c]->barrier()->wait();
+        std::vector<double> calls;
+        for (int i = 0; i < reps_for(bytes); ++i)
+          calls.push_back(bench::time_per_call([&] { comms[c]->all_reduce(t)->wait(); }, 1));
+        per_round[c].push_back(bench::median(calls));
+      }
     }
-    out.push_back(bench::median(times));
+    for (size_t c = 0; c < comms.size(); ++c) out[c].push_back(bench::median(per_round[c]));
   }
   return out;
 }
 
-std::vector<double> over_processes(const std::string& backend, int rounds) {
+// The transports between 2 processes: Gloo, and shared memory as configured by default, with
+// its worker thread always (no inline calls), and with the direct algorithm at every size.
+const std::vector<std::string> kProcessVariants{"gloo", "shm", "shm-queued", "shm-direct"};
+
+std::vector<std::vector<double>> over_processes(int rounds) {
   const std::string file = "/tmp/tandem-comm-bench-" + std::to_string(::getpid()) + ".txt";
   parallel::spawn(
       [&](int rank) {
-        auto comm = parallel::init_process_group(
-            {.backend = backend, .timeout = std::chrono::seconds(120)});
-        const auto times = measure(*comm, rounds);
+        using namespace std::chrono_literals;
+        auto gloo = parallel::init_process_group({.backend = "gloo", .timeout = 120s});
+        auto store = parallel::default_store();
+        auto shm = [&](const std::string& name, parallel::ShmOptions o) {
+          return std::make_shared<parallel::ShmCommunicator>(
+              std::make_shared<parallel::PrefixStore>(name, store), rank, 2, o);
+        };
+        auto fast = shm("shm", {.timeout = 120s});
+        auto queued = shm("queued", {.timeout = 120s, .inline_when_idle = false});
+        auto direct = shm("direct", {.timeout = 120s, .direct_bytes = SIZE_MAX});
+        const auto times = measure({gloo.get(), fast.get(), queued.get(), direct.get()}, rounds);
         if (rank == 0) {
           std::ofstream f(file);
-          for (double t : times) f << t << "\n";
+          for (const auto& row : times) {
+            for (double t : row) f << t << " ";
+            f << "\n";
+          }
         }
+        fast.reset(), queued.reset(), direct.reset();
         parallel::destroy_process_group();
       },
       2);
-  std::vector<double> times;
+  std::vector<std::vector<double>> times(kProcessVariants.size());
   std::ifstream in(file);
-  for (double t; in >> t;) times.push_back(t);
+  for (auto& row : times) {
+    row.resize(kSizes.size());
+    for (double& t : row) in >> t;
+  }
   std::remove(file.c_str());
   return times;
 }
@@ -70,12 +95,12 @@ int main(int argc, char** argv) {
   const bench::Args args = bench::parse_args(argc, argv, 7);
   bench::report_load();
   std::map<std::string, std::vector<double>> times;
-  times["gloo"] = over_processes("gloo", args.rounds);
-  times["shm"] = over_processes("shm", args.rounds);
+  const auto processes = over_processes(args.rounds);
+  for (size_t v = 0; v < kProcessVariants.size(); ++v) times[kProcessVariants[v]] = processes[v];
   parallel::spawn_threads(
       [&](std::shared_ptr<parallel::Communicator> group) {
-        const auto t = measure(*group, args.rounds);
-        if (group->rank() == 0) times["threads"] = t;
+        const auto t = measure({group.get()}, args.rounds);
+        if (group->rank() == 0) times["threads"] = t[0];
       },
       2);
   std::map<int64_t, double> mpi;  // bytes -> seconds, from bench/mpi_allreduce
@@ -87,8 +112,8 @@ int main(int argc, char** argv) {
       "All-reduce (sum), 2 ranks on one machine, float32; algbw in GB/s (medians of %d "
       "rounds)\n",
       args.rounds);
-  std::printf("%9s %9s %9s %9s %9s %9s %10s %9s %12s\n", "size", "gloo", "shm", "threads",
-              "open-mpi", "memcpy", "shm/gloo", "shm/mpi", "shm/memcpy");
+  std::printf("%9s %8s %8s %8s %8s %8s %8s %8s %9s %8s %10s\n", "size", "gloo", "shm", "queued",
+              "direct", "threads", "open-mpi", "memcpy", "shm/gloo", "shm/mpi", "shm/memcpy");
   for (size_t i = 0; i < kSizes.size(); ++i) {
     const double bytes = double(kSizes[i]);
     std::vector<char> src(static_cast<size_t>(bytes), 1), dst(static_cast<size_t>(bytes));
@@ -97,11 +122,12 @@ int main(int argc, char** argv) {
     std::vector<double> copies;
     for (int r = 0; r < args.rounds; ++r)
       copies.push_back(bench::time_per_call(copy, reps_for(kSizes[i])));
-    const double gloo = bytes / times["gloo"][i] / 1e9, shm = bytes / times["shm"][i] / 1e9;
-    const double thr = bytes / times["threads"][i] / 1e9, mc = bytes / bench::median(copies) / 1e9;
+    auto bw = [&](const std::string& v) { return bytes / times[v][i] / 1e9; };
+    const double gloo = bw("gloo"), shm = bw("shm"), mc = bytes / bench::median(copies) / 1e9;
     const double ompi = mpi.count(kSizes[i]) ? bytes / mpi[kSizes[i]] / 1e9 : 0.0;
-    std::printf("%6.0f KB %9.2f %9.2f %9.2f %9.2f %9.2f %9.1fx %8.2fx %11.0f%%\n", bytes / 1024,
-                gloo, shm, thr, ompi, mc, shm / gloo, ompi > 0 ? shm / ompi : 0.0, 100 * shm / mc);
+    std::printf("%6.0f KB %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.1fx %7.2fx %9.0f%%\n",
+                bytes / 1024, gloo, shm, bw("shm-queued"), bw("shm-direct"), bw("threads"), ompi,
+                mc, shm / gloo, ompi > 0 ? shm / ompi : 0.0, 100 * shm / mc);
   }
   return 0;
 }

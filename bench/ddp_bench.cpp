@@ -1,11 +1,14 @@
-// bench/ddp_bench.cpp — what DDP's design buys, measured on this machine with 2 ranks (Gloo):
+// bench/ddp_bench.cpp — what DDP's design buys, measured on this machine with 2 ranks:
 //  1. overlap: a synthetic MLP with 64 MiB of parameters (4 × Linear 2048→2048), batch 32 per
 //     rank, SGD step. Bucketed DDP (25 MiB buckets, 1 MiB first: all-reduces start during
 //     backward) against the same DDP with one bucket (a single all-reduce after backward), and
 //     one rank alone (no communication at all). Interleaved rounds, medians.
 //  2. cnn: images/s of the MNIST reference CNN (Adam, global batch 64): 1 rank with both cores
-//     against 2 ranks with one core each (32 images per rank per step).
+//     against 2 ranks with one core each (32 images per rank per step), over Gloo, shared
+//     memory, and shared memory with every all-reduce on its worker thread (none inline).
 //   build-bench/bench/ddp_bench [--rounds N] [--quick]
+#include <tandem/parallel/comm/shm_communicator.h>
+#include <tandem/parallel/store/prefix_store.h>
 #include <tandem/tandem.h>
 #include <fstream>
 
@@ -83,24 +86,34 @@ int main(int argc, char** argv) {
   const std::string out = "/tmp/tandem-ddp-bench-" + std::to_string(::getpid()) + ".txt";
   const int steps = args.quick ? 3 : 8;
 
-  // ---- 1. overlap
+  // ---- 1. overlap (over the default transport, or DDP_BENCH_BACKEND: gloo, shm)
+  const char* backend = std::getenv("DDP_BENCH_BACKEND");
   for (int world : {1, 2})
     parallel::spawn(
         [&](int rank) {
-          parallel::init_process_group({.timeout = std::chrono::seconds(300)});
+          parallel::init_process_group(
+              {.backend = backend ? backend : "", .timeout = std::chrono::seconds(300)});
           overlap_rank(rank, world, args.rounds, steps, out);
           parallel::destroy_process_group();
         },
         world);
-  // ---- 2. cnn throughput
-  for (int world : {1, 2}) {
+  // ---- 2. cnn throughput: 1 rank, then 2 ranks over each CPU transport
+  for (const std::string variant : {"1-rank", "gloo", "shm", "shm-queued"}) {
+    const int world = variant == "1-rank" ? 1 : 2;
     parallel::spawn(
         [&](int rank) {
-          parallel::init_process_group({.timeout = std::chrono::seconds(300)});
+          using namespace std::chrono_literals;
+          auto group = parallel::init_process_group(
+              {.backend = variant == "shm" ? "shm" : "gloo", .timeout = 300s});
+          if (variant == "shm-queued")  // every all-reduce on the worker thread, none inline
+            group = std::make_shared<parallel::ShmCommunicator>(
+                std::make_shared<parallel::PrefixStore>("queued", parallel::default_store()), rank,
+                world, parallel::ShmOptions{.timeout = 300s, .inline_when_idle = false});
           bench::ReferenceCnn model;
           std::unique_ptr<parallel::DistributedDataParallel<bench::ReferenceCnn>> ddp;
           if (world == 2)
-            ddp = std::make_unique<parallel::DistributedDataParallel<bench::ReferenceCnn>>(model);
+            ddp = std::make_unique<parallel::DistributedDataParallel<bench::ReferenceCnn>>(
+                model, parallel::DDPOptions{.group = group});
           optim::Adam opt(model.parameters(), {.lr = 1e-3});
           const int64_t batch = 64 / world;
           const Tensor x = randn({batch, 1, 28, 28});
@@ -113,7 +126,10 @@ int main(int argc, char** argv) {
           std::vector<double> t;
           for (int r = 0; r < args.rounds; ++r) t.push_back(median_step(step, steps * 3));
           if (rank == 0)
-            std::ofstream(out, std::ios::app) << "cnn " << world << " " << bench::median(t) << "\n";
+            std::ofstream(out, std::ios::app)
+                << "cnn " << variant << " " << bench::median(t) << "\n";
+          ddp.reset();
+          group.reset();
           parallel::destroy_process_group();
         },
         world);
@@ -121,13 +137,13 @@ int main(int argc, char** argv) {
 
   std::ifstream in(out);
   std::string kind;
-  int world;
   double single_rank = 0, cnn1 = 0;
   std::printf("1. MLP with 64 MiB of parameters, batch 32 per rank, step time (median)\n");
-  while (in >> kind >> world) {
+  while (in >> kind) {
     if (kind == "overlap") {
+      int world;
       double a, b;
-      in >> a >> b;
+      in >> world >> a >> b;
       if (world == 1) {
         single_rank = a;
         std::printf("  1 rank, no communication:                 %8.1f ms\n", a * 1e3);
@@ -140,15 +156,16 @@ int main(int argc, char** argv) {
             100 * (1 - a / b), a / b, (a - single_rank) * 1e3);
       }
     } else {
+      std::string variant;
       double t;
-      in >> t;
-      if (world == 1) {
+      in >> variant >> t;
+      if (variant == "1-rank") {
         cnn1 = 64 / t;
         std::printf("2. reference CNN, global batch 64, Adam\n  1 rank (2 threads):  %7.0f img/s\n",
                     cnn1);
       } else {
-        std::printf("  2 ranks (1 thread):  %7.0f img/s  (2 ranks / 1 rank = %.2f)\n", 64 / t,
-                    (64 / t) / cnn1);
+        std::printf("  2 ranks (1 thread), %-10s: %7.0f img/s  (2 ranks / 1 rank = %.2f)\n",
+                    variant.c_str(), 64 / t, (64 / t) / cnn1);
       }
     }
   }

@@ -11,8 +11,12 @@ namespace tandem::parallel {
 using Clock = std::chrono::steady_clock;
 
 CollectiveQueue::CollectiveQueue(std::string backend, int rank,
-                                 std::function<std::vector<int64_t>()> departed_ranks)
-    : backend_(std::move(backend)), rank_(rank), departed_ranks_(std::move(departed_ranks)) {
+                                 std::function<std::vector<int64_t>()> departed_ranks,
+                                 bool inline_when_idle)
+    : backend_(std::move(backend)),
+      rank_(rank),
+      departed_ranks_(std::move(departed_ranks)),
+      inline_when_idle_(inline_when_idle) {
   BlockSigpipe quiet;  // the thread keeps the mask: a write to a dead peer is an error, not death
   thread_ = std::thread([this] {
     if (trace::enabled()) trace::set_thread_name(backend_ + " collectives");
@@ -30,11 +34,21 @@ CollectiveQueue::~CollectiveQueue() {
 }
 
 void CollectiveQueue::push(WorkPtr work, std::function<void(uint32_t)> run, uint32_t tag) {
-  {
-    std::lock_guard lk(mutex_);
-    queue_.push_back(Task{std::move(work), std::move(run), tag});
+  std::unique_lock lk(mutex_);
+  Task task{std::move(work), std::move(run), tag};
+  if (inline_when_idle_ && queue_.empty() && !busy_) {
+    busy_ = true;
+    lk.unlock();
+    execute(task);
+    lk.lock();
+    busy_ = false;
+    lk.unlock();
+    ready_.notify_all();  // the worker, if a task was queued meanwhile
+    return;
   }
-  ready_.notify_one();
+  queue_.push_back(std::move(task));
+  lk.unlock();
+  ready_.notify_all();
 }
 
 void CollectiveQueue::loop() {
@@ -42,26 +56,35 @@ void CollectiveQueue::loop() {
     Task task;
     {
       std::unique_lock lk(mutex_);
-      ready_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      ready_.wait(lk, [&] { return (stop_ && !busy_) || (!queue_.empty() && !busy_); });
       if (queue_.empty()) return;
       task = std::move(queue_.front());
       queue_.pop_front();
+      busy_ = true;
     }
-    if (broken_) {
-      task.work->mark_done(broken_);
-      continue;
+    execute(task);
+    {
+      std::lock_guard lk(mutex_);
+      busy_ = false;
     }
-    const auto start = Clock::now();
-    try {
-      NoGradGuard no_grad;  // staging copies are not part of any graph
-      const int64_t t0 = trace::enabled() ? trace::now_us() : -1;
-      task.run(task.tag);
-      if (t0 >= 0) trace::record(task.work->description(), "comm", t0, trace::now_us());
-      task.work->mark_done();
-    } catch (const std::exception& e) {
-      broken_ = failure(task, e, std::chrono::duration<double>(Clock::now() - start).count());
-      task.work->mark_done(broken_);
-    }
+  }
+}
+
+void CollectiveQueue::execute(Task& task) {
+  if (broken_) {
+    task.work->mark_done(broken_);
+    return;
+  }
+  const auto start = Clock::now();
+  try {
+    NoGradGuard no_grad;  // staging copies are not part of any graph
+    const int64_t t0 = trace::enabled() ? trace::now_us() : -1;
+    task.run(task.tag);
+    if (t0 >= 0) trace::record(task.work->description(), "comm", t0, trace::now_us());
+    task.work->mark_done();
+  } catch (const std::exception& e) {
+    broken_ = failure(task, e, std::chrono::duration<double>(Clock::now() - start).count());
+    task.work->mark_done(broken_);
   }
 }
 

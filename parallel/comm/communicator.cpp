@@ -8,12 +8,23 @@
 namespace tandem::parallel {
 
 Work::Work(uint64_t sequence_number, std::string description, std::chrono::milliseconds timeout)
-    : seq_(sequence_number), description_(std::move(description)), timeout_(timeout) {}
+    : seq_(sequence_number),
+      describe_([d = std::move(description)] { return d; }),
+      timeout_(timeout) {}
+
+Work::Work(uint64_t sequence_number, std::function<std::string()> describe,
+           std::chrono::milliseconds timeout)
+    : seq_(sequence_number), describe_(std::move(describe)), timeout_(timeout) {}
+
+const std::string& Work::description() const {
+  std::call_once(described_, [&] { description_ = describe_(); });
+  return description_;
+}
 
 void Work::wait(std::chrono::milliseconds timeout) {
   std::unique_lock lk(mu_);
   const bool done = cv_.wait_for(lk, timeout, [&] { return done_; });
-  TD_CHECK_AS(DistributedError, done, description_, " did not complete within ",
+  TD_CHECK_AS(DistributedError, done, description(), " did not complete within ",
               timeout.count() / 1000.0,
               " s (timeout)\n  hint: a rank that stopped calling collectives, or called them in a "
               "different order, leaves the others waiting; compare the sequence numbers");
@@ -120,14 +131,26 @@ void Communicator::check_peer(int peer, const std::string& what) const {
 
 std::string Communicator::describe(const std::string& op, uint64_t seq, const Tensor* t,
                                    const std::string& extra) const {
-  std::string s = op + " #" + std::to_string(seq) + " (";
-  if (!extra.empty()) s += extra + (t ? ", " : "");
-  if (t != nullptr) {
-    char mib[32];
-    std::snprintf(mib, sizeof(mib), "%.2f MiB", double(t->nbytes()) / (1 << 20));
-    s += str(t->numel(), " x ", t->dtype(), " = ", mib);
-  }
-  return s + ") on rank " + std::to_string(rank_) + " of " + std::to_string(size_);
+  return describer(op, seq, t, extra)();
+}
+
+std::function<std::string()> Communicator::describer(const std::string& op, uint64_t seq,
+                                                     const Tensor* t,
+                                                     const std::string& extra) const {
+  const bool has_tensor = t != nullptr;
+  const int64_t numel = has_tensor ? t->numel() : 0;
+  const DType dtype = has_tensor ? t->dtype() : kFloat32;
+  return [=, rank = rank_, size = size_] {
+    std::string s = op + " #" + std::to_string(seq) + " (";
+    if (!extra.empty()) s += extra + (has_tensor ? ", " : "");
+    if (has_tensor) {
+      char mib[32];
+      std::snprintf(mib, sizeof(mib), "%.2f MiB",
+                    double(numel) * double(element_size(dtype)) / (1 << 20));
+      s += str(numel, " x ", dtype, " = ", mib);
+    }
+    return s + ") on rank " + std::to_string(rank) + " of " + std::to_string(size);
+  };
 }
 
 }  // namespace tandem::parallel

@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,6 +28,10 @@ namespace tandem::parallel {
 class Work {
  public:
   Work(uint64_t sequence_number, std::string description, std::chrono::milliseconds timeout);
+  /// A description made the first time it is asked for (an error, a trace): formatting one takes
+  /// about a microsecond, and a small collective over shared memory only a few.
+  Work(uint64_t sequence_number, std::function<std::string()> describe,
+       std::chrono::milliseconds timeout);
 
   /// Blocks until the collective completes. Rethrows its DistributedError, or throws one naming
   /// the collective, its sequence number and the seconds waited after `timeout`.
@@ -35,14 +40,16 @@ class Work {
   bool is_completed();
   uint64_t sequence_number() const { return seq_; }
   /// e.g. "all_reduce #12 (sum, 262,144 x float32 = 1.0 MiB)".
-  const std::string& description() const { return description_; }
+  const std::string& description() const;
 
   /// For implementations: the collective finished (error: it failed).
   void mark_done(std::exception_ptr error = nullptr);
 
  private:
   const uint64_t seq_;
-  const std::string description_;
+  std::function<std::string()> describe_;
+  mutable std::once_flag described_;
+  mutable std::string description_;
   const std::chrono::milliseconds timeout_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -101,6 +108,9 @@ class Communicator {
   /// "all_reduce #12 (sum, 262,144 x float32 = 1.0 MiB)" for Work and error messages.
   std::string describe(const std::string& op, uint64_t seq, const Tensor* t,
                        const std::string& extra = "") const;
+  /// The same, formatted only when called (for Work's lazy constructor).
+  std::function<std::string()> describer(const std::string& op, uint64_t seq, const Tensor* t,
+                                         const std::string& extra = "") const;
 
   const int rank_;
   const int size_;

@@ -62,7 +62,7 @@ ShmCommunicator::ShmCommunicator(std::shared_ptr<Store> store, int rank, int siz
   store_->wait(mapped, timeout_);
   // Every rank maps it now: the name can go, and with it anything a crash could leave behind.
   segments_[size_t(rank)].unlink();
-  queue_ = std::make_unique<CollectiveQueue>("shm", rank);
+  queue_ = std::make_unique<CollectiveQueue>("shm", rank, nullptr, options.inline_when_idle);
 }
 
 ShmCommunicator::~ShmCommunicator() { queue_.reset(); }  // before the segments are unmapped
@@ -72,11 +72,10 @@ WorkPtr ShmCommunicator::enqueue(const std::string& op, const Tensor* t, const s
   std::lock_guard lk(mu_);
   const uint64_t seq = next_seq_++;
   // The transport's own wait ends first, with the more precise error (who is missing).
-  auto work = std::make_shared<Work>(seq, describe(op, seq, t, extra), timeout_ + kWorkGrace);
+  auto work = std::make_shared<Work>(seq, describer(op, seq, t, extra), timeout_ + kWorkGrace);
   queue_->push(
       work,
-      [this, run = std::move(run), d = work->description()](uint32_t) {
-        current_ = d;
+      [this, run = std::move(run)](uint32_t) {
         deadline_ = Clock::now() + timeout_;
         try {
           run();
@@ -117,17 +116,21 @@ int64_t ShmCommunicator::capacity(size_t element_size) const {
   return per_rank * size_;
 }
 
-void ShmCommunicator::all_reduce_small(char* data, int64_t count, DType dtype, ReduceOp op) {
+void ShmCommunicator::all_reduce_direct(char* data, int64_t count, DType dtype, ReduceOp op) {
   const size_t es = element_size(dtype);
-  std::memcpy(buffer(rank_), data, size_t(count) * es);
-  step();
-  by_dtype(dtype, [&]<typename T>(T*) {
-    std::vector<const T*> srcs;
-    for (int r = 0; r < size_; ++r) srcs.push_back(reinterpret_cast<const T*>(buffer(r)));
-    ::tandem::parallel::detail::shm_reduce(reinterpret_cast<T*>(data), srcs.data(), size_, count,
-                                           op);
-  });
-  ++rounds_;
+  const int64_t cap = capacity(es);
+  for (int64_t off = 0; off < std::max<int64_t>(count, 1); off += cap) {
+    const int64_t m = std::min(cap, count - off);
+    std::memcpy(buffer(rank_), data + size_t(off) * es, size_t(m) * es);
+    step();
+    by_dtype(dtype, [&]<typename T>(T*) {
+      std::vector<const T*> srcs;
+      for (int r = 0; r < size_; ++r) srcs.push_back(reinterpret_cast<const T*>(buffer(r)));
+      ::tandem::parallel::detail::shm_reduce(reinterpret_cast<T*>(data) + off, srcs.data(), size_,
+                                             m, op);
+    });
+    ++rounds_;
+  }
 }
 
 void ShmCommunicator::all_reduce_large(char* data, int64_t count, DType dtype, ReduceOp op) {
@@ -157,9 +160,8 @@ WorkPtr ShmCommunicator::all_reduce(Tensor& tensor, ReduceOp op) {
   check_all_reduce(tensor, op);
   return enqueue("all_reduce", &tensor, name(op), [this, t = tensor, op]() mutable {
     Tensor host = staged(t);
-    const bool small = host.nbytes() <= std::min(options_.small_bytes, options_.buffer_bytes);
-    if (small) {
-      all_reduce_small(bytes_of(host), host.numel(), host.dtype(), op);
+    if (host.nbytes() <= options_.direct_bytes) {
+      all_reduce_direct(bytes_of(host), host.numel(), host.dtype(), op);
     } else {
       all_reduce_large(bytes_of(host), host.numel(), host.dtype(), op);
     }

@@ -1,12 +1,13 @@
 // parallel/comm/shm_communicator.h — collectives between processes on one host, through POSIX
 // shared memory (DeepSpeed's CPU design). Each rank owns a segment: state words (shm_segment.h)
 // and two data buffers used in turn, so a rank may fill one while its peers still read the other
-// and most steps need a single synchronisation. Small all-reduces (up to `small_bytes`): every
-// rank copies its tensor in, and every rank reduces all of them (one step). Large ones, in
-// rounds of a buffer each: every rank copies in, reduces its 1/N slice of all buffers in place
-// (the reduce-scatter), then copies every rank's reduced slice out (the all-gather): two steps
-// per round, and each byte is reduced once. Reductions go in rank order, so all ranks get the
-// same bits. It is the default for CPU ranks on one host (init_process_group).
+// and most steps need a single synchronisation. An all-reduce goes in rounds of a buffer each.
+// Direct (small tensors): every rank copies its tensor in, and every rank reduces all the
+// buffers (one step per round). Otherwise: every rank copies in,
+// reduces its 1/N slice of all buffers in place (the reduce-scatter), then copies every rank's
+// reduced slice out (the all-gather): two steps per round, and each byte is reduced once.
+// Reductions go in rank order, so all ranks get the same bits. It is the default for CPU ranks on
+// one host (init_process_group).
 //
 // A rank that dies mid-collective (even by SIGKILL) makes its peers fail within a millisecond
 // or so, naming it; nothing is left in /dev/shm. Messages (send/recv) go through the store: they
@@ -25,8 +26,12 @@ class CollectiveQueue;
 
 struct ShmOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
-  size_t buffer_bytes = size_t(4) << 20;   // each of a rank's two buffers
-  size_t small_bytes = size_t(256) << 10;  // all-reduces up to this take the one-step path
+  size_t buffer_bytes = size_t(4) << 20;  // each of a rank's two buffers
+  /// All-reduces up to this many bytes go direct (one step per round); larger ones take the
+  /// reduce-scatter, whose rounds each rank reduces only 1/N of (bench/comm_bench.cpp).
+  size_t direct_bytes = size_t(64) << 10;
+  /// A collective issued while none is queued runs in the caller's thread (collective_queue.h).
+  bool inline_when_idle = true;
 };
 
 class ShmCommunicator : public Communicator {
@@ -56,7 +61,7 @@ class ShmCommunicator : public Communicator {
   char* buffer(int rank) const;
   // The elements of `element_size` bytes one buffer holds, a multiple of size().
   int64_t capacity(size_t element_size) const;
-  void all_reduce_small(char* data, int64_t count, DType dtype, ReduceOp op);
+  void all_reduce_direct(char* data, int64_t count, DType dtype, ReduceOp op);
   void all_reduce_large(char* data, int64_t count, DType dtype, ReduceOp op);
 
   const ShmOptions options_;
@@ -70,7 +75,6 @@ class ShmCommunicator : public Communicator {
   uint32_t steps_ = 0;   // synchronisations so far
   uint64_t rounds_ = 0;  // buffer uses so far (its parity picks the buffer)
   std::chrono::steady_clock::time_point deadline_;
-  std::string current_;  // the collective running, for errors
 };
 
 }  // namespace tandem::parallel

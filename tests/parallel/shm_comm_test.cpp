@@ -42,11 +42,17 @@ TEST_P(ShmCollectives, PassTheCollectiveSuiteWithManyRoundsPerTensor) {
   spawn(
       [n](int rank) {
         auto store = detail::make_store("env://", rank, 60s);
-        // 4 KiB buffers and a 1 KiB small-message limit: a 100,003-element tensor takes ~100
-        // rounds, and both all-reduce algorithms run.
-        ShmCommunicator comm(store, rank, n,
-                             {.timeout = 60s, .buffer_bytes = 4096, .small_bytes = 1024});
-        tandem::testing::check_collectives(comm);
+        // 4 KiB buffers: a 100,003-element tensor takes ~100 rounds. Both all-reduce
+        // algorithms, and collectives run by the worker thread as well as inline.
+        for (size_t direct : {size_t(1024), size_t(0), SIZE_MAX}) {
+          ShmCommunicator comm(std::make_shared<PrefixStore>(std::to_string(direct), store), rank,
+                               n,
+                               {.timeout = 60s,
+                                .buffer_bytes = 4096,
+                                .direct_bytes = direct,
+                                .inline_when_idle = direct != 0});
+          tandem::testing::check_collectives(comm);
+        }
         // The default sizes too.
         ShmCommunicator big(std::make_shared<PrefixStore>("big", store), rank, n, {.timeout = 60s});
         tandem::testing::check_collectives(big, 3'000'001);

@@ -22,7 +22,9 @@ TEST(Trace, ADdpStepShowsBackwardOpsBucketAllReducesAndTheirOverlap) {
         trace::enable();
         trace::set_process(rank, "rank " + std::to_string(rank));
         trace::set_thread_name("training");
-        init_process_group({.timeout = std::chrono::seconds(60)});
+        // Gloo: its collectives always run on their own thread (shared memory runs one issued
+        // while idle in the caller's thread, so its all-reduces would sit on the backward track).
+        init_process_group({.backend = "gloo", .timeout = std::chrono::seconds(60)});
         tandem::testing::Mlp model;
         // First bucket 5 KiB: fc3 and fc2.bias, ready before fc1's backward runs.
         DistributedDataParallel ddp(model, {.bucket_cap_mb = 0.05, .first_bucket_mb = 0.005});
