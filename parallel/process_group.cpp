@@ -6,8 +6,10 @@
 #include <tandem/core/env.h>
 #include <tandem/parallel/comm/gloo_communicator.h>
 #include <tandem/parallel/comm/locality.h>
+#include <tandem/parallel/comm/mpi_communicator.h>
 #include <tandem/parallel/comm/nccl_communicator.h>
 #include <tandem/parallel/comm/shm_communicator.h>
+#include <tandem/parallel/launcher_env.h>
 #include <tandem/parallel/process_group.h>
 #include <tandem/parallel/store/file_store.h>
 #include <tandem/parallel/store/prefix_store.h>
@@ -19,7 +21,6 @@
 
 namespace tandem::parallel {
 
-using ::tandem::detail::env_int;
 using ::tandem::detail::env_str;
 namespace {
 
@@ -58,11 +59,12 @@ std::shared_ptr<Store> make_store(const std::string& init_method, int rank,
     std::string host;
     int port = 0;
     if (init_method == "env://") {
-      host = env_str("MASTER_ADDR");
+      host = env_master_addr();
       TD_CHECK_VALUE(!host.empty(),
                      "init_process_group(env://): MASTER_ADDR is not set\n  hint: "
-                     "start the program with `tandem launch`, or set MASTER_ADDR and MASTER_PORT");
-      port = int(env_int("MASTER_PORT", -1));
+                     "start the program with `tandem launch`, or set MASTER_ADDR and MASTER_PORT "
+                     "(under mpirun, backend \"mpi\" needs neither)");
+      port = env_master_port();
       TD_CHECK_VALUE(
           port > 0 && port < 65536, "init_process_group(env://): MASTER_PORT is ",
           env_str("MASTER_PORT").empty() ? "not set" : "'" + env_str("MASTER_PORT") + "'",
@@ -87,13 +89,12 @@ std::shared_ptr<Store> make_store(const std::string& init_method, int rank,
 }  // namespace detail
 
 Device local_device() {
-  const int local_rank = int(env_int("LOCAL_RANK", 0));
+  const int local_rank = env_local_rank();
   // A GPU for every rank on this node, or none for any: every rank must pick the same kind of
   // device, since the device picks the backend (two ranks on one GPU would otherwise be one NCCL
   // rank waiting for a Gloo one).
   // (Without LOCAL_WORLD_SIZE, as in a launch by hand, the node is taken to hold the whole world.)
-  const int local_ranks =
-      std::max(local_rank + 1, int(env_int("LOCAL_WORLD_SIZE", env_int("WORLD_SIZE", 1))));
+  const int local_ranks = std::max({local_rank + 1, env_local_world_size(), env_world_size()});
   if (cuda::is_available() && cuda::device_count() >= local_ranks) return Device::cuda(local_rank);
   return Device::cpu(local_rank);
 }
@@ -103,8 +104,19 @@ std::shared_ptr<Communicator> init_process_group(ProcessGroupOptions o) {
   TD_CHECK_VALUE(
       g_group.comm == nullptr, "init_process_group: this process already joined a group (rank ",
       g_group.comm ? g_group.comm->rank() : -1, ")\n  hint: call destroy_process_group() first");
-  if (o.rank < 0) o.rank = int(env_int("RANK", -1));
-  if (o.world_size < 0) o.world_size = int(env_int("WORLD_SIZE", -1));
+  const Device device = o.device.value_or(local_device());
+  std::string backend = o.backend;
+  // Started by mpirun without a rendezvous address: MPI itself is the only way to meet.
+  if (backend.empty() && !device.is_cuda() && launched_by_mpi() && env_master_addr().empty())
+    backend = "mpi";
+  if (backend == "mpi") {
+    Group group;
+    group.comm = make_mpi_communicator(o.rank, o.world_size, o.timeout);
+    g_group = group;
+    return group.comm;
+  }
+  if (o.rank < 0) o.rank = env_rank();
+  if (o.world_size < 0) o.world_size = env_world_size();
   TD_CHECK_VALUE(o.rank >= 0,
                  "init_process_group: no rank (RANK is not set)\n  hint: start the "
                  "program with `tandem launch`, or pass .rank");
@@ -113,11 +125,10 @@ std::shared_ptr<Communicator> init_process_group(ProcessGroupOptions o) {
                  "\n  hint: start the program with `tandem launch`, or pass .world_size");
   TD_CHECK_VALUE(o.rank < o.world_size, "init_process_group: rank ", o.rank,
                  " is not in a world of size ", o.world_size);
-  const Device device = o.device.value_or(local_device());
-  std::string backend = o.backend.empty() ? (device.is_cuda() ? "nccl" : "cpu") : o.backend;
+  if (backend.empty()) backend = device.is_cuda() ? "nccl" : "cpu";
   TD_CHECK_VALUE(backend == "gloo" || backend == "nccl" || backend == "shm" || backend == "cpu",
                  "init_process_group: unknown backend '", backend,
-                 "' (expected shm, gloo or nccl)");
+                 "' (expected shm, gloo, nccl or mpi)");
 
   Group group;
   group.store = detail::make_store(o.init_method, o.rank, o.timeout);
@@ -137,7 +148,7 @@ std::shared_ptr<Communicator> init_process_group(ProcessGroupOptions o) {
                                                    ShmOptions{.timeout = o.timeout});
   } else if (backend == "gloo") {
     GlooOptions go{.timeout = o.timeout};
-    if (o.init_method == "env://") go.peer_hint = env_str("MASTER_ADDR");
+    if (o.init_method == "env://") go.peer_hint = env_master_addr();
     if (o.init_method.rfind("tcp://", 0) == 0)
       go.peer_hint = detail::parse_host_port(o.init_method.substr(6), "").first;
     if (auto tcp = std::dynamic_pointer_cast<TCPStore>(group.store))

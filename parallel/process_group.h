@@ -5,7 +5,9 @@
 //   parallel::default_group().all_reduce(t)->wait();
 // The rendezvous store is a TCPStore served by rank 0 (env://, tcp://) or a FileStore
 // (file:///dir). The backend follows the device: NCCL for cuda:N; for the CPU, shared memory
-// when every rank is on this host (locality.h), else Gloo.
+// when every rank is on this host (locality.h), else Gloo. Backend "mpi" needs no store: MPI's
+// launcher has placed the ranks, and it is the default under mpirun when MASTER_ADDR is unset.
+// Rank, world size and local rank come from tandem launch, mpirun or Slurm (launcher_env.h).
 #pragma once
 
 #include <tandem/core/device.h>
@@ -19,10 +21,10 @@
 namespace tandem::parallel {
 
 struct ProcessGroupOptions {
-  std::string backend;                 // "shm", "gloo", "nccl", or empty: from `device`
+  std::string backend;                 // "shm", "gloo", "nccl", "mpi", or empty: from `device`
   std::string init_method = "env://";  // env:// | tcp://host:port | file:///path/to/dir
-  int rank = -1;                       // -1: RANK from the environment
-  int world_size = -1;                 // -1: WORLD_SIZE from the environment
+  int rank = -1;                       // -1: from the environment (RANK, OMPI_…, SLURM_PROCID)
+  int world_size = -1;                 // -1: from the environment (WORLD_SIZE, …)
   std::optional<Device> device;        // unset: local_device() (cuda:LOCAL_RANK or cpu:LOCAL_RANK)
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};  // rendezvous and collectives
 };

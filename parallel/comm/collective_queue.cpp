@@ -12,11 +12,12 @@ using Clock = std::chrono::steady_clock;
 
 CollectiveQueue::CollectiveQueue(std::string backend, int rank,
                                  std::function<std::vector<int64_t>()> departed_ranks,
-                                 bool inline_when_idle)
+                                 bool inline_when_idle, std::function<bool()> progress)
     : backend_(std::move(backend)),
       rank_(rank),
       departed_ranks_(std::move(departed_ranks)),
-      inline_when_idle_(inline_when_idle) {
+      inline_when_idle_(inline_when_idle),
+      progress_(std::move(progress)) {
   BlockSigpipe quiet;  // the thread keeps the mask: a write to a dead peer is an error, not death
   thread_ = std::thread([this] {
     if (trace::enabled()) trace::set_thread_name(backend_ + " collectives");
@@ -40,10 +41,12 @@ void CollectiveQueue::push(WorkPtr work, std::function<void(uint32_t)> run, uint
     busy_ = true;
     lk.unlock();
     execute(task);
+    const bool more = progress_ && !broken_ && progress_();
     lk.lock();
     busy_ = false;
+    pending_ = pending_ || more;
     lk.unlock();
-    ready_.notify_all();  // the worker, if a task was queued meanwhile
+    ready_.notify_all();  // the worker, if a task was queued meanwhile or progress is due
     return;
   }
   queue_.push_back(std::move(task));
@@ -54,18 +57,30 @@ void CollectiveQueue::push(WorkPtr work, std::function<void(uint32_t)> run, uint
 void CollectiveQueue::loop() {
   for (;;) {
     Task task;
+    bool have_task = false;
     {
       std::unique_lock lk(mutex_);
-      ready_.wait(lk, [&] { return (stop_ && !busy_) || (!queue_.empty() && !busy_); });
-      if (queue_.empty()) return;
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      auto ready = [&] { return !busy_ && (stop_ || !queue_.empty()); };
+      if (pending_) {
+        ready_.wait_for(lk, std::chrono::microseconds(100), ready);
+      } else {
+        ready_.wait(lk, ready);
+      }
+      if (busy_) continue;  // a task runs inline: wait for it
+      if (queue_.empty() && stop_ && !pending_) return;
+      if (!queue_.empty()) {
+        task = std::move(queue_.front());
+        queue_.pop_front();
+        have_task = true;
+      }
       busy_ = true;
     }
-    execute(task);
+    if (have_task) execute(task);
+    const bool more = progress_ && !broken_ && progress_();
     {
       std::lock_guard lk(mutex_);
       busy_ = false;
+      pending_ = more;
     }
   }
 }

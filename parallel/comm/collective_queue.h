@@ -28,9 +28,12 @@ class CollectiveQueue {
   /// once in the caller's thread, which saves two thread hand-offs (microseconds, which is what a
   /// small collective over shared memory takes) at the price of blocking the caller until it is
   /// done: the Work is complete when push returns.
+  /// `progress`, if given, is called on the worker every 100 µs while it returns true and no
+  /// task is queued (MPI needs its caller to keep sends in flight moving), and the destructor
+  /// waits until it returns false.
   CollectiveQueue(std::string backend, int rank,
                   std::function<std::vector<int64_t>()> departed_ranks = {},
-                  bool inline_when_idle = false);
+                  bool inline_when_idle = false, std::function<bool()> progress = {});
   /// Finishes the queued collectives, then stops the thread.
   ~CollectiveQueue();
   CollectiveQueue(const CollectiveQueue&) = delete;
@@ -57,6 +60,8 @@ class CollectiveQueue {
   std::condition_variable ready_;
   std::deque<Task> queue_;
   const bool inline_when_idle_;
+  const std::function<bool()> progress_;
+  bool pending_ = false;  // progress() said there is more to do
   bool stop_ = false;
   bool busy_ = false;          // a task is running (on the worker or inline): the next one waits
   std::exception_ptr broken_;  // the first failure; the group is unusable after it

@@ -78,6 +78,12 @@ inline void check_collectives(parallel::Communicator& comm, int64_t large = 100'
               "all_to_all chunk " + std::to_string(k) + what);
   }
 
+  // Averages of float64 keep float64's precision (no detour through float32).
+  Tensor fine = full({3}, 1.0 / 3 + r * 1e-9, {.dtype = kFloat64});
+  comm.all_reduce(fine, ReduceOp::Mean)->wait();
+  for (double v : fine.to_vector<double>())
+    require(std::abs(v - (1.0 / 3 + 1e-9 * sum_r / n)) < 1e-15, "float64 mean precision");
+
   // Odd and zero sizes, and tensors larger than a transport's buffer (several rounds): element
   // i of rank k holds i % 7 + k, so the sum is n·(i % 7) + sum_r.
   auto pattern = [](int64_t size, double offset, int copies = 1) {  // i % 7 + offset, repeated

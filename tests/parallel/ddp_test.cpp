@@ -30,6 +30,7 @@ struct Recipe {
   // Each micro-batch's backward defers its Linear weight gradients; they run after the last one
   // (autograd/deferred_weight_grads.h), and DDP's all-reduce waits for them.
   bool defer_weight_grads = false;
+  std::string backend;  // empty: the default (shared memory on this host)
 };
 
 // Trains `model` for kSteps on its share (rows rank·per_rank onwards) of each global batch of
@@ -68,7 +69,7 @@ std::vector<double> distributed(const Recipe& r, int world) {
   const std::string out = dir.file("params.bin");
   spawn(
       [&](int rank) {
-        init_process_group({.timeout = 60s});
+        init_process_group({.backend = r.backend, .timeout = 60s});
         manual_seed(100 + rank);  // different weights per rank: DDP must copy rank 0's
         if (rank == 0) manual_seed(0);
         M model;
@@ -103,6 +104,11 @@ void expect_same(const std::vector<double>& a, const std::vector<double>& b) {
 
 TEST(DDP, TwoRanksTrainTheMlpAsOneDeviceWithTheFullBatch) {
   expect_same(distributed<tandem::testing::Mlp>({}, 2), single_device<tandem::testing::Mlp>({}, 2));
+}
+
+TEST(DDP, TwoRanksOverGlooTrainTheMlpAsOneDevice) {
+  const Recipe r{.adam = true, .backend = "gloo"};
+  expect_same(distributed<tandem::testing::Mlp>(r, 2), single_device<tandem::testing::Mlp>(r, 2));
 }
 
 TEST(DDP, ThreeRanksTrainTheMlpAsOneDeviceWithAdam) {

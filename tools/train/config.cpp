@@ -152,7 +152,7 @@ TrainOptions resolve_config(TrainOptions o) {
   if (!o.data_parallel.empty()) {
     TD_CHECK_VALUE(!o.ddp,
                    "train: --data-parallel and --ddp are two ways of using several devices; "
-                   "choose one (--ddp: one process per device under `tandem launch`)");
+                   "choose one (--ddp: one process per device under `tandem launch` or mpirun)");
     use_first_device(o, "--data-parallel", o.data_parallel,
                      device_list("--data-parallel", o.data_parallel), "holds the model");
   }

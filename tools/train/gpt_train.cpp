@@ -15,6 +15,7 @@
 #include <tandem/data/shuffle.h>
 #include <tandem/data/text_dataset.h>
 #include <tandem/nn/optim/param_groups.h>
+#include <tandem/parallel/comm/broadcast_object.h>
 #include <tandem/parallel/process_group.h>
 #include <chrono>
 #include <cmath>
@@ -149,8 +150,7 @@ int run_train_gpt(const TrainOptions& flags) {
   // ---- logging.
   if (o.log_dir.empty()) o.log_dir = str("runs/gpt-", fs::path(files[0]).stem().string());
   if (o.ddp) {  // one run, one directory: rank 0's name for it
-    if (lead) parallel::default_store()->set("log_dir", o.log_dir);
-    if (!lead) o.log_dir = parallel::default_store()->get_string("log_dir");
+    o.log_dir = parallel::broadcast_string(*group, o.log_dir);
   }
   fs::create_directories(o.log_dir);
   MetricsLog metrics((fs::path(o.log_dir) /

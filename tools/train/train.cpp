@@ -9,6 +9,7 @@
 #include <tandem/core/thread_pool.h>
 #include <tandem/data/distributed_sampler.h>
 #include <tandem/data/mnist.h>
+#include <tandem/parallel/comm/broadcast_object.h>
 #include <tandem/parallel/process_group.h>
 #include <chrono>
 #include <cstdio>
@@ -162,8 +163,7 @@ int run_train(const TrainOptions& flags) {
   if (o.log_dir.empty())
     o.log_dir = str("runs/", o.model, "-", source.name, "-", local_time("%Y%m%d-%H%M%S"));
   if (o.ddp) {  // one run, one directory: rank 0's name for it
-    if (lead) parallel::default_store()->set("log_dir", o.log_dir);
-    if (!lead) o.log_dir = parallel::default_store()->get_string("log_dir");
+    o.log_dir = parallel::broadcast_string(*group, o.log_dir);
   }
   fs::create_directories(o.log_dir);
   const std::string metrics_file = lead ? "metrics.jsonl" : str("metrics-rank", rank, ".jsonl");

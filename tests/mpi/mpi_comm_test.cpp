@@ -1,0 +1,78 @@
+// tests/mpi/mpi_comm_test.cpp — the MPI backend, run by ctest under
+// `mpirun --allow-run-as-root --oversubscribe -np N` (tests/CMakeLists.txt): every rank runs every
+// test, and each test is collective (all ranks call the same collectives). The collective suite,
+// the default backend under mpirun, ranks taken from mpirun's environment, and DDP over MPI
+// training as one device.
+#include <tandem/parallel/comm/mpi_communicator.h>
+#include <tandem/parallel/ddp/distributed_data_parallel.h>
+#include <tandem/parallel/launcher_env.h>
+#include <tandem/parallel/process_group.h>
+
+#include "parallel/collective_suite.h"
+#include "parallel/ddp_models.h"
+
+namespace tandem::parallel {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(MpiCollectives, PassTheCollectiveSuite) {
+  auto comm = init_process_group({.backend = "mpi", .timeout = 60s});
+  EXPECT_EQ(comm->backend(), "mpi");
+  EXPECT_EQ(comm->rank(), env_rank()) << "the rank mpirun gave (OMPI_COMM_WORLD_RANK)";
+  EXPECT_EQ(comm->size(), env_world_size());
+  EXPECT_NO_THROW(tandem::testing::check_collectives(*comm));
+  destroy_process_group();
+}
+
+TEST(MpiCollectives, AreTheDefaultUnderMpirunWithoutARendezvousAddress) {
+  ASSERT_TRUE(env_master_addr().empty()) << "run this test under mpirun without MASTER_ADDR";
+  auto comm = init_process_group({.timeout = 60s});
+  EXPECT_EQ(comm->backend(), "mpi");
+  Tensor t = full({3}, double(comm->rank()));
+  comm->all_reduce(t, ReduceOp::Max)->wait();
+  EXPECT_EQ(t.to_vector<float>(), std::vector<float>(3, float(comm->size() - 1)));
+  destroy_process_group();
+}
+
+TEST(MpiCollectives, AGroupOfTheWrongSizeIsAClearError) {
+  EXPECT_THROW(init_process_group({.backend = "mpi", .world_size = 99}), DistributedError);
+}
+
+// Every rank trains its share of each batch with DDP over MPI; each also trains the whole batch
+// alone, and the two must agree (float64, 1e-10 absolute + 1e-8 relative).
+TEST(MpiCollectives, DdpOverMpiTrainsAsOneDevice) {
+  auto comm = init_process_group({.backend = "mpi", .timeout = 60s});
+  const int world = comm->size(), rank = comm->rank();
+  constexpr int kBatch = 8, kSteps = 3;
+  auto [x32, y] = tandem::testing::synthetic_data(kSteps * world * kBatch);
+  const Tensor x = x32.to(kFloat64);
+  manual_seed(0);
+  tandem::testing::Mlp reference;
+  reference.to(kFloat64);
+  manual_seed(rank == 0 ? 0 : 100 + rank);  // DDP must copy rank 0's weights
+  tandem::testing::Mlp model;
+  model.to(kFloat64);
+  DistributedDataParallel ddp(model, {.bucket_cap_mb = 0.05, .first_bucket_mb = 0.01});
+  auto opt = tandem::testing::make_optimizer(model, true);
+  auto ref_opt = tandem::testing::make_optimizer(reference, true);
+  for (int s = 0; s < kSteps; ++s) {
+    const int64_t at = int64_t(s) * world * kBatch;
+    opt->zero_grad();
+    cross_entropy(ddp(x.narrow(0, at + rank * kBatch, kBatch)),
+                  y.narrow(0, at + rank * kBatch, kBatch))
+        .backward();
+    opt->step();
+    ref_opt->zero_grad();
+    cross_entropy(reference.forward(x.narrow(0, at, world * kBatch)),
+                  y.narrow(0, at, world * kBatch))
+        .backward();
+    ref_opt->step();
+  }
+  tandem::testing::expect_same_params(tandem::testing::flat_params(model),
+                                      tandem::testing::flat_params(reference));
+  destroy_process_group();
+}
+
+}  // namespace
+}  // namespace tandem::parallel
