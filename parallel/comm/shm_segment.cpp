@@ -123,19 +123,17 @@ void shm_fail(ShmHeader& mine) {
 void shm_wait(const ShmHeader& peer, uint32_t step, Clock::time_point deadline,
               const std::function<void(const char*)>& why_not) {
   // Spin first: when both ranks are in the collective, the step comes within microseconds, and
-  // a sleep would cost more than the copy. Past a few microseconds, yield between checks: a peer
-  // that shares this core gets to run (a pure spin would hold it off for the whole spin). Then
-  // sleep, so a rank waiting for a peer that is still computing leaves the core to it.
+  // a sleep would cost more than the copy (a futex wake-up takes tens of microseconds). Past
+  // 20 µs, yield between checks, so a rank that shares this core with the peer lets it run; past
+  // 1 ms, sleep, so a rank waiting for a peer that is still computing leaves the core to others.
   const auto start = Clock::now();
   for (int i = 0;; ++i) {
     if (reached(peer, step)) return;
-    if (i < 256) {
-      cpu_relax();
-      continue;
-    }
+    cpu_relax();
+    if ((i & 63) != 63) continue;
     const auto waited = Clock::now() - start;
-    if (waited > std::chrono::microseconds(50)) break;
-    if (waited > std::chrono::microseconds(2)) sched_yield();
+    if (waited > std::chrono::milliseconds(1)) break;
+    if (waited > std::chrono::microseconds(20)) sched_yield();
   }
   auto& sleepers = const_cast<std::atomic<uint32_t>&>(peer.sleepers);
   auto& arrived = const_cast<std::atomic<uint32_t>&>(peer.arrived);
