@@ -8,20 +8,7 @@
 set -euo pipefail
 build=${1:-build-bench}
 rate=${2:-1gbit}
-ns=tdbench$$
-cleanup() { ip netns del ${ns}a 2>/dev/null || true; ip netns del ${ns}b 2>/dev/null || true; }
-trap cleanup EXIT
-ip netns add ${ns}a
-ip netns add ${ns}b
-ip link add ${ns}x netns ${ns}a type veth peer name ${ns}y netns ${ns}b
-ip -n ${ns}a addr add 10.231.9.1/24 dev ${ns}x
-ip -n ${ns}b addr add 10.231.9.2/24 dev ${ns}y
-for side in "a ${ns}x" "b ${ns}y"; do
-  set -- $side
-  ip -n ${ns}$1 link set $2 up
-  ip -n ${ns}$1 link set lo up
-  ip netns exec ${ns}$1 tc qdisc add dev $2 root tbf rate "$rate" burst 1mb latency 100ms
-done
+source "$(dirname "$0")/netns_link.sh"
 tandem=${TANDEM:-$build/tools/tandem}  # the launcher (a build with tools)
 launch="$tandem launch --nnodes 2 --nproc-per-node 1 --master-addr 10.231.9.1 --master-port 29561"
 echo "2 ranks in two network namespaces, link $rate each way (tbf), 64 MiB MLP, batch ${DDP_BENCH_BATCH:-32} per rank"

@@ -59,7 +59,8 @@ struct TrainOptions {
   int64_t max_steps = 0;        // > 0: at most this many steps per epoch
   bool skip_nonfinite = false;  // skip a step whose loss or gradients are NaN/inf (else: stop)
   bool ddp = false;             // one rank of a DistributedDataParallel run (under `tandem launch`)
-  std::string data_parallel;    // "cpu:0,cpu:1": DataParallel over these devices; empty: off
+  std::string ddp_hook;  // --ddp: what a bucket sends (parallel/ddp/comm_hook.h); empty: allreduce
+  std::string data_parallel;  // "cpu:0,cpu:1": DataParallel over these devices; empty: off
   bool activation_checkpointing = false;  // recompute each block's activations in backward
   std::string pipeline;  // "cpu:0,cpu:1": the model cut into stages on these devices; empty: off
   int64_t chunks = 4;    // --pipeline: micro-batches per batch
@@ -112,6 +113,7 @@ struct LaunchOptions {
   bool standalone = false;  // one node, a free port on loopback
   bool no_prefix = false;   // workers' output without "[rankN]: "
   double kill_grace_s = 5;  // SIGTERM -> SIGKILL when stopping the others
+  int max_restarts = 0;     // group restarts after a failure (one node only)
   std::vector<std::string> command;
 };
 

@@ -150,8 +150,12 @@ TEST(GptCommand, EveryParallelModeTrainsAsOneDevice) {
   const Result ddp =
       run("ddp", " --ddp", "launch --standalone --nproc-per-node 2 -- " TANDEM_CLI " ");
   EXPECT_NE(ddp.output.find("DDP over 2 ranks"), std::string::npos) << ddp.output;
+  // Apex's delay_allreduce: every bucket after backward, the same arithmetic.
+  const Result delayed = run("ddp-delay", " --ddp --ddp-hook delay_allreduce",
+                             "launch --standalone --nproc-per-node 2 -- " TANDEM_CLI " ");
+  EXPECT_NE(delayed.output.find("delay_allreduce)"), std::string::npos) << delayed.output;
   const SafetensorsFile a = load_safetensors((tmp / "one" / "model.safetensors").string());
-  for (const char* mode : {"pipe", "dp", "ac", "ddp"}) {
+  for (const char* mode : {"pipe", "dp", "ac", "ddp", "ddp-delay"}) {
     const SafetensorsFile b = load_safetensors((tmp / mode / "model.safetensors").string());
     ASSERT_EQ(a.tensors.size(), b.tensors.size()) << mode;
     for (const auto& [name, t] : a.tensors) {

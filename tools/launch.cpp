@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -74,29 +75,48 @@ int run_launch(const LaunchOptions& o) {
               << std::max(1u, std::thread::hardware_concurrency() / unsigned(nproc))
               << " unless you set it\n";
 
-  std::vector<parallel::detail::WorkerSpec> workers;
-  for (int local = 0; local < nproc; ++local) {
-    const int rank = node_rank * nproc + local;
-    workers.push_back(parallel::detail::WorkerSpec{
-        .rank = rank,
-        .local_rank = local,
-        .env = parallel::detail::worker_env(rank, local, world, nproc, node_rank, addr, port),
-        .run = [&o] {
-          std::vector<char*> argv;
-          for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
-          argv.push_back(nullptr);
-          ::execvp(argv[0], argv.data());
-          std::fprintf(stderr, "tandem launch: cannot run '%s': %s\n", argv[0],
-                       std::strerror(errno));
-          return 127;
-        }});
+  TD_CHECK_VALUE(o.max_restarts == 0 || nnodes == 1, "launch: --max-restarts ", o.max_restarts,
+                 " restarts the group of one node; with --nnodes ", nnodes,
+                 " the other nodes would not restart with it (use --nnodes 1 or --standalone)");
+  // Each attempt starts every worker afresh, with TANDEM_RESTART_COUNT (and torchrun's
+  // TORCHELASTIC_RESTART_COUNT) saying which attempt it is: a trainer resumes from its
+  // checkpoint when it is not the first.
+  for (int attempt = 0;; ++attempt) {
+    const int attempt_port = attempt > 0 && o.standalone ? parallel::detail::free_port(addr) : port;
+    std::vector<parallel::detail::WorkerSpec> workers;
+    for (int local = 0; local < nproc; ++local) {
+      const int rank = node_rank * nproc + local;
+      auto env =
+          parallel::detail::worker_env(rank, local, world, nproc, node_rank, addr, attempt_port);
+      for (auto& [name, value] : env)
+        if (name == "TORCHELASTIC_RESTART_COUNT") value = std::to_string(attempt);
+      env.emplace_back("TANDEM_RESTART_COUNT", std::to_string(attempt));
+      workers.push_back(parallel::detail::WorkerSpec{
+          .rank = rank, .local_rank = local, .env = std::move(env), .run = [&o] {
+            std::vector<char*> argv;
+            for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+            argv.push_back(nullptr);
+            ::execvp(argv[0], argv.data());
+            std::fprintf(stderr, "tandem launch: cannot run '%s': %s\n", argv[0],
+                         std::strerror(errno));
+            return 127;
+          }});
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const auto result = parallel::detail::supervise(
+        workers, {.prefix_output = !o.no_prefix,
+                  .kill_grace = std::chrono::milliseconds(int64_t(o.kill_grace_s * 1000)),
+                  .program = o.command.front()});
+    if (result.exit_code == 0) return 0;
+    std::cerr << "tandem launch: " << result.report;
+    if (attempt >= o.max_restarts) return result.exit_code;
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr,
+                 "tandem launch: the group stopped after %.1f s; restarting it (restart %d of "
+                 "%d)\n",
+                 secs, attempt + 1, o.max_restarts);
   }
-  const auto result = parallel::detail::supervise(
-      workers, {.prefix_output = !o.no_prefix,
-                .kill_grace = std::chrono::milliseconds(int64_t(o.kill_grace_s * 1000)),
-                .program = o.command.front()});
-  if (result.exit_code != 0) std::cerr << "tandem launch: " << result.report;
-  return result.exit_code;
 }
 
 }  // namespace tandem::tools

@@ -49,6 +49,26 @@ TEST(Launch, RunsEveryRankWithTorchrunsEnvironmentAndPrefixesOutput) {
   EXPECT_THAT(env.output, ::testing::HasSubstr("[rank1]: R=1 L=1 W=2 LW=2 G=0 A=127.0.0.1"));
 }
 
+// --max-restarts: rank 1 dies by SIGKILL on the first attempt; the whole group starts again
+// with TANDEM_RESTART_COUNT=1, and this time finishes. Without restarts the job fails.
+TEST(Launch, MaxRestartsStartsTheGroupAgainAfterAFailure) {
+  const std::string body =
+      " -- sh -c 'echo attempt $TANDEM_RESTART_COUNT; "
+      "if [ $RANK = 1 ] && [ $TANDEM_RESTART_COUNT = 0 ]; then kill -9 $$; fi; echo done'";
+  const Result r = run(kLaunch + " --standalone --nproc-per-node 2 --max-restarts 1" + body);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, ::testing::HasSubstr("signal 9"));
+  EXPECT_THAT(r.output, ::testing::HasSubstr("restarting it (restart 1 of 1)"));
+  EXPECT_THAT(r.output, ::testing::HasSubstr("[rank1]: attempt 1"));
+  EXPECT_THAT(r.output, ::testing::HasSubstr("[rank1]: done"));
+  const Result none = run(kLaunch + " --standalone --nproc-per-node 2" + body);
+  EXPECT_EQ(none.exit_code, 137) << none.output;
+  const Result two_nodes =
+      run(kLaunch + " --nnodes 2 --node-rank 0 --nproc-per-node 1 --max-restarts 1 -- true");
+  EXPECT_NE(two_nodes.exit_code, 0);
+  EXPECT_THAT(two_nodes.output, ::testing::HasSubstr("restarts the group of one node"));
+}
+
 TEST(Launch, AFailingRankStopsTheOthersAndIsNamed) {
   const Result r = run(kLaunch + " --standalone --nproc-per-node 2 -- " + kWorker + " fail 1 3");
   EXPECT_EQ(r.exit_code, 3) << "the first failure's exit code; " << r.output;

@@ -157,6 +157,10 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
   cmd->add_flag("--ddp", t.ddp,
                 "train as one rank of DistributedDataParallel (run under `tandem launch`); "
                 "--batch-size is the global batch, split over the ranks");
+  cmd->add_option("--ddp-hook", t.ddp_hook,
+                  "--ddp: what each bucket of gradients sends: allreduce (default), "
+                  "delay_allreduce (after backward), fp16_compress, bf16_compress, powersgd or "
+                  "powersgd:RANK");
   cmd->add_option("--data-parallel", t.data_parallel,
                   "train with DataParallel over DEVICES (cpu:0,cpu:1 or cuda:0,cuda:1), one "
                   "process; the model lives on the first; --batch-size is the global batch")
@@ -230,6 +234,11 @@ CLI::App* add_launch(CLI::App& app, tandem::tools::LaunchOptions& l) {
   cmd->add_option("--kill-grace", l.kill_grace_s,
                   "seconds between SIGTERM and SIGKILL when stopping workers")
       ->capture_default_str();
+  cmd->add_option("--max-restarts,--max_restarts", l.max_restarts,
+                  "after a worker fails, stop the others and start the whole group again, up "
+                  "to N times (one node; TANDEM_RESTART_COUNT tells the workers which attempt)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("command", l.command, "the program and its arguments (after --)")->required();
   return cmd;
 }

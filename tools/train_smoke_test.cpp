@@ -197,6 +197,8 @@ TEST(TrainCommand, PipelineTrainsAsOneDevice) {
 
   for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
            {" --pipeline cpu:0,cpu:1 --ddp", "cannot be combined"},
+           {" --ddp-hook bf16_compress", "--ddp-hook bf16_compress needs --ddp"},
+           {" --ddp --ddp-hook zip", "unknown DDP communication hook 'zip'"},
            {" --pipeline cpu:0,cpu:1 --chunks 40", "--chunks 40 is more than --batch-size 32"},
            {" --pipeline cpu:0,cpu:1 --pipeline-schedule zb", "not one of gpipe, 1f1b"},
            {" --pipeline cpu:0,cpu:1 --device cpu:1", "not the first device of --pipeline"}}) {

@@ -106,10 +106,70 @@ void Communicator::check_reduce_scatter(const Tensor& output, const Tensor& inpu
                  " reduce_scatter: mean needs a floating tensor, but got int64");
 }
 
-WorkPtr Communicator::message_work(const std::string& op, uint64_t n, const Tensor& t,
-                                   int peer) const {
+namespace {
+
+// Bytes one rank sends for `op` on `bytes` of input among `n` ranks (CommStats' rule).
+uint64_t wire_bytes(const std::string& op, uint64_t bytes, int n) {
+  if (n <= 1) return 0;
+  if (op == "all_reduce") return 2 * (uint64_t(n) - 1) * bytes / uint64_t(n);
+  if (op == "reduce_scatter" || op == "all_to_all") return (uint64_t(n) - 1) * bytes / uint64_t(n);
+  if (op == "all_gather") return (uint64_t(n) - 1) * bytes;
+  if (op == "broadcast" || op == "send") return bytes;
+  return 0;  // barrier, recv
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "kB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000 && u < 4) b /= 1000, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
+  return buf;
+}
+
+}  // namespace
+
+uint64_t CommStats::total_bytes() const {
+  uint64_t total = 0;
+  for (const auto& [op, e] : ops) total += e.bytes;
+  return total;
+}
+
+std::string CommStats::str() const {
+  std::string s;
+  for (const auto& [op, e] : ops)
+    s += (s.empty() ? "" : ", ") + op + " " + std::to_string(e.calls) + " calls " +
+         human_bytes(double(e.bytes));
+  return s.empty() ? "none" : s;
+}
+
+CommStats Communicator::stats() const {
+  std::lock_guard lk(stats_mu_);
+  return stats_;
+}
+
+WorkPtr Communicator::new_work(const std::string& op, uint64_t seq, const Tensor* t,
+                               const std::string& extra, std::chrono::milliseconds timeout) {
+  const uint64_t bytes = t != nullptr ? wire_bytes(op, t->nbytes(), size_) : 0;
+  {
+    std::lock_guard lk(stats_mu_);
+    CommStats::Entry& e = stats_.ops[op];
+    ++e.calls;
+    e.bytes += bytes;
+  }
+  // The trace shows each collective by its description: the wire bytes go in it.
+  const std::string wire = bytes > 0 ? human_bytes(double(bytes)) + " on the wire" : "";
+  return std::make_shared<Work>(seq,
+                                describer(op, seq, t,
+                                          extra.empty()  ? wire
+                                          : wire.empty() ? extra
+                                                         : extra + ", " + wire),
+                                timeout);
+}
+
+WorkPtr Communicator::message_work(const std::string& op, uint64_t n, const Tensor& t, int peer) {
   const std::string to = (op == "send" ? "to rank " : "from rank ") + std::to_string(peer);
-  return std::make_shared<Work>(n, describe(op, n, &t, to), timeout_);
+  return new_work(op, n, &t, to, timeout_);
 }
 
 void Communicator::check_all_to_all(const Tensor& output, const Tensor& input) const {

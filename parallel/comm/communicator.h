@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,6 +60,21 @@ class Work {
 
 using WorkPtr = std::shared_ptr<Work>;
 
+/// What one rank has put on the wire, per collective: calls, and bytes as the ring algorithms
+/// count them (nccl-tests' "bus" bytes): all_reduce 2(n-1)/n of the tensor, reduce_scatter and
+/// all_to_all (n-1)/n of the input, all_gather (n-1) times the input, broadcast and send the
+/// tensor. The same rule for every backend, so runs, backends and DDP hooks compare.
+struct CommStats {
+  struct Entry {
+    uint64_t calls = 0;
+    uint64_t bytes = 0;
+  };
+  std::map<std::string, Entry> ops;
+  uint64_t total_bytes() const;
+  /// "all_reduce 120 calls 1.52 GB, broadcast 4 calls 3.1 MB".
+  std::string str() const;
+};
+
 class Communicator {
  public:
   Communicator(int rank, int size, std::chrono::milliseconds timeout);
@@ -68,6 +84,8 @@ class Communicator {
   int size() const { return size_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   virtual std::string backend() const = 0;
+  /// The collectives this rank has issued so far, and their bytes on the wire.
+  CommStats stats() const;
 
   /// Reduces `tensor` (contiguous, the same shape on every rank) across ranks, in place.
   virtual WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
@@ -99,8 +117,12 @@ class Communicator {
   void check_broadcast(const Tensor& t, int root) const;
   void check_all_gather(const std::vector<Tensor>& outputs, const Tensor& input) const;
   void check_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) const;
+  /// A Work for collective `op` #seq on `t` (its input), counted in stats(): every backend makes
+  /// its Works here.
+  WorkPtr new_work(const std::string& op, uint64_t seq, const Tensor* t, const std::string& extra,
+                   std::chrono::milliseconds timeout);
   /// A Work for the n-th message to or from `peer`: "send #3 (to rank 1, …)".
-  WorkPtr message_work(const std::string& op, uint64_t n, const Tensor& t, int peer) const;
+  WorkPtr message_work(const std::string& op, uint64_t n, const Tensor& t, int peer);
   /// Checks all_to_all's tensors: same dtype and shape, dim 0 a multiple of size().
   void check_all_to_all(const Tensor& output, const Tensor& input) const;
   /// Checks a point-to-point call's peer: another rank of the group.
@@ -115,6 +137,10 @@ class Communicator {
   const int rank_;
   const int size_;
   const std::chrono::milliseconds timeout_;
+
+ private:
+  mutable std::mutex stats_mu_;
+  CommStats stats_;
 };
 
 }  // namespace tandem::parallel

@@ -60,7 +60,7 @@ WorkPtr GlooCommunicator::enqueue(const std::string& op, const Tensor* t, const 
                                   std::function<void(uint32_t)> run) {
   std::lock_guard lk(impl_->mu);
   const uint64_t seq = impl_->next_seq++;
-  auto work = std::make_shared<Work>(seq, describer(op, seq, t, extra), timeout_);
+  auto work = new_work(op, seq, t, extra, timeout_);
   impl_->queue->push(work, std::move(run), uint32_t(seq));
   return work;
 }

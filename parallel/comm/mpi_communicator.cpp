@@ -281,7 +281,7 @@ class MpiCommunicator : public Communicator {
                   std::function<void()> run) {
     std::lock_guard lk(mu_);
     const uint64_t seq = next_seq_++;
-    auto work = std::make_shared<Work>(seq, describer(op, seq, t, extra), timeout_);
+    auto work = new_work(op, seq, t, extra, timeout_);
     queue_->push(
         work, [run = std::move(run)](uint32_t) { run(); }, uint32_t(seq));
     return work;

@@ -252,7 +252,7 @@ class NcclCommunicator : public Communicator {
     TD_CHECK_AS(DistributedError, !aborted_, "nccl ", op, " on rank ", rank_,
                 ": the communicator was aborted after an earlier failure; restart the job");
     const uint64_t seq = next_seq_++;
-    auto work = std::make_shared<Work>(seq, describe(op, seq, t, extra), timeout_);
+    auto work = new_work(op, seq, t, extra, timeout_);
     // On this communicator's device for the call, the caller's current device again after it.
     int caller_device = 0;
     cuda_check(cudaGetDevice(&caller_device), "cudaGetDevice", rank_);

@@ -72,7 +72,7 @@ WorkPtr ShmCommunicator::enqueue(const std::string& op, const Tensor* t, const s
   std::lock_guard lk(mu_);
   const uint64_t seq = next_seq_++;
   // The transport's own wait ends first, with the more precise error (who is missing).
-  auto work = std::make_shared<Work>(seq, describer(op, seq, t, extra), timeout_ + kWorkGrace);
+  auto work = new_work(op, seq, t, extra, timeout_ + kWorkGrace);
   queue_->push(
       work,
       [this, run = std::move(run)](uint32_t) {

@@ -53,7 +53,8 @@ std::string signature(const std::string& op, const Tensor* t, const std::string&
 ThreadCommunicator::ThreadCommunicator(std::shared_ptr<ThreadWorld> world, int rank)
     : Communicator(rank, world->size(), world->timeout()),
       world_(std::move(world)),
-      queue_(std::make_unique<CollectiveQueue>("threads", rank)),
+      queue_(
+          std::make_unique<CollectiveQueue>("threads", rank, nullptr, /*inline_when_idle=*/true)),
       sent_(size_t(size_), 0),
       received_(size_t(size_), 0) {}
 
@@ -65,7 +66,7 @@ WorkPtr ThreadCommunicator::enqueue(const std::string& op, const Tensor* t,
   std::lock_guard lk(mu_);
   const uint64_t seq = next_seq_++;
   // The transport's own wait ends first, with the more precise error (who is missing).
-  auto work = std::make_shared<Work>(seq, describe(op, seq, t, extra), timeout_ + kWorkGrace);
+  auto work = new_work(op, seq, t, extra, timeout_ + kWorkGrace);
   queue_->push(
       work, [run = std::move(run), seq, d = work->description()](uint32_t) { run(seq, d); },
       uint32_t(seq));

@@ -8,7 +8,8 @@
 //     DistributedDataParallel ddp(model_on(dev), {.group = group});
 //     ...
 //   }, 2);
-// Messages (send) are copied, so a send completes at once; a recv waits for its message.
+// Messages (send) are copied, so a send completes at once; a recv waits for its message. A call
+// made while the rank's queue is idle runs in the rank's own thread (collective_queue.h).
 #pragma once
 
 #include <tandem/parallel/comm/communicator.h>

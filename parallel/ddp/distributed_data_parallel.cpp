@@ -101,7 +101,7 @@ DistributedDataParallelBase::DistributedDataParallelBase(nn::Module& module, DDP
       plan_buckets(params, {.bucket_cap_bytes = size_t(options_.bucket_cap_mb * (1 << 20)),
                             .first_bucket_bytes = size_t(options_.first_bucket_mb * (1 << 20))});
   reducer_ = std::make_shared<Reducer>(params, names, std::move(plan), group_,
-                                       options_.find_unused_parameters);
+                                       options_.find_unused_parameters, options_.comm_hook);
   for (size_t i = 0; i < params.size(); ++i) {
     std::weak_ptr<Reducer> weak = reducer_;
     hooks_.push_back(params[i].register_post_accumulate_grad_hook([weak, i](const Tensor&) {

@@ -14,6 +14,7 @@
 
 #include <tandem/nn/module.h>
 #include <tandem/parallel/comm/communicator.h>
+#include <tandem/parallel/ddp/comm_hook.h>
 #include <tandem/parallel/ddp/reducer.h>
 #include <memory>
 #include <utility>
@@ -26,6 +27,8 @@ struct DDPOptions {
   double first_bucket_mb = 1;           // the first bucket's cap (MiB)
   bool broadcast_buffers = true;  // copy rank 0's buffers (batch-norm statistics) each forward
   bool find_unused_parameters = false;  // allow parameters that get no gradient (slower)
+  /// What a bucket sends (comm_hook.h): null is allreduce_hook(), an average during backward.
+  std::shared_ptr<CommHook> comm_hook;
 };
 
 /// The part of DDP that does not depend on the module's type.

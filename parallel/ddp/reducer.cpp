@@ -10,7 +10,7 @@ namespace tandem::parallel {
 
 Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
                  std::vector<std::vector<size_t>> buckets, std::shared_ptr<Communicator> comm,
-                 bool find_unused_parameters)
+                 bool find_unused_parameters, std::shared_ptr<CommHook> hook)
     : params_(std::move(params)),
       names_(std::move(names)),
       bucket_of_(params_.size()),
@@ -18,19 +18,22 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
       ready_(params_.size()),
       had_grad_(params_.size()),
       comm_(std::move(comm)),
+      hook_(hook ? std::move(hook) : allreduce_hook()),
       find_unused_(find_unused_parameters) {
   for (auto& indices : buckets) {
     Bucket b;
+    b.view.index = buckets_.size();
     int64_t total = 0;
     for (size_t i : indices) {
       bucket_of_[i] = buckets_.size();
-      slot_of_[i] = b.offsets.size();
-      b.offsets.push_back(total);
+      slot_of_[i] = b.view.offsets.size();
+      b.view.offsets.push_back(total);
+      b.view.parameters.push_back(params_[i]);
       total += params_[i].numel();
     }
     b.params = std::move(indices);
     const Tensor& first = params_[b.params.front()];
-    b.flat = zeros({total}, {.dtype = first.dtype(), .device = first.device()});
+    b.view.buffer = zeros({total}, {.dtype = first.dtype(), .device = first.device()});
     buckets_.push_back(std::move(b));
   }
   if (find_unused_ && !params_.empty())
@@ -68,7 +71,7 @@ void Reducer::reset_iteration() {
 
 void Reducer::copy_in(size_t i, bool zero) {
   Bucket& b = buckets_[bucket_of_[i]];
-  Tensor dst = b.flat.narrow(0, b.offsets[slot_of_[i]], params_[i].numel());
+  Tensor dst = b.view.buffer.narrow(0, b.view.offsets[slot_of_[i]], params_[i].numel());
   if (zero)
     dst.fill_(0);
   else
@@ -78,15 +81,17 @@ void Reducer::copy_in(size_t i, bool zero) {
 }
 
 void Reducer::launch_ready_buckets() {
+  if (hook_->after_backward()) return;  // finish() launches them all (delay_allreduce)
   // In index order only: bucket 3 waits for bucket 2 even if its gradients were ready first,
   // so every rank issues the same collectives in the same order.
-  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
-    Bucket& b = buckets_[next_launch_];
-    b.work = comm_->all_reduce(b.flat, ReduceOp::Mean);
-    if (trace::enabled())
-      trace::instant("bucket " + std::to_string(next_launch_) + " launched", "ddp");
-    ++next_launch_;
-  }
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0)
+    launch(next_launch_++);
+}
+
+void Reducer::launch(size_t index) {
+  Bucket& b = buckets_[index];
+  b.work = hook_->start(*comm_, b.view);
+  if (trace::enabled()) trace::instant("bucket " + std::to_string(index) + " launched", "ddp");
 }
 
 void Reducer::mark_ready(size_t i) {
@@ -132,6 +137,7 @@ void Reducer::finish() {
   }
   // Unused here (maybe used on another rank): contribute zeros so the buckets can go.
   for (size_t i : missing_) copy_in(i, true);
+  while (next_launch_ < buckets_.size()) launch(next_launch_++);  // a hook that waits for backward
   WorkPtr used_work;
   if (find_unused_) {
     // One more small all-reduce: which parameters got a gradient on any rank. Those that got
@@ -142,7 +148,10 @@ void Reducer::finish() {
     used_.copy_(flags);
     used_work = comm_->all_reduce(used_, ReduceOp::Max);
   }
-  for (Bucket& b : buckets_) b.work->wait();
+  for (Bucket& b : buckets_) {
+    b.work->wait();
+    hook_->finish(*comm_, b.view);
+  }
   Tensor used;  // the reduced flags, read on the host
   if (used_work) {
     used_work->wait();
@@ -152,8 +161,7 @@ void Reducer::finish() {
     for (size_t slot = 0; slot < b.params.size(); ++slot) {
       const size_t i = b.params[slot];
       if (used.defined() && used.data<float>()[i] == 0.f) continue;
-      const Tensor avg =
-          b.flat.narrow(0, b.offsets[slot], params_[i].numel()).reshape(params_[i].shape());
+      const Tensor avg = b.view.gradient(slot);
       Tensor g = params_[i].grad();
       if (g.defined()) {
         g.copy_(avg);

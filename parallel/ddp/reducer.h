@@ -1,13 +1,15 @@
 // parallel/ddp/reducer.h — the gradient all-reduce of DistributedDataParallel. Each bucket (see
 // bucket_plan.h) owns a flat buffer. When a parameter's gradient is complete, its
 // post-accumulate hook calls mark_ready(), which copies the gradient into its bucket's slice;
-// the last gradient of a bucket starts that bucket's asynchronous all-reduce (average) while
-// backward goes on. Buckets start strictly in index order, the same on every rank, since
-// collectives must be issued in the same order everywhere. finalize() runs when backward ends:
-// it waits for every bucket and writes the averaged gradients back into .grad.
+// the last gradient of a bucket hands it to the communication hook (comm_hook.h; by default an
+// asynchronous average all-reduce) while backward goes on. Buckets start strictly in index order,
+// the same on every rank, since collectives must be issued in the same order everywhere. finalize()
+// runs when backward ends: it waits for every bucket and writes the averaged gradients back into
+// .grad.
 #pragma once
 
 #include <tandem/parallel/comm/communicator.h>
+#include <tandem/parallel/ddp/comm_hook.h>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,7 +21,7 @@ class Reducer {
  public:
   Reducer(std::vector<Tensor> params, std::vector<std::string> names,
           std::vector<std::vector<size_t>> buckets, std::shared_ptr<Communicator> comm,
-          bool find_unused_parameters);
+          bool find_unused_parameters, std::shared_ptr<CommHook> hook = nullptr);
 
   /// Called by each parameter's post-accumulate hook during backward.
   void mark_ready(size_t param);
@@ -41,13 +43,13 @@ class Reducer {
  private:
   struct Bucket {
     std::vector<size_t> params;
-    std::vector<int64_t> offsets;  // element offset of each parameter in `flat`
-    Tensor flat;                   // [total elements], the parameters' dtype and device
-    size_t pending = 0;            // gradients not yet copied in this iteration
-    WorkPtr work;                  // the all-reduce in flight (null: not launched)
+    GradBucket view;     // what the hook sees: index, flat buffer, parameters, offsets
+    size_t pending = 0;  // gradients not yet copied in this iteration
+    WorkPtr work;        // the hook's collective in flight (null: not launched)
   };
   void reset_iteration();
   void launch_ready_buckets();
+  void launch(size_t bucket);
   void copy_in(size_t param, bool zero);
   void wait_all_quietly();
   void finish();  // finalize() past the error checks
@@ -60,6 +62,7 @@ class Reducer {
   std::vector<bool> ready_;        // param -> gradient copied in this iteration
   std::vector<bool> had_grad_;     // param -> produced a gradient on this rank this iteration
   std::shared_ptr<Communicator> comm_;
+  std::shared_ptr<CommHook> hook_;
   bool find_unused_;
   Tensor used_;  // find_unused: [params] 1/0 flags, all-reduced with max (on the buckets' device)
   // Backward may run the parameters' hooks on several threads at once (one per device); every

@@ -97,6 +97,30 @@ TEST(ThreadCollectives, MismatchedCallsNameBothRanksAndLateRanksAreNamed) {
   EXPECT_THAT(late, ::testing::HasSubstr("rank 1 did not arrive"));
 }
 
+// Every communicator counts what it sends by the ring algorithms' rule (CommStats).
+TEST(ThreadCollectives, CountCallsAndBytesOnTheWire) {
+  std::vector<CommStats> stats(2);
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> group) {
+        Tensor t = ones({1000});
+        group->all_reduce(t)->wait();  // 2·(n-1)/n · 4000 bytes = 4000
+        group->all_reduce(t)->wait();
+        std::vector<Tensor> outs{zeros({10}), zeros({10})};
+        group->all_gather(outs, ones({10}))->wait();  // (n-1) · 40 = 40
+        group->barrier()->wait();
+        stats[size_t(group->rank())] = group->stats();
+      },
+      2);
+  for (const CommStats& s : stats) {
+    EXPECT_EQ(s.ops.at("all_reduce").calls, 2u);
+    EXPECT_EQ(s.ops.at("all_reduce").bytes, 8000u);
+    EXPECT_EQ(s.ops.at("all_gather").bytes, 40u);
+    EXPECT_EQ(s.ops.at("barrier").bytes, 0u);
+    EXPECT_EQ(s.total_bytes(), 8040u);
+    EXPECT_EQ(s.str(), "all_gather 1 calls 40 B, all_reduce 2 calls 8.00 kB, barrier 1 calls 0 B");
+  }
+}
+
 // Two ranks on cpu:0 and cpu:1 train the MLP (float64) with DDP over threads; one device trains
 // it on the whole batch. The same tolerance as the process tests (ddp_test.cpp).
 TEST(ThreadCollectives, DdpOverThreadsTrainsAsOneDevice) {

@@ -1,5 +1,9 @@
 // tools/train/config.cpp — default resolution, checks, and the JSON form of a run's flags.
 #include <tandem/core/check.h>
+#include <tandem/parallel/ddp/comm_hook.h>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "config.h"
@@ -149,6 +153,9 @@ TrainOptions resolve_config(TrainOptions o) {
   TD_CHECK_VALUE(o.max_steps >= 0, "train: --max-steps must be >= 0, but got ", o.max_steps);
   TD_CHECK_VALUE(!o.resume || !o.checkpoint.empty(),
                  "train: --resume needs --checkpoint DIR (the directory to resume from)");
+  TD_CHECK_VALUE(o.ddp_hook.empty() || o.ddp, "train: --ddp-hook ", o.ddp_hook,
+                 " needs --ddp (it says what DDP's buckets send)");
+  if (!o.ddp_hook.empty()) parallel::comm_hook_named(o.ddp_hook);  // a bad name fails here
   if (!o.data_parallel.empty()) {
     TD_CHECK_VALUE(!o.ddp,
                    "train: --data-parallel and --ddp are two ways of using several devices; "
@@ -173,6 +180,14 @@ TrainOptions resolve_config(TrainOptions o) {
                    "; every micro-batch needs at least one image");
     use_first_device(o, "--pipeline", o.pipeline, device_list("--pipeline", o.pipeline),
                      "takes the batches");
+  }
+  // Restarted by `tandem launch --max-restarts` (TANDEM_RESTART_COUNT > 0): go on from the
+  // checkpoint the failed attempt left, if it saved one.
+  const char* restart = std::getenv("TANDEM_RESTART_COUNT");
+  if (!o.resume && !o.checkpoint.empty() && restart != nullptr && std::atoi(restart) > 0 &&
+      std::filesystem::exists(std::filesystem::path(o.checkpoint) / "model.safetensors")) {
+    std::printf("restart %s: resuming from the checkpoint in %s\n", restart, o.checkpoint.c_str());
+    o.resume = true;
   }
   return o;
 }

@@ -231,6 +231,7 @@ int run_train_gpt(const TrainOptions& flags) {
             {"model", str("gpt, ", params, " parameters")},
             {"wall time", format_duration(seconds_since(start))},
             {"status", last ? "finished" : str("iteration ", iter, " of ", g.max_iters)}};
+        if (group) report.run.emplace_back("communication (this rank)", group->stats().str());
         write_report((fs::path(o.log_dir) / "report.html").string(), report, metrics.records());
       }
       eval_seconds += seconds_since(eval_start);

@@ -43,7 +43,8 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
     case Parallelism::None:
       break;
     case Parallelism::DDP:
-      s.ddp = std::make_unique<parallel::DistributedDataParallel<nn::Sequential>>(*s.model);
+      s.ddp = std::make_unique<parallel::DistributedDataParallel<nn::Sequential>>(
+          *s.model, parallel::DDPOptions{.comm_hook = parallel::comm_hook_named(o.ddp_hook)});
       break;
     case Parallelism::DataParallel:  // holds the model itself: train()/eval() on it are seen
       s.dp = std::make_unique<parallel::DataParallel>(
@@ -83,7 +84,9 @@ std::unique_ptr<optim::GradScaler> make_grad_scaler(DType amp, parallel::Communi
 std::string describe_parallelism(Setup& s, const TrainOptions& o,
                                  const parallel::Communicator* group) {
   std::string line;
-  if (s.ddp) line = str(", DDP over ", group->size(), " ranks (", group->backend(), ")");
+  if (s.ddp)
+    line = str(", DDP over ", group->size(), " ranks (", group->backend(),
+               o.ddp_hook.empty() ? "" : ", " + o.ddp_hook, ")");
   if (s.dp) line = str(", DataParallel over ", o.data_parallel);
   if (s.pipe) {
     std::string sizes;

@@ -257,6 +257,7 @@ int run_train(const TrainOptions& flags) {
         {"wall time", format_duration(wall) + (resumed.empty() ? "" : " (this session)")},
         {"status", last ? "finished" : str("epoch ", epoch, " of ", o.epochs, " done")}};
     if (!resumed.empty()) report.run.emplace_back("resumed from", resumed);
+    if (group) report.run.emplace_back("communication (this rank)", group->stats().str());
     write_report(report_path, report, metrics.records());
   }
   const double wall =
