@@ -160,7 +160,7 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
   cmd->add_option("--ddp-hook", t.ddp_hook,
                   "--ddp: what each bucket of gradients sends: allreduce (default), "
                   "delay_allreduce (after backward), fp16_compress, bf16_compress, powersgd or "
-                  "powersgd:RANK");
+                  "powersgd:RANK[:START_ITER] (plain steps before compressing; default 1000)");
   cmd->add_option("--data-parallel", t.data_parallel,
                   "train with DataParallel over DEVICES (cpu:0,cpu:1 or cuda:0,cuda:1), one "
                   "process; the model lives on the first; --batch-size is the global batch")

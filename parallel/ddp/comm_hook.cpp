@@ -67,16 +67,26 @@ std::shared_ptr<CommHook> comm_hook_named(const std::string& name) {
   if (name == "fp16_compress") return fp16_compress();
   if (name == "bf16_compress") return bf16_compress();
   if (name == "powersgd") return powersgd({});
-  if (name.rfind("powersgd:", 0) == 0) {
-    const std::string r = name.substr(9);
-    TD_CHECK_VALUE(
-        !r.empty() && r.find_first_not_of("0123456789") == std::string::npos && std::stoi(r) >= 1,
-        "DDP hook '", name, "': the rank after 'powersgd:' must be a positive integer");
-    return powersgd({.rank = std::stoi(r)});
+  if (name.rfind("powersgd:", 0) == 0) {  // powersgd:RANK or powersgd:RANK:START_ITER
+    const std::string spec = name.substr(9);
+    const size_t colon = spec.find(':');
+    auto number = [&](const std::string& text, int min) {
+      TD_CHECK_VALUE(!text.empty() && text.size() < 9 &&
+                         text.find_first_not_of("0123456789") == std::string::npos &&
+                         std::stoi(text) >= min,
+                     "DDP hook '", name,
+                     "': expected powersgd:RANK or powersgd:RANK:START_ITER "
+                     "with RANK >= 1 and START_ITER >= 0");
+      return std::stoi(text);
+    };
+    PowerSGDOptions o;
+    o.rank = number(spec.substr(0, colon), 1);
+    if (colon != std::string::npos) o.start_iter = number(spec.substr(colon + 1), 0);
+    return powersgd(o);
   }
   ::tandem::detail::fail<ValueError>("unknown DDP communication hook '", name,
                                      "' (expected allreduce, delay_allreduce, fp16_compress, "
-                                     "bf16_compress, powersgd or powersgd:RANK)");
+                                     "bf16_compress, powersgd or powersgd:RANK[:START_ITER])");
 }
 
 }  // namespace tandem::parallel

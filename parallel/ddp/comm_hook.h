@@ -49,7 +49,8 @@ std::shared_ptr<CommHook> fp16_compress();
 std::shared_ptr<CommHook> bf16_compress();
 
 /// By name, for command lines: "allreduce", "delay_allreduce", "fp16_compress",
-/// "bf16_compress", "powersgd" or "powersgd:RANK" (ValueError listing them otherwise).
+/// "bf16_compress", "powersgd", "powersgd:RANK" or "powersgd:RANK:START_ITER" (ValueError
+/// listing them otherwise).
 std::shared_ptr<CommHook> comm_hook_named(const std::string& name);
 
 }  // namespace tandem::parallel

@@ -140,6 +140,8 @@ TEST(DdpHooks, PowerSgdStartsPlainAndTrainsAtRankOne) {
 TEST(DdpHooks, NamedHooksAndBadNames) {
   EXPECT_EQ(comm_hook_named("delay_allreduce")->name(), "delay_allreduce");
   EXPECT_EQ(comm_hook_named("powersgd:4")->name(), "powersgd:4");
+  EXPECT_EQ(comm_hook_named("powersgd:2:10")->name(), "powersgd:2");
+  EXPECT_THROW(comm_hook_named("powersgd:2:x"), ValueError);
   EXPECT_EQ(comm_hook_named("")->name(), "allreduce");
   EXPECT_THROW(comm_hook_named("powersgd:0"), ValueError);
   EXPECT_THROW(comm_hook_named("zip"), ValueError);
