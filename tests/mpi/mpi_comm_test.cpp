@@ -45,8 +45,9 @@ TEST(MpiCollectives, DdpOverMpiTrainsAsOneDevice) {
   auto comm = init_process_group({.backend = "mpi", .timeout = 60s});
   const int world = comm->size(), rank = comm->rank();
   constexpr int kBatch = 8, kSteps = 3;
-  auto [x32, y] = tandem::testing::synthetic_data(kSteps * world * kBatch);
-  const Tensor x = x32.to(kFloat64);
+  const auto data = tandem::testing::synthetic_data(kSteps * world * kBatch);
+  // Not a structured binding: clang does not let lambdas capture those.
+  const Tensor x = data.first.to(kFloat64), y = data.second;
   manual_seed(0);
   tandem::testing::Mlp reference;
   reference.to(kFloat64);

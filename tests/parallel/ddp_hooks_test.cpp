@@ -22,8 +22,9 @@ struct TrainRun {
 // made fresh for each rank (a hook keeps per-rank state).
 TrainRun train(std::function<std::shared_ptr<CommHook>()> hook, DType dtype, int steps) {
   constexpr int kWorld = 2, kBatch = 8;
-  auto [x32, y] = tandem::testing::synthetic_data(int64_t(steps) * kWorld * kBatch);
-  const Tensor x = x32.to(dtype);
+  const auto data = tandem::testing::synthetic_data(int64_t(steps) * kWorld * kBatch);
+  // Not a structured binding: clang does not let lambdas capture those.
+  const Tensor x = data.first.to(dtype), y = data.second;
   std::vector<std::unique_ptr<Mlp>> models;
   for (int r = 0; r < kWorld; ++r) {
     manual_seed(0);

@@ -125,8 +125,9 @@ TEST(ThreadCollectives, CountCallsAndBytesOnTheWire) {
 // it on the whole batch. The same tolerance as the process tests (ddp_test.cpp).
 TEST(ThreadCollectives, DdpOverThreadsTrainsAsOneDevice) {
   constexpr int kWorld = 2, kBatch = 8, kSteps = 3;
-  auto [x32, y] = tandem::testing::synthetic_data(kSteps * kWorld * kBatch);
-  const Tensor x = x32.to(kFloat64);
+  const auto data = tandem::testing::synthetic_data(kSteps * kWorld * kBatch);
+  // Not a structured binding: clang does not let lambdas capture those.
+  const Tensor x = data.first.to(kFloat64), y = data.second;
   manual_seed(0);
   tandem::testing::Mlp reference;
   reference.to(kFloat64);
