@@ -33,6 +33,12 @@ std::string segment_prefix() {
 
 char* bytes_of(const Tensor& t) { return static_cast<char*>(t.data_ptr()); }
 
+// memcpy, except that an empty tensor's null pointer is fine (memcpy's arguments must not be
+// null even for zero bytes).
+void copy_bytes(void* dst, const void* src, size_t n) {
+  if (n > 0) std::memcpy(dst, src, n);
+}
+
 }  // namespace
 
 ShmCommunicator::ShmCommunicator(std::shared_ptr<Store> store, int rank, int size,
@@ -121,7 +127,7 @@ void ShmCommunicator::all_reduce_direct(char* data, int64_t count, DType dtype, 
   const int64_t cap = capacity(es);
   for (int64_t off = 0; off < std::max<int64_t>(count, 1); off += cap) {
     const int64_t m = std::min(cap, count - off);
-    std::memcpy(buffer(rank_), data + size_t(off) * es, size_t(m) * es);
+    copy_bytes(buffer(rank_), data + size_t(off) * es, size_t(m) * es);
     step();
     by_dtype(dtype, [&]<typename T>(T*) {
       std::vector<const T*> srcs;
@@ -138,7 +144,7 @@ void ShmCommunicator::all_reduce_large(char* data, int64_t count, DType dtype, R
   const int64_t cap = capacity(es);
   for (int64_t off = 0; off < count; off += cap) {
     const int64_t m = std::min(cap, count - off);
-    std::memcpy(buffer(rank_), data + size_t(off) * es, size_t(m) * es);
+    copy_bytes(buffer(rank_), data + size_t(off) * es, size_t(m) * es);
     step();
     auto lo = [&](int r) { return m * r / size_; };
     by_dtype(dtype, [&]<typename T>(T*) {  // this rank's slice, reduced in place in its buffer
@@ -150,8 +156,8 @@ void ShmCommunicator::all_reduce_large(char* data, int64_t count, DType dtype, R
     });
     step();
     for (int r = 0; r < size_; ++r)
-      std::memcpy(data + size_t(off + lo(r)) * es, buffer(r) + size_t(lo(r)) * es,
-                  size_t(lo(r + 1) - lo(r)) * es);
+      copy_bytes(data + size_t(off + lo(r)) * es, buffer(r) + size_t(lo(r)) * es,
+                 size_t(lo(r + 1) - lo(r)) * es);
     ++rounds_;
   }
 }
@@ -179,9 +185,9 @@ WorkPtr ShmCommunicator::broadcast(Tensor& tensor, int root) {
                    for (int64_t off = 0; off < host.numel(); off += cap) {
                      const size_t n = size_t(std::min(cap, host.numel() - off)) * es;
                      char* at = bytes_of(host) + size_t(off) * es;
-                     if (rank_ == root) std::memcpy(buffer(rank_), at, n);
+                     if (rank_ == root) copy_bytes(buffer(rank_), at, n);
                      step();
-                     if (rank_ != root) std::memcpy(at, buffer(root), n);
+                     if (rank_ != root) copy_bytes(at, buffer(root), n);
                      ++rounds_;
                    }
                    if (rank_ != root) unstage(t, host);
@@ -198,10 +204,10 @@ WorkPtr ShmCommunicator::all_gather(std::vector<Tensor>& outputs, const Tensor& 
     const int64_t cap = capacity(es);
     for (int64_t off = 0; off < in.numel(); off += cap) {
       const size_t n = size_t(std::min(cap, in.numel() - off)) * es;
-      std::memcpy(buffer(rank_), bytes_of(host_in) + size_t(off) * es, n);
+      copy_bytes(buffer(rank_), bytes_of(host_in) + size_t(off) * es, n);
       step();
       for (int r = 0; r < size_; ++r)
-        std::memcpy(bytes_of(host_outs[size_t(r)]) + size_t(off) * es, buffer(r), n);
+        copy_bytes(bytes_of(host_outs[size_t(r)]) + size_t(off) * es, buffer(r), n);
       ++rounds_;
     }
     for (int r = 0; r < size_; ++r) unstage(outs[size_t(r)], host_outs[size_t(r)]);
@@ -220,8 +226,8 @@ WorkPtr ShmCommunicator::reduce_scatter(Tensor& output, const Tensor& input, Red
         for (int64_t off = 0; off < chunk; off += piece) {
           const int64_t m = std::min(piece, chunk - off);
           for (int j = 0; j < size_; ++j)  // the round's piece of every chunk, side by side
-            std::memcpy(buffer(rank_) + size_t(j * m) * es,
-                        bytes_of(host_in) + size_t(j * chunk + off) * es, size_t(m) * es);
+            copy_bytes(buffer(rank_) + size_t(j * m) * es,
+                       bytes_of(host_in) + size_t(j * chunk + off) * es, size_t(m) * es);
           step();
           by_dtype(in.dtype(), [&]<typename T>(T*) {
             std::vector<const T*> srcs;
@@ -247,12 +253,12 @@ WorkPtr ShmCommunicator::all_to_all(Tensor& output, const Tensor& input) {
     for (int64_t off = 0; off < chunk; off += piece) {
       const int64_t m = std::min(piece, chunk - off);
       for (int j = 0; j < size_; ++j)
-        std::memcpy(buffer(rank_) + size_t(j * m) * es,
-                    bytes_of(host_in) + size_t(j * chunk + off) * es, size_t(m) * es);
+        copy_bytes(buffer(rank_) + size_t(j * m) * es,
+                   bytes_of(host_in) + size_t(j * chunk + off) * es, size_t(m) * es);
       step();
       for (int r = 0; r < size_; ++r)  // rank r's piece for this rank
-        std::memcpy(bytes_of(host_out) + size_t(r * chunk + off) * es,
-                    buffer(r) + size_t(rank_ * m) * es, size_t(m) * es);
+        copy_bytes(bytes_of(host_out) + size_t(r * chunk + off) * es,
+                   buffer(r) + size_t(rank_ * m) * es, size_t(m) * es);
       ++rounds_;
     }
     unstage(out, host_out);
@@ -297,7 +303,7 @@ WorkPtr ShmCommunicator::recv(Tensor& tensor, int src) {
                        " bytes, but this rank expects ", ::tandem::describe(t), " (", t.nbytes(),
                        " bytes)");
         Tensor host = staged(t);
-        std::memcpy(host.data_ptr(), bytes.data(), bytes.size());
+        copy_bytes(host.data_ptr(), bytes.data(), bytes.size());
         unstage(t, host);
       },
       uint32_t(n));

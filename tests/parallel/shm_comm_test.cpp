@@ -11,6 +11,7 @@
 #include <tandem/parallel/store/prefix_store.h>
 #include <csignal>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include "data/temp_dir.h"
@@ -24,12 +25,14 @@ namespace {
 using namespace std::chrono_literals;
 using tandem::testing::require;
 
-// The names in /dev/shm that a Tandem group made.
+// The names in /dev/shm that a shared-memory group made ("tandem-<pid>-<8 hex>-<rank>"; other
+// tools, the fuzz script among them, keep files of their own there).
 std::vector<std::string> tandem_segments() {
+  static const std::regex kSegment("tandem-[0-9]+-[0-9a-f]{8}-[0-9]+");
   std::vector<std::string> names;
   if (DIR* d = ::opendir("/dev/shm")) {
     while (dirent* e = ::readdir(d))
-      if (std::string(e->d_name).rfind("tandem-", 0) == 0) names.push_back(e->d_name);
+      if (std::regex_match(e->d_name, kSegment)) names.push_back(e->d_name);
     ::closedir(d);
   }
   return names;
