@@ -157,14 +157,9 @@ WorkPtr Communicator::new_work(const std::string& op, uint64_t seq, const Tensor
     ++e.calls;
     e.bytes += bytes;
   }
-  // The trace shows each collective by its description: the wire bytes go in it.
-  const std::string wire = bytes > 0 ? human_bytes(double(bytes)) + " on the wire" : "";
-  return std::make_shared<Work>(seq,
-                                describer(op, seq, t,
-                                          extra.empty()  ? wire
-                                          : wire.empty() ? extra
-                                                         : extra + ", " + wire),
-                                timeout);
+  // The trace shows each collective by its description, so the wire bytes go in it; formatted
+  // only when asked for, like the rest of it.
+  return std::make_shared<Work>(seq, describer(op, seq, t, extra, bytes), timeout);
 }
 
 WorkPtr Communicator::message_work(const std::string& op, uint64_t n, const Tensor& t, int peer) {
@@ -195,14 +190,16 @@ std::string Communicator::describe(const std::string& op, uint64_t seq, const Te
 }
 
 std::function<std::string()> Communicator::describer(const std::string& op, uint64_t seq,
-                                                     const Tensor* t,
-                                                     const std::string& extra) const {
+                                                     const Tensor* t, const std::string& extra,
+                                                     uint64_t wire) const {
   const bool has_tensor = t != nullptr;
   const int64_t numel = has_tensor ? t->numel() : 0;
   const DType dtype = has_tensor ? t->dtype() : kFloat32;
   return [=, rank = rank_, size = size_] {
+    std::string e = extra;
+    if (wire > 0) e += (e.empty() ? "" : ", ") + human_bytes(double(wire)) + " on the wire";
     std::string s = op + " #" + std::to_string(seq) + " (";
-    if (!extra.empty()) s += extra + (has_tensor ? ", " : "");
+    if (!e.empty()) s += e + (has_tensor ? ", " : "");
     if (has_tensor) {
       char mib[32];
       std::snprintf(mib, sizeof(mib), "%.2f MiB",

@@ -130,9 +130,10 @@ class Communicator {
   /// "all_reduce #12 (sum, 262,144 x float32 = 1.0 MiB)" for Work and error messages.
   std::string describe(const std::string& op, uint64_t seq, const Tensor* t,
                        const std::string& extra = "") const;
-  /// The same, formatted only when called (for Work's lazy constructor).
+  /// The same, formatted only when called (for Work's lazy constructor); `wire` bytes, if any,
+  /// are added as "2.10 MB on the wire".
   std::function<std::string()> describer(const std::string& op, uint64_t seq, const Tensor* t,
-                                         const std::string& extra = "") const;
+                                         const std::string& extra = "", uint64_t wire = 0) const;
 
   const int rank_;
   const int size_;
