@@ -10,6 +10,6 @@ bash scripts/check_source.sh
 cmake -S . -B build -G Ninja -DTANDEM_WERROR=ON -DTANDEM_MARCH="${TANDEM_MARCH:-native}"
 cmake --build build
 ctest --test-dir build --output-on-failure --parallel 2
-bash scripts/check_targets.sh  # the CPU kernels compile warning-free for every x86-64 host kind
+bash scripts/check_targets.sh  # the CPU kernels compile warning-free for the other host kind
 bash scripts/sanitize.sh       # clang, ASan + UBSan: every CPU test again
 bash scripts/fuzz.sh 30        # each libFuzzer target for 30 s on its seed corpus
