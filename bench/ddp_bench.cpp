@@ -19,17 +19,6 @@ using namespace tandem;
 
 namespace {
 
-struct Wide : nn::Module {  // 4 × (2048·2048 + 2048) floats = 64.03 MiB
-  nn::Linear l1{2048, 2048}, l2{2048, 2048}, l3{2048, 2048}, l4{2048, 2048};
-  void visit(nn::Visitor& v) override {
-    v("l1", l1);
-    v("l2", l2);
-    v("l3", l3);
-    v("l4", l4);
-  }
-  Tensor forward(const Tensor& x) { return l4(relu(l3(relu(l2(relu(l1(x))))))); }
-};
-
 // Median seconds per step of `steps` steps, per round.
 template <typename Step>
 double median_step(Step&& step, int steps) {
@@ -42,20 +31,20 @@ double median_step(Step&& step, int steps) {
 // One rank's part of the overlap measurement; rank 0 appends "overlap world bucketed single" to
 // `out` (a file, or /dev/stdout under tandem launch).
 void overlap_rank(int rank, int world, int rounds, int steps, const std::string& out) {
-  Wide a, b;
-  std::unique_ptr<parallel::DistributedDataParallel<Wide>> bucketed, single;
+  bench::Wide a, b;
+  std::unique_ptr<parallel::DistributedDataParallel<bench::Wide>> bucketed, single;
   if (world > 1) {
     const char* cap = std::getenv("DDP_BENCH_CAP_MB");  // for trying other bucket sizes
     const double mb = cap ? std::atof(cap) : 25;
-    bucketed = std::make_unique<parallel::DistributedDataParallel<Wide>>(
+    bucketed = std::make_unique<parallel::DistributedDataParallel<bench::Wide>>(
         a, parallel::DDPOptions{.bucket_cap_mb = mb, .first_bucket_mb = std::min(mb, 1.0)});
-    single = std::make_unique<parallel::DistributedDataParallel<Wide>>(
+    single = std::make_unique<parallel::DistributedDataParallel<bench::Wide>>(
         b, parallel::DDPOptions{.bucket_cap_mb = 1e6, .first_bucket_mb = 1e6});
   }
   optim::SGD opt_a(a.parameters(), {.lr = 1e-3}), opt_b(b.parameters(), {.lr = 1e-3});
   const char* batch = std::getenv("DDP_BENCH_BATCH");  // rows per rank (default 32)
   const Tensor x = randn({batch ? std::atoll(batch) : 32, 2048});
-  auto step = [&](Wide& m, optim::SGD& opt) {
+  auto step = [&](bench::Wide& m, optim::SGD& opt) {
     opt.zero_grad();
     const Tensor o = m.forward(x);
     (o * o).mean().backward();  // DDP's hooks sync during backward

@@ -1,6 +1,7 @@
 // bench/reference_models.h — the reference models of the benchmarks (issue 3's recipes), defined
 // once for every bench that trains them: the CNN (conv 1→32 3×3, ReLU, max-pool 2, conv 32→64
-// 3×3, ReLU, max-pool 2, fc 1600→128, ReLU, fc 128→10) and the MLP 784-512-256-10.
+// 3×3, ReLU, max-pool 2, fc 1600→128, ReLU, fc 128→10) and the MLP 784-512-256-10; and Wide, the
+// distributed benches' model with a lot to communicate: 4 × Linear(2048, 2048), 64 MiB.
 #pragma once
 
 #include <tandem/tandem.h>
@@ -33,6 +34,20 @@ struct ReferenceMlp : tandem::nn::Module {
   }
   tandem::Tensor forward(const tandem::Tensor& x) {
     return fc3(tandem::relu(fc2(tandem::relu(fc1(x.flatten(1))))));
+  }
+};
+
+struct Wide : tandem::nn::Module {  // 4 × (2048·2048 + 2048) floats = 64.03 MiB
+  tandem::nn::Linear l1{2048, 2048}, l2{2048, 2048}, l3{2048, 2048}, l4{2048, 2048};
+  void visit(tandem::nn::Visitor& v) override {
+    v("l1", l1);
+    v("l2", l2);
+    v("l3", l3);
+    v("l4", l4);
+  }
+  tandem::Tensor forward(const tandem::Tensor& x) {
+    using tandem::relu;
+    return l4(relu(l3(relu(l2(relu(l1(x)))))));
   }
 };
 

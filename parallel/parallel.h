@@ -6,10 +6,13 @@
 #include <tandem/parallel/comm/communicator.h>
 #include <tandem/parallel/comm/gloo_communicator.h>
 #include <tandem/parallel/comm/nccl_communicator.h>
+#include <tandem/parallel/comm/thread_communicator.h>
 #include <tandem/parallel/data_parallel/data_parallel.h>
 #include <tandem/parallel/ddp/bucket_plan.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/ddp/reducer.h>
+#include <tandem/parallel/ddp/zero_optimizer.h>
+#include <tandem/parallel/ddp/zero_shards.h>
 #include <tandem/parallel/memory_summary.h>
 #include <tandem/parallel/pipeline/pipeline.h>
 #include <tandem/parallel/pipeline/split.h>

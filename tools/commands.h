@@ -60,6 +60,7 @@ struct TrainOptions {
   bool skip_nonfinite = false;  // skip a step whose loss or gradients are NaN/inf (else: stop)
   bool ddp = false;             // one rank of a DistributedDataParallel run (under `tandem launch`)
   std::string ddp_hook;  // --ddp: what a bucket sends (parallel/ddp/comm_hook.h); empty: allreduce
+  int zero = 0;  // --ddp: ZeRO stage (parallel/ddp/zero_shards.h); 0: every rank keeps everything
   std::string data_parallel;  // "cpu:0,cpu:1": DataParallel over these devices; empty: off
   bool activation_checkpointing = false;  // recompute each block's activations in backward
   std::string pipeline;  // "cpu:0,cpu:1": the model cut into stages on these devices; empty: off

@@ -154,8 +154,19 @@ TEST(GptCommand, EveryParallelModeTrainsAsOneDevice) {
   const Result delayed = run("ddp-delay", " --ddp --ddp-hook delay_allreduce",
                              "launch --standalone --nproc-per-node 2 -- " TANDEM_CLI " ");
   EXPECT_NE(delayed.output.find("delay_allreduce)"), std::string::npos) << delayed.output;
+  // ZeRO-2: each rank updates half the parameters, and the checkpoint gathers Adam's moments.
+  const Result zero =
+      run("zero2", " --ddp --zero 2", "launch --standalone --nproc-per-node 2 -- " TANDEM_CLI " ");
+  EXPECT_NE(zero.output.find("ZeRO stage 2)"), std::string::npos) << zero.output;
+  const SafetensorsFile ddp_opt =
+      load_safetensors((tmp / "ddp" / "optimizer.safetensors").string());
+  const SafetensorsFile zero_opt =
+      load_safetensors((tmp / "zero2" / "optimizer.safetensors").string());
+  ASSERT_EQ(ddp_opt.tensors.size(), zero_opt.tensors.size());
+  for (const auto& [name, t] : ddp_opt.tensors)
+    EXPECT_LT(abs(t - zero_opt.at(name)).max().item(), 1e-6) << "optimizer state " << name;
   const SafetensorsFile a = load_safetensors((tmp / "one" / "model.safetensors").string());
-  for (const char* mode : {"pipe", "dp", "ac", "ddp", "ddp-delay"}) {
+  for (const char* mode : {"pipe", "dp", "ac", "ddp", "ddp-delay", "zero2"}) {
     const SafetensorsFile b = load_safetensors((tmp / mode / "model.safetensors").string());
     ASSERT_EQ(a.tensors.size(), b.tensors.size()) << mode;
     for (const auto& [name, t] : a.tensors) {

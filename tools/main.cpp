@@ -161,6 +161,10 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
                   "--ddp: what each bucket of gradients sends: allreduce (default), "
                   "delay_allreduce (after backward), fp16_compress, bf16_compress, powersgd or "
                   "powersgd:RANK[:START_ITER] (plain steps before compressing; default 1000)");
+  cmd->add_option("--zero", t.zero,
+                  "--ddp: ZeRO stage. 1: each rank keeps the optimizer state of its 1/N of the "
+                  "parameters only; 2: its gradients too (same result and bytes sent as DDP)")
+      ->type_name("STAGE");
   cmd->add_option("--data-parallel", t.data_parallel,
                   "train with DataParallel over DEVICES (cpu:0,cpu:1 or cuda:0,cuda:1), one "
                   "process; the model lives on the first; --batch-size is the global batch")

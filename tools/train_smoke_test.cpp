@@ -199,6 +199,9 @@ TEST(TrainCommand, PipelineTrainsAsOneDevice) {
            {" --pipeline cpu:0,cpu:1 --ddp", "cannot be combined"},
            {" --ddp-hook bf16_compress", "--ddp-hook bf16_compress needs --ddp"},
            {" --ddp --ddp-hook zip", "unknown DDP communication hook 'zip'"},
+           {" --zero 2", "--zero 2 needs --ddp"},
+           {" --ddp --zero 3", "stage 3, fully sharded parameters, is not built yet"},
+           {" --ddp --zero 1 --ddp-hook bf16_compress", "choose one"},
            {" --pipeline cpu:0,cpu:1 --chunks 40", "--chunks 40 is more than --batch-size 32"},
            {" --pipeline cpu:0,cpu:1 --pipeline-schedule zb", "not one of gpipe, 1f1b"},
            {" --pipeline cpu:0,cpu:1 --device cpu:1", "not the first device of --pipeline"}}) {

@@ -22,7 +22,7 @@ class Optimizer {
   /// Applies one update to every parameter that has a gradient (under no-grad).
   virtual void step() = 0;
   /// Clears every parameter's .grad (set_to_none, PyTorch's default).
-  void zero_grad();
+  virtual void zero_grad();
 
   virtual size_t num_groups() const = 0;
   virtual double lr(size_t group) const = 0;

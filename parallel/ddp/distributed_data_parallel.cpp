@@ -100,8 +100,15 @@ DistributedDataParallelBase::DistributedDataParallelBase(nn::Module& module, DDP
   auto plan =
       plan_buckets(params, {.bucket_cap_bytes = size_t(options_.bucket_cap_mb * (1 << 20)),
                             .first_bucket_bytes = size_t(options_.first_bucket_mb * (1 << 20))});
+  if (options_.zero_stage != 0) {
+    TD_CHECK_VALUE(!options_.comm_hook, "DistributedDataParallel: zero_stage ", options_.zero_stage,
+                   " reduces with a reduce-scatter; a comm_hook ('", options_.comm_hook->name(),
+                   "') replaces an all-reduce\n  hint: use one or the "
+                   "other");
+    zero_ = std::make_shared<ZeroShards>(options_.zero_stage, params, names, plan, group_);
+  }
   reducer_ = std::make_shared<Reducer>(params, names, std::move(plan), group_,
-                                       options_.find_unused_parameters, options_.comm_hook);
+                                       options_.find_unused_parameters, options_.comm_hook, zero_);
   for (size_t i = 0; i < params.size(); ++i) {
     std::weak_ptr<Reducer> weak = reducer_;
     hooks_.push_back(params[i].register_post_accumulate_grad_hook([weak, i](const Tensor&) {
@@ -112,6 +119,13 @@ DistributedDataParallelBase::DistributedDataParallelBase(nn::Module& module, DDP
 
 DistributedDataParallelBase::~DistributedDataParallelBase() {
   for (HookHandle& h : hooks_) h.remove();
+}
+
+std::shared_ptr<ZeroShards> DistributedDataParallelBase::zero_shards() const {
+  TD_CHECK_VALUE(zero_ != nullptr,
+                 "DistributedDataParallel: zero_stage is 0, so nothing is "
+                 "sharded\n  hint: construct it with .zero_stage = 1 or 2 for a zero_optimizer");
+  return zero_;
 }
 
 void DistributedDataParallelBase::before_forward() {

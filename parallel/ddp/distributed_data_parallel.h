@@ -16,6 +16,7 @@
 #include <tandem/parallel/comm/communicator.h>
 #include <tandem/parallel/ddp/comm_hook.h>
 #include <tandem/parallel/ddp/reducer.h>
+#include <tandem/parallel/ddp/zero_shards.h>
 #include <memory>
 #include <utility>
 
@@ -29,6 +30,9 @@ struct DDPOptions {
   bool find_unused_parameters = false;  // allow parameters that get no gradient (slower)
   /// What a bucket sends (comm_hook.h): null is allreduce_hook(), an average during backward.
   std::shared_ptr<CommHook> comm_hook;
+  /// ZeRO (zero_shards.h): 0 keeps everything on every rank; 1 shards the optimizer state, 2 the
+  /// gradients too. Train with a zero_optimizer<>() (zero_optimizer.h).
+  int zero_stage = 0;
 };
 
 /// The part of DDP that does not depend on the module's type.
@@ -57,6 +61,8 @@ class DistributedDataParallelBase {
 
   Communicator& group() { return *group_; }
   const Reducer& reducer() const { return *reducer_; }
+  /// This rank's shards (zero_stage 1 or 2); ValueError under plain DDP.
+  std::shared_ptr<ZeroShards> zero_shards() const;
 
  protected:
   /// Runs before every forward: rank 0's buffers to everyone (when broadcast_buffers).
@@ -70,6 +76,7 @@ class DistributedDataParallelBase {
   // dotted name, too much for each forward. Tensors are handles, so updates in place are seen.
   std::vector<Tensor> buffers_;
   std::shared_ptr<Communicator> group_;
+  std::shared_ptr<ZeroShards> zero_;  // null: plain DDP
   std::shared_ptr<Reducer> reducer_;  // the hooks hold it weakly: no dangling after destruction
   std::vector<HookHandle> hooks_;     // one post-accumulate hook per parameter
 };

@@ -10,7 +10,8 @@ namespace tandem::parallel {
 
 Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
                  std::vector<std::vector<size_t>> buckets, std::shared_ptr<Communicator> comm,
-                 bool find_unused_parameters, std::shared_ptr<CommHook> hook)
+                 bool find_unused_parameters, std::shared_ptr<CommHook> hook,
+                 std::shared_ptr<ZeroShards> zero)
     : params_(std::move(params)),
       names_(std::move(names)),
       bucket_of_(params_.size()),
@@ -19,6 +20,7 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
       had_grad_(params_.size()),
       comm_(std::move(comm)),
       hook_(hook ? std::move(hook) : allreduce_hook()),
+      zero_(std::move(zero)),
       find_unused_(find_unused_parameters) {
   for (auto& indices : buckets) {
     Bucket b;
@@ -32,13 +34,21 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
       total += params_[i].numel();
     }
     b.params = std::move(indices);
-    const Tensor& first = params_[b.params.front()];
-    b.view.buffer = zeros({total}, {.dtype = first.dtype(), .device = first.device()});
+    // ZeRO pads the buffer to a multiple of the world size (the padding stays zero); stage 2
+    // allocates it when the bucket's first gradient arrives (allocate_buffer).
+    if (zero_) total = zero_->padded_size(buckets_.size());
+    b.size = total;
+    if (!zero_ || zero_->stage() == 1) allocate_buffer(b);
     buckets_.push_back(std::move(b));
   }
   if (find_unused_ && !params_.empty())
     used_ = zeros({int64_t(params_.size())}, {.device = params_.front().device()});
   reset_iteration();
+}
+
+void Reducer::allocate_buffer(Bucket& b) {
+  const Tensor& first = params_[b.params.front()];
+  b.view.buffer = zeros({b.size}, {.dtype = first.dtype(), .device = first.device()});
 }
 
 void Reducer::wait_all_quietly() {
@@ -62,20 +72,26 @@ void Reducer::reset_iteration() {
   for (Bucket& b : buckets_) {
     b.pending = b.params.size();
     b.work = nullptr;
+    if (zero_ && zero_->stage() == 2) b.view.buffer = Tensor();  // reduced: free it
   }
   std::fill(ready_.begin(), ready_.end(), false);
   std::fill(had_grad_.begin(), had_grad_.end(), false);
   next_launch_ = 0;
+  released_ = 0;
   in_backward_ = false;
 }
 
 void Reducer::copy_in(size_t i, bool zero) {
   Bucket& b = buckets_[bucket_of_[i]];
+  if (!b.view.buffer.defined()) allocate_buffer(b);
   Tensor dst = b.view.buffer.narrow(0, b.view.offsets[slot_of_[i]], params_[i].numel());
-  if (zero)
+  if (zero) {
     dst.fill_(0);
-  else
+  } else {
     dst.copy_(params_[i].grad().reshape({params_[i].numel()}));
+    // ZeRO: the whole gradient is in the bucket now; only this rank's chunk comes back.
+    if (zero_) params_[i].set_grad(Tensor());
+  }
   ready_[i] = true;
   if (--b.pending == 0) launch_ready_buckets();
 }
@@ -90,8 +106,23 @@ void Reducer::launch_ready_buckets() {
 
 void Reducer::launch(size_t index) {
   Bucket& b = buckets_[index];
-  b.work = hook_->start(*comm_, b.view);
+  b.work = zero_ ? zero_->reduce_scatter(index, b.view.buffer) : hook_->start(*comm_, b.view);
+  if (zero_ && zero_->stage() == 2) release_reduced_buckets(index);
   if (trace::enabled()) trace::instant("bucket " + std::to_string(index) + " launched", "ddp");
+}
+
+// ZeRO-2: a reduced bucket's buffer is freed as soon as its reduce-scatter is done, and at most two
+// buckets are on the wire (DeepSpeed's reduce_bucket_size): backward then holds the gradients of
+// two buckets at most, beside this rank's chunks, instead of the whole model's.
+void Reducer::release_reduced_buckets(size_t launched) {
+  constexpr size_t kInFlight = 2;
+  while (released_ < launched) {
+    Bucket& b = buckets_[released_];
+    if (launched - released_ < kInFlight && !b.work->is_completed()) break;
+    b.work->wait();
+    b.view.buffer = Tensor();
+    ++released_;
+  }
 }
 
 void Reducer::mark_ready(size_t i) {
@@ -150,12 +181,16 @@ void Reducer::finish() {
   }
   for (Bucket& b : buckets_) {
     b.work->wait();
-    hook_->finish(*comm_, b.view);
+    if (!zero_) hook_->finish(*comm_, b.view);
   }
   Tensor used;  // the reduced flags, read on the host
   if (used_work) {
     used_work->wait();
     used = used_.device().is_cpu() ? used_ : used_.to(Device::cpu());
+  }
+  if (zero_) {
+    zero_->publish_gradients(used);
+    return;
   }
   for (Bucket& b : buckets_) {
     for (size_t slot = 0; slot < b.params.size(); ++slot) {

@@ -5,11 +5,13 @@
 // asynchronous average all-reduce) while backward goes on. Buckets start strictly in index order,
 // the same on every rank, since collectives must be issued in the same order everywhere. finalize()
 // runs when backward ends: it waits for every bucket and writes the averaged gradients back into
-// .grad.
+// .grad. Under ZeRO (zero_shards.h) a bucket is reduce-scattered instead, and finalize() hands
+// each rank's averaged chunk to its optimizer's pieces.
 #pragma once
 
 #include <tandem/parallel/comm/communicator.h>
 #include <tandem/parallel/ddp/comm_hook.h>
+#include <tandem/parallel/ddp/zero_shards.h>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,7 +23,8 @@ class Reducer {
  public:
   Reducer(std::vector<Tensor> params, std::vector<std::string> names,
           std::vector<std::vector<size_t>> buckets, std::shared_ptr<Communicator> comm,
-          bool find_unused_parameters, std::shared_ptr<CommHook> hook = nullptr);
+          bool find_unused_parameters, std::shared_ptr<CommHook> hook = nullptr,
+          std::shared_ptr<ZeroShards> zero = nullptr);
 
   /// Called by each parameter's post-accumulate hook during backward.
   void mark_ready(size_t param);
@@ -44,10 +47,13 @@ class Reducer {
   struct Bucket {
     std::vector<size_t> params;
     GradBucket view;     // what the hook sees: index, flat buffer, parameters, offsets
+    int64_t size = 0;    // elements in the buffer (ZeRO: with padding)
     size_t pending = 0;  // gradients not yet copied in this iteration
     WorkPtr work;        // the hook's collective in flight (null: not launched)
   };
   void reset_iteration();
+  void allocate_buffer(Bucket& b);
+  void release_reduced_buckets(size_t launched);
   void launch_ready_buckets();
   void launch(size_t bucket);
   void copy_in(size_t param, bool zero);
@@ -63,6 +69,9 @@ class Reducer {
   std::vector<bool> had_grad_;     // param -> produced a gradient on this rank this iteration
   std::shared_ptr<Communicator> comm_;
   std::shared_ptr<CommHook> hook_;
+  // ZeRO: buckets are padded and reduce-scattered; .grad is freed once copied in; stage 2 also
+  // frees each bucket's buffer between steps. Null: plain DDP.
+  std::shared_ptr<ZeroShards> zero_;
   bool find_unused_;
   Tensor used_;  // find_unused: [params] 1/0 flags, all-reduced with max (on the buckets' device)
   // Backward may run the parameters' hooks on several threads at once (one per device); every
@@ -72,6 +81,7 @@ class Reducer {
   bool sync_ = true;
   bool in_backward_ = false;  // a finalize() callback is queued
   size_t next_launch_ = 0;    // the next bucket to start
+  size_t released_ = 0;       // ZeRO-2: buckets before this one are reduced and freed
 };
 
 }  // namespace tandem::parallel

@@ -1,10 +1,11 @@
 // tests/mpi/mpi_comm_test.cpp — the MPI backend, run by ctest under
 // `mpirun --allow-run-as-root --oversubscribe -np N` (tests/CMakeLists.txt): every rank runs every
 // test, and each test is collective (all ranks call the same collectives). The collective suite,
-// the default backend under mpirun, ranks taken from mpirun's environment, and DDP over MPI
-// training as one device.
+// the default backend under mpirun, ranks taken from mpirun's environment, and DDP and ZeRO over
+// MPI training as one device.
 #include <tandem/parallel/comm/mpi_communicator.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
+#include <tandem/parallel/ddp/zero_optimizer.h>
 #include <tandem/parallel/launcher_env.h>
 #include <tandem/parallel/process_group.h>
 
@@ -39,39 +40,46 @@ TEST(MpiCollectives, AGroupOfTheWrongSizeIsAClearError) {
   EXPECT_THROW(init_process_group({.backend = "mpi", .world_size = 99}), DistributedError);
 }
 
-// Every rank trains its share of each batch with DDP over MPI; each also trains the whole batch
-// alone, and the two must agree (float64, 1e-10 absolute + 1e-8 relative).
-TEST(MpiCollectives, DdpOverMpiTrainsAsOneDevice) {
+// Every rank trains its share of each batch with DDP over MPI, then with ZeRO-2 (reduce-scatter
+// and all-gather); each also trains the whole batch alone, and the two must agree (float64, 1e-10
+// absolute + 1e-8 relative).
+TEST(MpiCollectives, DdpAndZeroOverMpiTrainAsOneDevice) {
   auto comm = init_process_group({.backend = "mpi", .timeout = 60s});
   const int world = comm->size(), rank = comm->rank();
   constexpr int kBatch = 8, kSteps = 3;
   const auto data = tandem::testing::synthetic_data(kSteps * world * kBatch);
   // Not a structured binding: clang does not let lambdas capture those.
   const Tensor x = data.first.to(kFloat64), y = data.second;
-  manual_seed(0);
-  tandem::testing::Mlp reference;
-  reference.to(kFloat64);
-  manual_seed(rank == 0 ? 0 : 100 + rank);  // DDP must copy rank 0's weights
-  tandem::testing::Mlp model;
-  model.to(kFloat64);
-  DistributedDataParallel ddp(model, {.bucket_cap_mb = 0.05, .first_bucket_mb = 0.01});
-  auto opt = tandem::testing::make_optimizer(model, true);
-  auto ref_opt = tandem::testing::make_optimizer(reference, true);
-  for (int s = 0; s < kSteps; ++s) {
-    const int64_t at = int64_t(s) * world * kBatch;
-    opt->zero_grad();
-    cross_entropy(ddp(x.narrow(0, at + rank * kBatch, kBatch)),
-                  y.narrow(0, at + rank * kBatch, kBatch))
-        .backward();
-    opt->step();
-    ref_opt->zero_grad();
-    cross_entropy(reference.forward(x.narrow(0, at, world * kBatch)),
-                  y.narrow(0, at, world * kBatch))
-        .backward();
-    ref_opt->step();
+  for (int stage : {0, 2}) {
+    manual_seed(0);
+    tandem::testing::Mlp reference;
+    reference.to(kFloat64);
+    manual_seed(rank == 0 ? 0 : 100 + rank);  // DDP must copy rank 0's weights
+    tandem::testing::Mlp model;
+    model.to(kFloat64);
+    DistributedDataParallel ddp(
+        model, {.bucket_cap_mb = 0.05, .first_bucket_mb = 0.01, .zero_stage = stage});
+    auto opt =
+        stage ? zero_optimizer<optim::Adam>(ddp, model.parameters(), optim::AdamOptions{.lr = 1e-2})
+              : tandem::testing::make_optimizer(model, true);
+    auto ref_opt = tandem::testing::make_optimizer(reference, true);
+    for (int s = 0; s < kSteps; ++s) {
+      const int64_t at = int64_t(s) * world * kBatch;
+      opt->zero_grad();
+      cross_entropy(ddp(x.narrow(0, at + rank * kBatch, kBatch)),
+                    y.narrow(0, at + rank * kBatch, kBatch))
+          .backward();
+      opt->step();
+      ref_opt->zero_grad();
+      cross_entropy(reference.forward(x.narrow(0, at, world * kBatch)),
+                    y.narrow(0, at, world * kBatch))
+          .backward();
+      ref_opt->step();
+    }
+    SCOPED_TRACE("zero stage " + std::to_string(stage));
+    tandem::testing::expect_same_params(tandem::testing::flat_params(model),
+                                        tandem::testing::flat_params(reference));
   }
-  tandem::testing::expect_same_params(tandem::testing::flat_params(model),
-                                      tandem::testing::flat_params(reference));
   destroy_process_group();
 }
 

@@ -10,7 +10,9 @@
 //   activation checkpointing of every block;
 //   DDP over 2 ranks (processes), each on half of every batch.
 // Mixed precision cannot match float64; its test states its own tolerance against float32.
+#include <tandem/parallel/comm/thread_communicator.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
+#include <tandem/parallel/ddp/zero_optimizer.h>
 #include <tandem/parallel/pipeline/pipeline.h>
 #include <tandem/parallel/process_group.h>
 #include <tandem/parallel/spawn.h>
@@ -184,6 +186,38 @@ TEST(GPTParallel, DDPOverTwoRanksTrainsAsOne) {
       },
       2);
   expect_same_params(tandem::testing::read_doubles(out), one_device());
+}
+
+// ZeRO-2 over two thread ranks (cpu:0, cpu:1): each updates its half of every bucket, the tied
+// embedding included, with AdamW's two groups and the clip over both ranks' halves.
+TEST(GPTParallel, ZeroStage2OverTwoRanksTrainsAsOne) {
+  std::vector<std::shared_ptr<nn::Sequential>> models = {tiny_gpt(), tiny_gpt()};
+  for (int r = 0; r < 2; ++r) models[size_t(r)]->to(Device::cpu(r));
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> group) {
+        const int rank = group->rank();
+        const Device dev = Device::cpu(rank);
+        nn::Sequential& model = *models[size_t(rank)];
+        DistributedDataParallel<nn::Sequential> ddp(
+            model, {.group = group, .bucket_cap_mb = 0.002, .zero_stage = 2});
+        auto opt = zero_optimizer<optim::AdamW>(
+            ddp,
+            optim::adamw_groups(model.named_parameters(),
+                                {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1}));
+        const auto mine = [&](const Tensor& t) {
+          return t.narrow(0, rank * kBatch / 2, 2).to(dev);
+        };
+        for (int s = 0; s < kSteps; ++s) {
+          auto [x, y] = batch(s);
+          opt->zero_grad();
+          loss_fn(ddp(mine(x)), mine(y)).backward();
+          opt->clip_grad_norm(kClip);
+          opt->step();
+        }
+      },
+      2);
+  models[0]->to(Device::cpu());
+  expect_same_params(flat_params(*models[0]), one_device());
 }
 
 // Mixed precision: three steps under autocast (bfloat16; float16 with a GradScaler) from the same

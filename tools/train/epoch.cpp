@@ -32,8 +32,9 @@ int64_t count_correct(const Tensor& logits, const Tensor& y) {
 // makes it non-finite (so does a sum that overflows float32; such gradients are no better). No
 // abs(), which would copy every gradient each step. Under DDP the gradients are already
 // all-reduced, so every rank reaches the same answer and they skip (or stop) together; a NaN
-// loss on one rank poisons them all.
-bool gradients_finite(const optim::Optimizer& optimizer) {
+// loss on one rank poisons them all. Under --zero each rank holds only its shard's gradients, so
+// the ranks agree through one more all-reduce (of a flag, after the sum).
+bool gradients_finite(const optim::Optimizer& optimizer, parallel::ZeroOptimizer* zero) {
   NoGradGuard no_grad;
   Tensor total;
   for (const Tensor& p : optimizer.parameters()) {
@@ -44,7 +45,12 @@ bool gradients_finite(const optim::Optimizer& optimizer) {
     if (total.defined()) s = s.to(total.device());
     total = total.defined() ? total + s : s;
   }
-  return !total.defined() || std::isfinite(total.item());
+  const bool finite = !total.defined() || std::isfinite(total.item());
+  if (!zero) return finite;
+  parallel::Communicator& group = zero->shards().group();
+  Tensor bad = full({1}, finite ? 0.0 : 1.0, {.device = zero->parameters().front().device()});
+  group.all_reduce(bad, ReduceOp::Max)->wait();
+  return bad.to(Device::cpu()).item() == 0;
 }
 
 // " | scale 32768, 2 skipped" for the progress lines under --amp fp16.
@@ -101,7 +107,8 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
     // Under the gradient scaler, inf/NaN gradients are expected now and then (the scale is
     // probing how high it can go): the scaler skips those steps. A non-finite loss is still
     // an error (or a --skip-nonfinite skip).
-    if (!std::isfinite(l) || (!scaling && !gradients_finite(s.optimizer))) {
+    const bool gradients_ok = scaling || gradients_finite(s.optimizer, s.step.zero);  // every rank
+    if (!std::isfinite(l) || !gradients_ok) {
       TD_CHECK_AS(NonFiniteError, s.skip_nonfinite, "train: the loss is ",
                   std::isnan(l) ? std::string("NaN") : std::to_string(l),
                   std::isfinite(l) ? " but a gradient is NaN or inf" : "", " at epoch ", epoch,

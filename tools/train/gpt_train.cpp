@@ -28,6 +28,7 @@
 #include "data_source.h"
 #include "epoch.h"
 #include "models.h"
+#include "optim_setup.h"
 #include "progress.h"
 #include "report.h"
 
@@ -118,9 +119,9 @@ int run_train_gpt(const TrainOptions& flags) {
   const std::string params = with_commas(model->parameter_count());  // before a pipeline's copies
   Setup setup = make_setup(model, placement, o);
   setup.loss = [](const Tensor& logits, const Tensor& y) { return nn::gpt_loss(logits, y); };
-  optim::AdamW optimizer(optim::adamw_groups(
-      model->named_parameters(),
-      {.lr = *o.lr, .beta1 = 0.9, .beta2 = g.beta2, .weight_decay = o.weight_decay}));
+  const std::unique_ptr<optim::Optimizer> optimizer_owner =
+      make_gpt_optimizer(o, model->named_parameters(), g.beta2, setup);
+  optim::Optimizer& optimizer = *optimizer_owner;
   std::unique_ptr<optim::LRScheduler> scheduler;
   if (o.schedule == "cosine")
     scheduler =
@@ -193,6 +194,7 @@ int run_train_gpt(const TrainOptions& flags) {
   for (;; ++iter) {
     if (iter % g.eval_interval == 0 || iter == g.max_iters) {
       const Clock::time_point eval_start = Clock::now();
+      if (!o.checkpoint.empty() && iter > 0) consolidate_optimizer(setup);  // every rank
       if (lead) {
         const auto [train_loss, val_loss] = estimate_loss(setup, corpus, o);
         std::printf("step %lld: train loss %.4f, val loss %.4f\n", (long long)iter, train_loss,

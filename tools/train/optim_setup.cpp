@@ -1,5 +1,6 @@
 // tools/train/optim_setup.cpp — flags to optimizer and schedule objects.
 #include <tandem/nn/optim/adam.h>
+#include <tandem/nn/optim/param_groups.h>
 #include <tandem/nn/optim/sgd.h>
 #include <algorithm>
 
@@ -7,16 +8,42 @@
 
 namespace tandem::tools {
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o,
-                                                 std::vector<Tensor> params) {
+namespace {
+
+// Opt over `params` with `options`, or its ZeRO form over this rank's shard.
+template <typename Opt, typename Options>
+std::unique_ptr<optim::Optimizer> build(std::vector<Tensor> params, Options options, int stage,
+                                        Setup& s) {
+  if (!s.ddp || stage == 0) return std::make_unique<Opt>(std::move(params), options);
+  auto zero = parallel::zero_optimizer<Opt>(*s.ddp, params, options);
+  s.zero = zero.get();
+  return zero;
+}
+
+}  // namespace
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, std::vector<Tensor> params,
+                                                 Setup& s) {
   const double lr = o.lr.value();
   if (o.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(
+    return build<optim::SGD>(
         std::move(params),
-        optim::SGDOptions{.lr = lr, .momentum = o.momentum, .weight_decay = o.weight_decay});
+        optim::SGDOptions{.lr = lr, .momentum = o.momentum, .weight_decay = o.weight_decay}, o.zero,
+        s);
   const optim::AdamOptions adam{.lr = lr, .weight_decay = o.weight_decay};
-  if (o.optimizer == "adamw") return std::make_unique<optim::AdamW>(std::move(params), adam);
-  return std::make_unique<optim::Adam>(std::move(params), adam);
+  if (o.optimizer == "adamw") return build<optim::AdamW>(std::move(params), adam, o.zero, s);
+  return build<optim::Adam>(std::move(params), adam, o.zero, s);
+}
+
+std::unique_ptr<optim::Optimizer> make_gpt_optimizer(const TrainOptions& o,
+                                                     const nn::StateDict& named, double beta2,
+                                                     Setup& s) {
+  auto groups = optim::adamw_groups(
+      named, {.lr = *o.lr, .beta1 = 0.9, .beta2 = beta2, .weight_decay = o.weight_decay});
+  if (!s.ddp || o.zero == 0) return std::make_unique<optim::AdamW>(std::move(groups));
+  auto zero = parallel::zero_optimizer<optim::AdamW>(*s.ddp, std::move(groups));
+  s.zero = zero.get();
+  return zero;
 }
 
 std::unique_ptr<optim::LRScheduler> make_scheduler(const TrainOptions& o,

@@ -9,12 +9,21 @@
 #include <vector>
 
 #include "../commands.h"
+#include "step.h"
 
 namespace tandem::tools {
 
 /// sgd (with --momentum), adam or adamw over `params`, at the resolved --lr and --weight-decay.
+/// With --zero, `ddp` is the run's DDP: the optimizer is then a parallel::ZeroOptimizer over this
+/// rank's shard (setup.zero points to it).
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& options,
-                                                 std::vector<Tensor> params);
+                                                 std::vector<Tensor> params, Setup& setup);
+
+/// The GPT's AdamW (decay on matrices only, optim/param_groups.h), betas (0.9, beta2); with
+/// --zero over this rank's shard, as make_optimizer.
+std::unique_ptr<optim::Optimizer> make_gpt_optimizer(const TrainOptions& options,
+                                                     const nn::StateDict& named, double beta2,
+                                                     Setup& setup);
 
 /// The --schedule over epochs × steps_per_epoch steps, or null for "none":
 ///   step           lr × 0.7 after every epoch (StepLR)

@@ -44,7 +44,10 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
       break;
     case Parallelism::DDP:
       s.ddp = std::make_unique<parallel::DistributedDataParallel<nn::Sequential>>(
-          *s.model, parallel::DDPOptions{.comm_hook = parallel::comm_hook_named(o.ddp_hook)});
+          *s.model,
+          parallel::DDPOptions{
+              .comm_hook = o.ddp_hook.empty() ? nullptr : parallel::comm_hook_named(o.ddp_hook),
+              .zero_stage = o.zero});
       break;
     case Parallelism::DataParallel:  // holds the model itself: train()/eval() on it are seen
       s.dp = std::make_unique<parallel::DataParallel>(
@@ -86,7 +89,8 @@ std::string describe_parallelism(Setup& s, const TrainOptions& o,
   std::string line;
   if (s.ddp)
     line = str(", DDP over ", group->size(), " ranks (", group->backend(),
-               o.ddp_hook.empty() ? "" : ", " + o.ddp_hook, ")");
+               o.ddp_hook.empty() ? "" : ", " + o.ddp_hook,
+               o.zero ? str(", ZeRO stage ", o.zero) : "", ")");
   if (s.dp) line = str(", DataParallel over ", o.data_parallel);
   if (s.pipe) {
     std::string sizes;
@@ -100,8 +104,13 @@ std::string describe_parallelism(Setup& s, const TrainOptions& o,
   return line;
 }
 
+void consolidate_optimizer(Setup& s) {
+  if (s.zero) s.zero->consolidate_state_dict();
+}
+
 double clip_gradients(Setup& s, double max_norm) {
   if (s.pipe) return parallel::clip_grad_norm_(s.pipe->stages(), max_norm);
+  if (s.zero) return s.zero->clip_grad_norm(max_norm);  // each rank holds its shard's gradients
   return optim::clip_grad_norm_(s.model->parameters(), max_norm);
 }
 

@@ -15,6 +15,7 @@
 #include <tandem/nn/optim/grad_scaler.h>
 #include <tandem/parallel/data_parallel/data_parallel.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
+#include <tandem/parallel/ddp/zero_optimizer.h>
 #include <tandem/parallel/pipeline/pipeline.h>
 #include <functional>
 #include <memory>
@@ -33,6 +34,7 @@ struct Setup {
   std::unique_ptr<parallel::DistributedDataParallel<nn::Sequential>> ddp;
   std::unique_ptr<parallel::DataParallel> dp;
   std::unique_ptr<parallel::Pipeline> pipe;
+  parallel::ZeroOptimizer* zero = nullptr;  // --zero: the run's optimizer (optim_setup.h)
   // The loss of a batch's output against its targets: cross_entropy for the classifiers,
   // nn::gpt_loss (over every position) for the GPT.
   std::function<Tensor(const Tensor& output, const Tensor& target)> loss =
@@ -64,6 +66,10 @@ struct StepResult {
 };
 /// Forward, loss and backward of one batch: gradients accumulate into the model's .grad.
 StepResult train_step(Setup& s, const Tensor& x, const Tensor& y);
+
+/// --zero with --checkpoint: gathers the optimizer state every rank holds a shard of, before rank 0
+/// saves it. Collective: every rank calls it. Does nothing otherwise.
+void consolidate_optimizer(Setup& s);
 
 /// Clips the gradients' global norm to max_norm (a weight two pipeline stages share counted once,
 /// parallel/pipeline/tied.h); returns the norm before clipping.

@@ -115,7 +115,7 @@ int run_train(const TrainOptions& flags) {
       std::make_shared<nn::Sequential>(make_model(o.model, rows, cols, o.activation_checkpointing));
   // Placed and wrapped for its mode before the optimizer, which holds the placed parameters.
   Setup setup = make_setup(model, placement, o);
-  std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(o, model->parameters());
+  std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(o, model->parameters(), setup);
   std::unique_ptr<optim::LRScheduler> scheduler = make_scheduler(o, *optimizer, steps);
 
   // ---- resume: weights, optimizer state, step count and dropout's generator, as they were.
@@ -210,6 +210,7 @@ int run_train(const TrainOptions& flags) {
   std::string final_line;
   for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
     const PassResult t = train_epoch(epochs, epoch, global_step);
+    if (!o.checkpoint.empty()) consolidate_optimizer(setup);  // every rank: --zero's shards
     if (!lead) continue;  // the others go straight on to the next epoch's first all-reduce
     const PassResult e = evaluate(setup, eval_loader);
     metrics.write({.time = unix_time(),

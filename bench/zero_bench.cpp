@@ -1,0 +1,122 @@
+// bench/zero_bench.cpp — what ZeRO costs in step time, 2 ranks (processes, the default transport:
+// shared memory on this host), each with one intra-op thread. Per model, three copies trained side
+// by side in each rank: DDP, ZeRO-1 and ZeRO-2 (zero_optimizer over DDP with zero_stage), all with
+// Adam, the same data; rounds interleave the three, and each round's median step is kept. Printed:
+// the median over rounds of each, and ZeRO / DDP.
+//   gpt   the `tandem train --model gpt` default (4 layers, 4 heads, 128 wide, context 64),
+//         batch 16 per rank, vocabulary 65;
+//   wide  4 × Linear(2048, 2048) (16.8 M parameters), batch 32 per rank.
+// ZeRO's extra work per step: a reduce-scatter instead of an all-reduce (the same bytes in two
+// halves), copying pieces into the all-gather's input, and the all-gather's copy-out.
+//   build/bench/zero_bench [--rounds N] [--quick]
+#include <tandem/tandem.h>
+#include <fstream>
+
+#include "bench_util.h"
+#include "reference_models.h"
+
+using namespace tandem;
+
+namespace {
+
+nn::GPTConfig gpt_config() {
+  return {.block_size = 64, .vocab_size = 65, .n_layer = 4, .n_head = 4, .n_embd = 128};
+}
+
+// One rank: the three modes of model `kind` trained in turn; rank 0 appends
+// "kind mode seconds" lines to `out`.
+template <typename M, typename Make, typename Loss>
+void rank_main(const std::string& kind, Make&& make, Loss&& loss, int rounds, int steps,
+               const std::string& out) {
+  set_num_threads(1);  // one core per rank
+  auto group = parallel::init_process_group({.timeout = std::chrono::seconds(300)});
+  const int rank = group->rank();
+  struct Mode {
+    std::unique_ptr<M> model;
+    std::unique_ptr<parallel::DistributedDataParallel<M>> ddp;
+    std::unique_ptr<optim::Optimizer> opt;
+    std::vector<double> rounds;
+  };
+  std::vector<Mode> modes(3);
+  for (int stage = 0; stage < 3; ++stage) {
+    Mode& m = modes[size_t(stage)];
+    manual_seed(0);
+    m.model = make();
+    m.ddp = std::make_unique<parallel::DistributedDataParallel<M>>(
+        *m.model, parallel::DDPOptions{.zero_stage = stage});
+    if (stage)
+      m.opt = parallel::zero_optimizer<optim::Adam>(*m.ddp, m.model->parameters(),
+                                                    optim::AdamOptions{.lr = 1e-4});
+    else
+      m.opt = std::make_unique<optim::Adam>(m.model->parameters(), optim::AdamOptions{.lr = 1e-4});
+  }
+  for (int r = 0; r < rounds; ++r) {
+    for (Mode& m : modes) {
+      auto step = [&] {
+        m.opt->zero_grad();
+        loss(*m.ddp).backward();
+        m.opt->step();
+      };
+      step();  // warm-up
+      std::vector<double> t;
+      for (int i = 0; i < steps; ++i) t.push_back(bench::time_per_call(step, 1));
+      m.rounds.push_back(bench::median(t));
+    }
+  }
+  if (rank == 0) {
+    std::ofstream o(out, std::ios::app);
+    for (int stage = 0; stage < 3; ++stage)
+      o << kind << " " << stage << " " << bench::median(modes[size_t(stage)].rounds) << "\n";
+  }
+  modes.clear();
+  group.reset();
+  parallel::destroy_process_group();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bench::Args args = bench::parse_args(argc, argv, 5);
+  std::printf("zero_bench: DDP vs ZeRO-1/2 step time, 2 ranks x 1 thread, Adam\n");
+  bench::report_cpu();
+  const std::string out = "/tmp/tandem-zero-bench-" + std::to_string(::getpid()) + ".txt";
+  const int steps = args.quick ? 3 : 8;
+  parallel::spawn(
+      [&](int rank) {
+        std::vector<int64_t> tokens;  // a fixed sequence over the 65 ids
+        for (int64_t i = 0; i < 16 * 64; ++i) tokens.push_back((i * 7 + i / 5) % 65);
+        const Tensor ids = from_vector(tokens, {16, 64});
+        rank_main<nn::Sequential>(
+            "gpt", [] { return std::make_unique<nn::Sequential>(nn::gpt(gpt_config())); },
+            [&](parallel::DistributedDataParallel<nn::Sequential>& ddp) {
+              return nn::gpt_loss(ddp(ids), ids);
+            },
+            args.rounds, steps, out);
+        (void)rank;
+      },
+      2);
+  parallel::spawn(
+      [&](int) {
+        const Tensor x = randn({32, 2048});
+        rank_main<bench::Wide>(
+            "wide", [] { return std::make_unique<bench::Wide>(); },
+            [&](parallel::DistributedDataParallel<bench::Wide>& ddp) {
+              const Tensor y = ddp(x);
+              return (y * y).mean();
+            },
+            args.rounds, steps, out);
+      },
+      2);
+  std::ifstream in(out);
+  std::string kind;
+  int stage;
+  double t, ddp = 0;
+  std::printf("%-6s %-7s %12s %10s\n", "model", "mode", "step (ms)", "vs DDP");
+  const char* names[] = {"DDP", "ZeRO-1", "ZeRO-2"};
+  while (in >> kind >> stage >> t) {
+    if (stage == 0) ddp = t;
+    std::printf("%-6s %-7s %12.2f %10.3f\n", kind.c_str(), names[stage], t * 1e3, t / ddp);
+  }
+  std::remove(out.c_str());
+  return 0;
+}
