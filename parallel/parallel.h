@@ -11,6 +11,7 @@
 #include <tandem/parallel/ddp/bucket_plan.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/ddp/reducer.h>
+#include <tandem/parallel/ddp/state_bytes.h>
 #include <tandem/parallel/ddp/zero_optimizer.h>
 #include <tandem/parallel/ddp/zero_shards.h>
 #include <tandem/parallel/memory_summary.h>

@@ -158,6 +158,7 @@ TEST(GptCommand, EveryParallelModeTrainsAsOneDevice) {
   const Result zero =
       run("zero2", " --ddp --zero 2", "launch --standalone --nproc-per-node 2 -- " TANDEM_CLI " ");
   EXPECT_NE(zero.output.find("ZeRO stage 2)"), std::string::npos) << zero.output;
+  EXPECT_NE(zero.output.find("memory per rank (rank 0, cpu"), std::string::npos) << zero.output;
   const SafetensorsFile ddp_opt =
       load_safetensors((tmp / "ddp" / "optimizer.safetensors").string());
   const SafetensorsFile zero_opt =

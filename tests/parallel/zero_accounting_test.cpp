@@ -3,6 +3,7 @@
 // loaded on another number of ranks); and misuse, which every rank reports alike. Ranks are threads
 // on cpu:0..N-1, each device's memory counted on its own.
 #include <tandem/parallel/comm/thread_communicator.h>
+#include <tandem/parallel/ddp/state_bytes.h>
 #include <tandem/parallel/ddp/zero_optimizer.h>
 
 #include "parallel/ddp_models.h"
@@ -167,6 +168,16 @@ TEST(Zero, AFullStateDictEqualsOneDevicesAndResumesOnAnotherWorldSize) {
   two[0]->to(Device::cpu());
   tandem::testing::expect_same_params(tandem::testing::flat_params(*two[0]),
                                       tandem::testing::flat_params(reference));
+}
+
+// The formulas `tandem train --ddp` prints beside what a rank holds (state_bytes.h).
+TEST(Zero, StateBytesFollowTheFormulas) {
+  const StateBytes ddp = state_bytes(0, 1000, 4, 2, 4), z1 = state_bytes(1, 1000, 4, 2, 4),
+                   z2 = state_bytes(2, 1000, 4, 2, 4);
+  EXPECT_EQ(ddp.total(), 4000 + 8000 + 8000);  // 20Ψ: .grad and its bucket copy
+  EXPECT_EQ(z1.total(), 4000 + 4000 + 2000);   // 8Ψ + 8Ψ/N
+  EXPECT_EQ(z2.total(), 4000 + 1000 + 2000);   // 4Ψ + 12Ψ/N
+  EXPECT_THROW(state_bytes(3, 1000, 4, 2, 4), ValueError);
 }
 
 TEST(Zero, MisuseIsAClearError) {

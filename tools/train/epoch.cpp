@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "augment.h"
 #include "epoch.h"
@@ -131,6 +132,7 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
     }
     if (s.scheduler) s.scheduler->step();
     ++global_step;
+    if (s.after_first_step) std::exchange(s.after_first_step, nullptr)();  // once per run
 
     const int64_t right = count_correct(logits, y.to(logits.device())), n = y.size(0);
     all.add(l, right, n);

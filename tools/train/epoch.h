@@ -26,9 +26,10 @@ struct EpochSetup {
   uint64_t seed;                  // the run's seed: augmentation = f(seed, epoch, batch)
   bool interactive;               // draw the updating progress line
   MetricsLog& metrics;
-  bool quiet = false;           // --ddp ranks other than 0: no progress output
-  int world = 1;                // ranks training together: images/s counts all of them
-  bool skip_nonfinite = false;  // --skip-nonfinite: skip such a step instead of stopping
+  bool quiet = false;                      // --ddp ranks other than 0: no progress output
+  int world = 1;                           // ranks training together: images/s counts all of them
+  bool skip_nonfinite = false;             // --skip-nonfinite: skip such a step instead of stopping
+  std::function<void()> after_first_step;  // runs once, after this process's first step
 };
 
 /// A step's loss or gradients were NaN or inf (the step was not applied), or parameters were

@@ -187,6 +187,7 @@ int run_train_gpt(const TrainOptions& flags) {
 
   // ---- the loop.
   model->train();
+  std::string memory;  // --ddp: this rank's memory after the first step, beside the formula
   double interval_loss = 0;
   int64_t interval_iters = 0;
   Clock::time_point interval_start = Clock::now();
@@ -234,6 +235,7 @@ int run_train_gpt(const TrainOptions& flags) {
             {"wall time", format_duration(seconds_since(start))},
             {"status", last ? "finished" : str("iteration ", iter, " of ", g.max_iters)}};
         if (group) report.run.emplace_back("communication (this rank)", group->stats().str());
+        if (!memory.empty()) report.run.emplace_back("memory (this rank, after step 1)", memory);
         write_report((fs::path(o.log_dir) / "report.html").string(), report, metrics.records());
       }
       eval_seconds += seconds_since(eval_start);
@@ -261,6 +263,11 @@ int run_train_gpt(const TrainOptions& flags) {
       optimizer.step();
     }
     if (scheduler) scheduler->step();
+    if (o.ddp && memory.empty()) {  // this rank's memory after its first step, beside the formula
+      memory = memory_line(setup, o, world);
+      if (lead)
+        std::printf("memory per rank (rank 0, %s): %s\n", device.str().c_str(), memory.c_str());
+    }
     interval_loss += loss, ++interval_iters;
 
     if ((iter + 1) % g.log_interval == 0 || iter + 1 == g.max_iters) {

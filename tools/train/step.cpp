@@ -3,7 +3,10 @@
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ops/nn_ops.h>
 #include <tandem/core/check.h>
+#include <tandem/core/memory_stats.h>
+#include <tandem/parallel/ddp/state_bytes.h>
 #include <tandem/parallel/process_group.h>
+#include <cmath>
 
 #include "step.h"
 
@@ -102,6 +105,21 @@ std::string describe_parallelism(Setup& s, const TrainOptions& o,
   if (s.amp != kFloat32)
     line += str(", autocast ", o.amp, s.amp == kFloat16 ? " with a gradient scaler" : "");
   return line;
+}
+
+std::string memory_line(const Setup& s, const TrainOptions& o, int world) {
+  double psi = 0, element = 4;
+  for (const Tensor& p : s.model->parameters()) {
+    psi += double(p.numel());
+    element = double(element_size(p.dtype()));
+  }
+  // Adam and AdamW keep two moments per parameter; SGD a momentum buffer if it has momentum.
+  const int state = o.model == "gpt" || o.optimizer != "sgd" ? 2 : o.momentum > 0 ? 1 : 0;
+  const parallel::StateBytes b = parallel::state_bytes(o.zero, psi, element, state, world);
+  const auto mb = [](double bytes) { return str(std::round(bytes / 1e5) / 10); };
+  return str(mb(b.total()), " MB predicted (parameters ", mb(b.parameters), " + gradients ",
+             mb(b.gradients), " + optimizer ", mb(b.optimizer), "), ",
+             mb(double(memory_stats(s.device).allocated_bytes)), " MB held");
 }
 
 void consolidate_optimizer(Setup& s) {

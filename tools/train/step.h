@@ -67,6 +67,11 @@ struct StepResult {
 /// Forward, loss and backward of one batch: gradients accumulate into the model's .grad.
 StepResult train_step(Setup& s, const Tensor& x, const Tensor& y);
 
+/// --ddp: this rank's state as the formulas predict it (parallel/ddp/state_bytes.h: parameters,
+/// gradients, optimizer state for --zero's stage) and the bytes its device holds now, e.g.
+/// "6.5 MB predicted (parameters 1.9 + gradients 0.9 + optimizer 3.7), 6.8 MB held".
+std::string memory_line(const Setup& s, const TrainOptions& options, int world);
+
 /// --zero with --checkpoint: gathers the optimizer state every rank holds a shard of, before rank 0
 /// saves it. Collective: every rank calls it. Does nothing otherwise.
 void consolidate_optimizer(Setup& s);

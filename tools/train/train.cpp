@@ -202,6 +202,13 @@ int run_train(const TrainOptions& flags) {
                     .quiet = !lead,
                     .world = world,
                     .skip_nonfinite = o.skip_nonfinite};
+  std::string memory;  // --ddp: this rank's memory after the first step, beside the formula
+  if (o.ddp)
+    epochs.after_first_step = [&] {
+      memory = memory_line(setup, o, world);
+      if (lead)
+        std::printf("memory per rank (rank 0, %s): %s\n", device.str().c_str(), memory.c_str());
+    };
   ReportInfo report{.title = str(o.model, " on ", source.name),
                     .run = {},
                     .config = config_rows(o),
@@ -259,6 +266,7 @@ int run_train(const TrainOptions& flags) {
         {"status", last ? "finished" : str("epoch ", epoch, " of ", o.epochs, " done")}};
     if (!resumed.empty()) report.run.emplace_back("resumed from", resumed);
     if (group) report.run.emplace_back("communication (this rank)", group->stats().str());
+    if (!memory.empty()) report.run.emplace_back("memory (this rank, after step 1)", memory);
     write_report(report_path, report, metrics.records());
   }
   const double wall =
