@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
   const std::string out = "/tmp/tandem-zero-bench-" + std::to_string(::getpid()) + ".txt";
   const int steps = args.quick ? 3 : 8;
   parallel::spawn(
-      [&](int rank) {
+      [&](int) {
         std::vector<int64_t> tokens;  // a fixed sequence over the 65 ids
         for (int64_t i = 0; i < 16 * 64; ++i) tokens.push_back((i * 7 + i / 5) % 65);
         const Tensor ids = from_vector(tokens, {16, 64});
@@ -92,7 +92,6 @@ int main(int argc, char** argv) {
               return nn::gpt_loss(ddp(ids), ids);
             },
             args.rounds, steps, out);
-        (void)rank;
       },
       2);
   parallel::spawn(

@@ -54,10 +54,8 @@ bool parse_key(const std::string& key, size_t& index, std::string& name) {
 // The groups' JSON with each group's "params" replaced by `indices[g]`.
 std::string regroup(const std::string& json, const std::vector<std::vector<size_t>>& indices) {
   nlohmann::json groups = nlohmann::json::parse(json);
-  TD_CHECK_VALUE(groups.is_array() && groups.size() == indices.size(),
-                 "ZeroOptimizer: the "
-                 "state dict has ",
-                 groups.size(), " parameter groups, the optimizer ", indices.size());
+  TD_CHECK_VALUE(groups.is_array() && groups.size() == indices.size(), "ZeroOptimizer: the state ",
+                 "dict has ", groups.size(), " parameter groups, the optimizer ", indices.size());
   for (size_t g = 0; g < indices.size(); ++g) groups[g]["params"] = indices[g];
   return groups.dump();
 }
@@ -131,6 +129,7 @@ const optim::OptimizerState& ZeroOptimizer::consolidate_state_dict() {
     }
   }
   const Tensor has_host = has.to(Device::cpu());
+  for (auto& [name, t] : scalars) t = t.to(Device::cpu());  // read below, once per parameter
   // Whole tensors, a bucket and a name at a time.
   std::vector<std::map<std::string, Tensor>> whole(n);  // module parameter -> name -> tensor
   for (size_t b = 0; b < shards_->bucket_count(); ++b) {
@@ -158,8 +157,7 @@ const optim::OptimizerState& ZeroOptimizer::consolidate_state_dict() {
       for (const auto& [name, scalar] : names) {
         const std::string key = "state." + std::to_string(j) + "." + name;
         if (scalar)
-          out.tensors.emplace_back(
-              key, scalar_tensor(scalars[name].to(Device::cpu()).data<double>()[i]));
+          out.tensors.emplace_back(key, scalar_tensor(scalars[name].data<double>()[i]));
         else
           out.tensors.emplace_back(key, whole[i][name]);
       }

@@ -110,63 +110,47 @@ std::vector<Tensor> ZeroShards::pieces_of(const std::vector<Tensor>& params) con
   return out;
 }
 
-Tensor ZeroShards::all_gather_bucket(size_t b, const std::vector<Tensor>& values) {
+ZeroShards::Gather ZeroShards::start_gather(size_t b, const std::vector<Tensor>& values) {
   const int64_t world = group_->size();
   const Tensor& first = params_[buckets_[b].front()];
-  Tensor flat = empty({chunk_[b] * world}, {.dtype = first.dtype(), .device = first.device()});
-  std::vector<Tensor> outputs;
-  for (int64_t r = 0; r < world; ++r) outputs.push_back(flat.narrow(0, r * chunk_[b], chunk_[b]));
+  Gather g{b,
+           empty({chunk_[b] * world}, {.dtype = first.dtype(), .device = first.device()}),
+           {},
+           nullptr};
+  for (int64_t r = 0; r < world; ++r)
+    g.outputs.push_back(g.flat.narrow(0, r * chunk_[b], chunk_[b]));
   Tensor mine = zeros({chunk_[b]}, {.dtype = first.dtype(), .device = first.device()});
   for (size_t k = 0; k < pieces_.size(); ++k)
     if (pieces_[k].bucket == b && values[k].defined())
       mine.narrow(0, pieces_[k].at, pieces_[k].len).copy_(values[k]);
-  group_->all_gather(outputs, mine)->wait();
-  return flat;
+  g.work = group_->all_gather(g.outputs, mine);
+  return g;
 }
 
-std::vector<Tensor> ZeroShards::pieces() const {
-  std::vector<Tensor> out;
-  for (const Piece& p : pieces_) out.push_back(p.view);
-  return out;
+Tensor ZeroShards::all_gather_bucket(size_t b, const std::vector<Tensor>& values) {
+  Gather g = start_gather(b, values);
+  g.work->wait();
+  return g.flat;
 }
 
 void ZeroShards::gather_parameters() {
   NoGradGuard no_grad;
   const trace::Scope span("zero", trace::enabled() ? "all-gather parameters" : "");
-  const int64_t world = group_->size();
-  struct InFlight {
-    size_t bucket;
-    Tensor flat;  // [padded]: every rank's chunk, in rank order
-    std::vector<Tensor> outputs;
-    WorkPtr work;
-  };
+  std::vector<Tensor> values;  // every piece: the updated parameters this rank sends
+  for (const Piece& p : pieces_) values.push_back(p.view);
   // Two buckets on the wire at a time: overlap without holding a second copy of the model.
-  std::deque<InFlight> flying;
+  std::deque<Gather> flying;
   auto land = [&] {
-    InFlight& f = flying.front();
-    f.work->wait();
-    for (size_t i : buckets_[f.bucket]) {
+    Gather& g = flying.front();
+    g.work->wait();
+    for (size_t i : buckets_[g.bucket]) {
       Tensor p = params_[i].detach().reshape({params_[i].numel()});
-      p.copy_(f.flat.narrow(0, offsets_[i], params_[i].numel()));
+      p.copy_(g.flat.narrow(0, offsets_[i], params_[i].numel()));
     }
     flying.pop_front();
   };
-  size_t next_piece = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    const Tensor& first = params_[buckets_[b].front()];
-    InFlight f{b,
-               empty({chunk_[b] * world}, {.dtype = first.dtype(), .device = first.device()}),
-               {},
-               nullptr};
-    for (int64_t r = 0; r < world; ++r)
-      f.outputs.push_back(f.flat.narrow(0, r * chunk_[b], chunk_[b]));
-    Tensor mine = zeros({chunk_[b]}, {.dtype = first.dtype(), .device = first.device()});
-    for (; next_piece < pieces_.size() && pieces_[next_piece].bucket == b; ++next_piece) {
-      const Piece& p = pieces_[next_piece];
-      mine.narrow(0, p.at, p.len).copy_(p.view);
-    }
-    f.work = group_->all_gather(f.outputs, mine);
-    flying.push_back(std::move(f));
+    flying.push_back(start_gather(b, values));
     if (flying.size() > 1) land();
   }
   while (!flying.empty()) land();

@@ -56,12 +56,10 @@ class ZeroShards {
   /// This rank's pieces of `params` (in their order; a parameter this rank owns no element of has
   /// none). ValueError naming a tensor that is not one of the module's parameters.
   std::vector<Tensor> pieces_of(const std::vector<Tensor>& params) const;
-  /// Every piece, in bucket order.
-  std::vector<Tensor> pieces() const;
   /// All-gathers every bucket's parameters: each rank's updated pieces reach every rank.
   void gather_parameters();
   /// Bucket b's padded flat tensor of every rank's chunk, this rank's chunk made of `values`
-  /// (one per piece of pieces(), each [len] or undefined for zeros; those of other buckets are
+  /// (one per piece of piece_list(), each [len] or undefined for zeros; those of other buckets are
   /// not read). Collective. How optimizer state is gathered into whole tensors.
   Tensor all_gather_bucket(size_t bucket, const std::vector<Tensor>& values);
   struct Piece {
@@ -87,6 +85,14 @@ class ZeroShards {
   double clip_grad_norm(double max_norm);
 
  private:
+  struct Gather {  // one bucket's all-gather in flight
+    size_t bucket;
+    Tensor flat;                  // [padded]: every rank's chunk, in rank order
+    std::vector<Tensor> outputs;  // views of flat, one per rank
+    WorkPtr work;
+  };
+  Gather start_gather(size_t bucket, const std::vector<Tensor>& values);
+
   int stage_;
   std::vector<Tensor> params_;
   std::vector<std::string> names_;
