@@ -170,8 +170,14 @@ void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
       deliver(task, *node, i, Tensor());
       continue;
     }
-    TD_INTERNAL_ASSERT(g.defined(), "backward of '", node->name, "' gave no gradient for input ",
-                       i);
+    // An op marked so may leave a leaf's gradient undefined: nothing flows into it from here
+    // (node.h, gradients_elsewhere). Any other missing gradient is a bug in the op.
+    if (!g.defined()) {
+      TD_INTERNAL_ASSERT(node->gradients_elsewhere && e.node->is_accumulator(), "backward of '",
+                         node->name, "' gave no gradient for input ", i);
+      deliver(task, *node, i, Tensor());
+      continue;
+    }
     TD_INTERNAL_ASSERT(g.shape() == e.shape && g.dtype() == e.dtype && g.device() == e.device,
                        "backward of '", node->name, "': gradient for input ", i, " is ", g.shape(),
                        " ", g.dtype(), " on ", g.device(), ", expected ", e.shape, " ", e.dtype,

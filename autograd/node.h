@@ -57,6 +57,10 @@ struct Node {
   WeightGrad weight_grad;          // what a backward that defers weight gradients puts off
   Tensor leaf;                     // accumulator nodes only: the leaf whose .grad this node writes
   bool released = false;
+  // Backward may give an undefined gradient for an input that is a leaf: that leaf gets nothing
+  // from this op (a PyTorch Function returning None). fully_shard's unshard op is one: a
+  // parameter's gradient reaches its shard later, through a reduce-scatter (parallel/fsdp).
+  bool gradients_elsewhere = false;
 
   bool is_accumulator() const { return leaf.defined(); }
 };

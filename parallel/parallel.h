@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tandem/core/trace.h>
+#include <tandem/parallel/clip_grad_norm.h>
 #include <tandem/parallel/comm/communicator.h>
 #include <tandem/parallel/comm/gloo_communicator.h>
 #include <tandem/parallel/comm/nccl_communicator.h>
@@ -14,6 +15,7 @@
 #include <tandem/parallel/ddp/state_bytes.h>
 #include <tandem/parallel/ddp/zero_optimizer.h>
 #include <tandem/parallel/ddp/zero_shards.h>
+#include <tandem/parallel/fsdp/fully_shard.h>
 #include <tandem/parallel/memory_summary.h>
 #include <tandem/parallel/pipeline/pipeline.h>
 #include <tandem/parallel/pipeline/split.h>

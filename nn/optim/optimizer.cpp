@@ -10,21 +10,29 @@ void Optimizer::zero_grad() {
   for (const Tensor& p : parameters()) p.set_grad(Tensor());
 }
 
-double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm) {
+double grad_square_sum(const std::vector<Tensor>& parameters) {
   NoGradGuard no_grad;
   double total = 0;
   for (const Tensor& p : parameters) {
     const Tensor g = p.grad();
     if (g.defined()) total += (g.to(DType::f64) * g.to(DType::f64)).sum().item();
   }
-  const double norm = std::sqrt(total);
+  return total;
+}
+
+void scale_grads_to_norm(const std::vector<Tensor>& parameters, double norm, double max_norm) {
+  NoGradGuard no_grad;
   const double scale = max_norm / (norm + 1e-6);
-  if (scale < 1) {
-    for (const Tensor& p : parameters) {
-      Tensor g = p.grad();
-      if (g.defined()) g.mul_(scale);
-    }
+  if (scale >= 1) return;
+  for (const Tensor& p : parameters) {
+    Tensor g = p.grad();
+    if (g.defined()) g.mul_(scale);
   }
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm) {
+  const double norm = std::sqrt(grad_square_sum(parameters));
+  scale_grads_to_norm(parameters, norm, max_norm);
   return norm;
 }
 

@@ -5,6 +5,7 @@
 #include <tandem/core/check.h>
 #include <tandem/core/tensor_checks.h>
 #include <tandem/core/trace.h>
+#include <tandem/parallel/clip_grad_norm.h>
 #include <tandem/parallel/ddp/zero_shards.h>
 #include <algorithm>
 #include <cmath>
@@ -157,23 +158,9 @@ void ZeroShards::gather_parameters() {
 }
 
 double ZeroShards::clip_grad_norm(double max_norm) {
-  NoGradGuard no_grad;
-  double local = 0;
-  for (const Piece& p : pieces_) {
-    const Tensor g = p.view.grad();
-    if (g.defined()) local += (g.to(DType::f64) * g.to(DType::f64)).sum().item();
-  }
-  Tensor total = full({1}, local, {.dtype = kFloat64, .device = pieces_.front().view.device()});
-  group_->all_reduce(total, ReduceOp::Sum)->wait();
-  const double norm = std::sqrt(total.to(Device::cpu()).data<double>()[0]);
-  const double scale = max_norm / (norm + 1e-6);  // as optim::clip_grad_norm_
-  if (scale < 1) {
-    for (const Piece& p : pieces_) {
-      Tensor g = p.view.grad();
-      if (g.defined()) g.mul_(scale);
-    }
-  }
-  return norm;
+  std::vector<Tensor> views;
+  for (const Piece& p : pieces_) views.push_back(p.view);
+  return clip_grad_norm_across(views, *group_, max_norm);
 }
 
 }  // namespace tandem::parallel

@@ -13,6 +13,7 @@
 #include <tandem/parallel/comm/thread_communicator.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/ddp/zero_optimizer.h>
+#include <tandem/parallel/fsdp/fully_shard.h>
 #include <tandem/parallel/pipeline/pipeline.h>
 #include <tandem/parallel/process_group.h>
 #include <tandem/parallel/spawn.h>
@@ -218,6 +219,65 @@ TEST(GPTParallel, ZeroStage2OverTwoRanksTrainsAsOne) {
       2);
   models[0]->to(Device::cpu());
   expect_same_params(flat_params(*models[0]), one_device());
+}
+
+// fully_shard over two thread ranks: every block, ln_f and the tied embedding (the root's unit,
+// its 11 rows cut 6 and 5) sharded; each block's parameters gathered for its forward and again for
+// its backward; with every block activation-checkpointed (the recompute reads the gathered
+// parameters), and with the forward's parameters kept for backward.
+void expect_fully_sharded_trains_as_one(bool checkpointed, bool reshard) {
+  constexpr int kWorld = 2;
+  std::vector<nn::Sequential> models;
+  for (int r = 0; r < kWorld; ++r) {
+    nn::Sequential plain = *tiny_gpt();
+    nn::Sequential m;
+    for (const nn::NamedModule& item : plain.items()) {
+      const bool block = dynamic_cast<const nn::Block*>(&item.module.get()) != nullptr;
+      m.push_back(item.name, checkpointed && block ? nn::AnyModule(nn::Checkpointed(item.module))
+                                                   : item.module);
+    }
+    m.to(Device::cpu(r));
+    models.push_back(std::move(m));
+  }
+  std::vector<double> result;
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> group) {
+        const int rank = group->rank();
+        const Device dev = Device::cpu(rank);
+        FullyShardedModule fsdp(std::move(models[size_t(rank)]),
+                                {.group = group, .reshard_after_forward = reshard});
+        EXPECT_EQ(fsdp.units().size(), 5u) << "embedding, 2 blocks, ln_f, and the tied root";
+        auto opt = adamw(fsdp);
+        const auto mine = [&](const Tensor& t) {
+          return t.narrow(0, rank * kBatch / kWorld, kBatch / kWorld).to(dev);
+        };
+        for (int s = 0; s < kSteps; ++s) {
+          auto [x, y] = batch(s);
+          opt->zero_grad();
+          loss_fn(fsdp(mine(x)), mine(y)).backward();
+          fsdp.clip_grad_norm(kClip);
+          opt->step();
+        }
+        nn::StateDict whole = fsdp.full_state_dict();
+        if (rank == 0) {
+          auto m = tiny_gpt();
+          for (auto& [name, t] : whole) t = t.to(Device::cpu());
+          m->load_state_dict(whole);
+          result = flat_params(*m);
+        }
+      },
+      kWorld);
+  expect_same_params(result, one_device());
+}
+
+TEST(GPTParallel, FullyShardOverTwoRanksTrainsAsOne) {
+  expect_fully_sharded_trains_as_one(false, true);
+}
+TEST(GPTParallel, FullyShardWithCheckpointedBlocksTrainsAsOne) {
+  expect_fully_sharded_trains_as_one(true, true);
+}
+TEST(GPTParallel, FullyShardWithoutReshardingTrainsAsOne) {
+  expect_fully_sharded_trains_as_one(false, false);
 }
 
 // Mixed precision: three steps under autocast (bfloat16; float16 with a GradScaler) from the same

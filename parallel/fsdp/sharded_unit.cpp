@@ -1,0 +1,149 @@
+// parallel/fsdp/sharded_unit.cpp — the flat layout, the unshard op, and the unit's all-gather and
+// reduce-scatter.
+#include <tandem/autograd/autograd_meta.h>
+#include <tandem/autograd/engine.h>
+#include <tandem/autograd/grad_mode.h>
+#include <tandem/autograd/ops/ops.h>
+#include <tandem/autograd/record.h>
+#include <tandem/core/check.h>
+#include <tandem/core/trace.h>
+#include <tandem/parallel/fsdp/sharded_unit.h>
+
+namespace tandem::parallel {
+
+ShardedUnit::ShardedUnit(std::string name, const std::vector<Tensor>& params,
+                         std::vector<std::string> param_names, std::shared_ptr<Communicator> group,
+                         std::optional<DType> param_dtype, std::optional<DType> reduce_dtype)
+    : name_(std::move(name)), names_(std::move(param_names)), group_(std::move(group)) {
+  TD_CHECK_VALUE(!params.empty(), "fully_shard: unit '", name_, "' has no parameters");
+  const int64_t world = group_->size(), rank = group_->rank();
+  shard_dtype_ = params.front().dtype();
+  param_dtype_ = param_dtype.value_or(shard_dtype_);
+  reduce_dtype_ = reduce_dtype.value_or(shard_dtype_);
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    TD_CHECK_VALUE(p.dtype() == shard_dtype_ && p.device() == params.front().device(),
+                   "fully_shard: unit '", name_, "' mixes ", names_.front(), " (",
+                   params.front().dtype(), " on ", params.front().device(), ") with ", names_[i],
+                   " (", p.dtype(), " on ", p.device(), "); give a unit one dtype and device");
+    Layout l;
+    l.shape = p.shape();
+    l.rows = p.dim() == 0 ? 1 : p.size(0);
+    l.row = l.rows == 0 ? 0 : p.numel() / l.rows;
+    l.chunk = (l.rows + world - 1) / world;
+    l.at = flat_;
+    flat_ += l.chunk * l.row;
+    layout_.push_back(l);
+    // This rank's rows, a private copy: the whole tensor goes once every unit is built.
+    Shape mine = l.shape.empty() ? Shape{1} : l.shape;
+    mine[0] = l.rows_of(rank);
+    Tensor rows = p.reshape({l.rows, l.row}).narrow(0, rank * l.chunk, mine[0]).clone();
+    shards_.push_back(rows.reshape(mine).requires_grad_(p.requires_grad()));
+  }
+}
+
+void ShardedUnit::start_gather() {
+  if (gather_work_ || gathered()) return;
+  NoGradGuard no_grad;
+  const Tensor& first = shards_.front();
+  const int64_t world = group_->size();
+  Tensor mine = zeros({flat_}, {.dtype = param_dtype_, .device = first.device()});
+  for (size_t i = 0; i < shards_.size(); ++i)
+    if (shards_[i].numel() > 0)
+      mine.narrow(0, layout_[i].at, shards_[i].numel()).copy_(shards_[i].reshape({-1}));
+  gathered_ = empty({world * flat_}, {.dtype = param_dtype_, .device = first.device()});
+  std::vector<Tensor> outputs;
+  for (int64_t r = 0; r < world; ++r) outputs.push_back(gathered_.narrow(0, r * flat_, flat_));
+  gather_work_ = group_->all_gather(outputs, mine);
+}
+
+void ShardedUnit::finish_gather(bool record) {
+  if (gathered()) return;
+  start_gather();
+  {
+    const trace::Scope span("fsdp", trace::enabled() ? "wait all-gather " + name_ : "");
+    gather_work_->wait();
+  }
+  gather_work_ = nullptr;
+  const int64_t world = group_->size();
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const Layout& l = layout_[i];
+    Tensor whole = empty(l.shape, {.dtype = param_dtype_, .device = gathered_.device()});
+    {
+      NoGradGuard no_grad;
+      Tensor rows = whole.reshape({l.rows, l.row});
+      for (int64_t r = 0; r < world; ++r)
+        if (const int64_t n = l.rows_of(r); n > 0)
+          rows.narrow(0, r * l.chunk, n)
+              .copy_(gathered_.narrow(0, r * flat_ + l.at, n * l.row).view({n, l.row}));
+    }
+    if (record && any_requires_grad({shards_[i]})) {
+      // The shard is the op's input so that the graph knows a parameter is reached, but its
+      // gradient comes back later through the reduce-scatter: backward hands the engine none.
+      ++pending_;
+      ++recorded_;
+      whole = tandem::record(
+          "fsdp_unshard", whole, {shards_[i]}, {},
+          [unit = weak_from_this(), i](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
+            if (auto u = unit.lock(); u && u->add_gradient(i, dy) && u->on_complete)
+              u->on_complete();
+            return {Tensor()};
+          });
+      gradient_node(whole)->gradients_elsewhere = true;
+    }
+    full_.push_back(std::move(whole));
+  }
+  gathered_ = Tensor();
+}
+
+std::optional<size_t> ShardedUnit::owner_of(const Tensor& t) const {
+  for (size_t i = 0; i < full_.size(); ++i)
+    if (full_[i].impl().storage == t.impl().storage) return i;
+  return std::nullopt;
+}
+
+bool ShardedUnit::add_gradient(size_t i, const Tensor& grad) {
+  std::lock_guard lk(mutex_);
+  NoGradGuard no_grad;
+  const Layout& l = layout_[i];
+  const int64_t world = group_->size();
+  if (!grad_flat_.defined())
+    grad_flat_ = zeros({world * flat_}, {.dtype = reduce_dtype_, .device = grad.device()});
+  Tensor rows = grad.reshape({l.rows, l.row});
+  for (int64_t r = 0; r < world; ++r)
+    if (const int64_t n = l.rows_of(r); n > 0)
+      grad_flat_.narrow(0, r * flat_ + l.at, n * l.row)
+          .add_(rows.narrow(0, r * l.chunk, n).reshape({n * l.row}).to(reduce_dtype_));
+  return --pending_ == 0;
+}
+
+void ShardedUnit::start_reduce_scatter() {
+  std::lock_guard lk(mutex_);
+  if (reduce_work_) return;
+  const Tensor& first = shards_.front();
+  if (!grad_flat_.defined())  // every gradient of the unit was zero (or unused) on this rank
+    grad_flat_ =
+        zeros({group_->size() * flat_}, {.dtype = reduce_dtype_, .device = first.device()});
+  reduced_ = empty({flat_}, {.dtype = reduce_dtype_, .device = first.device()});
+  reduce_work_ = group_->reduce_scatter(reduced_, grad_flat_, ReduceOp::Mean);
+}
+
+void ShardedUnit::finish_reduce_scatter() {
+  {
+    const trace::Scope span("fsdp", trace::enabled() ? "wait reduce-scatter " + name_ : "");
+    reduce_work_->wait();
+  }
+  reduce_work_ = nullptr;
+  grad_flat_ = Tensor();
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (!shards_[i].requires_grad()) continue;
+    Tensor part = reduced_.narrow(0, layout_[i].at, shards_[i].numel());
+    autograd::detail::accumulate_grad(shards_[i],
+                                      part.reshape(shards_[i].shape()).to(shard_dtype_));
+  }
+  reduced_ = Tensor();
+}
+
+}  // namespace tandem::parallel

@@ -1,0 +1,282 @@
+// tests/parallel/fsdp_accounting_test.cpp — what fully_shard keeps on each device and sends,
+// measured against the formulas and against DDP; bit-for-bit agreement with DDP on 2 ranks; whole
+// state dicts loaded on another number of ranks; the process backends; misuse. Ranks are threads
+// on cpu:0..N-1 (each device's memory counted on its own) unless a test says otherwise.
+#include <tandem/parallel/comm/thread_communicator.h>
+#include <tandem/parallel/ddp/distributed_data_parallel.h>
+#include <tandem/parallel/fsdp/fully_shard.h>
+#include <tandem/parallel/process_group.h>
+#include <tandem/parallel/spawn.h>
+
+#include "data/temp_dir.h"
+#include "parallel/ddp_models.h"
+#include "support/expect.h"
+
+namespace tandem::parallel {
+namespace {
+
+using namespace std::chrono_literals;
+using tandem::testing::flat_params;
+
+constexpr int64_t kBatch = 8;  // per rank
+
+// 784-64-32-12: every row count divides by 2 and 4, so no rank holds padding.
+nn::Sequential mlp() {
+  return nn::Sequential{{"flatten", nn::Flatten()}, {"fc1", nn::Linear(784, 64)},
+                        {"relu1", nn::ReLU()},      {"fc2", nn::Linear(64, 32)},
+                        {"relu2", nn::ReLU()},      {"fc3", nn::Linear(32, 12)}};
+}
+
+std::vector<nn::Sequential> mlps(int world, DType dtype) {  // before the rank threads start
+  std::vector<nn::Sequential> out;
+  for (int r = 0; r < world; ++r) {
+    manual_seed(r);
+    out.push_back(mlp());
+    out.back().to(dtype);
+    out.back().to(Device::cpu(r));
+  }
+  return out;
+}
+
+Tensor loss_on(const Tensor& logits, Device dev) {
+  return cross_entropy(logits, zeros({logits.size(0)}, {.dtype = kInt64, .device = dev}));
+}
+
+// After a step with Adam each rank holds its shards (Ψ/N), their gradients (Ψ/N) and Adam's two
+// moments (2Ψ/N): 16Ψ/N bytes in float32, 32Ψ/N here in float64, and nothing of the whole
+// parameters, which the model gave up when it was wrapped.
+TEST(FullyShard, EachRankKeepsWhatTheFormulaSays) {
+  constexpr int kWorld = 4;
+  const double psi = double(flat_params(*std::make_unique<nn::Sequential>(mlp())).size());
+  auto models = mlps(kWorld, kFloat64);
+  std::vector<double> kept(kWorld), whole(kWorld);
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> group) {
+        const int rank = group->rank();
+        const Device dev = Device::cpu(rank);
+        whole[size_t(rank)] = double(memory_stats(dev).allocated_bytes);
+        FullyShardedModule fsdp(std::move(models[size_t(rank)]), {.group = group});
+        optim::Adam opt(fsdp.parameters());
+        loss_on(fsdp(randn({kBatch, 784}, {.dtype = kFloat64, .device = dev})), dev).backward();
+        opt.step();
+        group->barrier()->wait();  // the collectives' meetings hold tensors until all leave
+        kept[size_t(rank)] = double(memory_stats(dev).allocated_bytes);
+      },
+      kWorld);
+  for (int rank = 0; rank < kWorld; ++rank) {
+    EXPECT_EQ(whole[size_t(rank)], 8 * psi) << "rank " << rank << " before wrapping";
+    EXPECT_EQ(kept[size_t(rank)], 32 * psi / kWorld) << "rank " << rank << " (Ψ = " << psi << ")";
+  }
+}
+
+// Bytes per step, counted by the communicator (nccl-tests' rule): DDP all-reduces Ψ (2(N-1)/N Ψ
+// on the wire); fully_shard all-gathers Ψ in forward, again in backward, and reduce-scatters Ψ
+// ((N-1)/N Ψ each): 1.5× DDP, and 1× when the forward's whole parameters are kept for backward.
+TEST(FullyShard, EachRankSendsOneAndAHalfTimesDdpOrOnceWithoutResharding) {
+  constexpr int kWorld = 4;
+  std::map<int, uint64_t> bytes;  // 0: DDP, 1: fully_shard, 2: without resharding
+  for (int mode : {0, 1, 2}) {
+    auto models = mlps(kWorld, kFloat32);
+    spawn_threads(
+        [&](std::shared_ptr<Communicator> group) {
+          const int rank = group->rank();
+          const Device dev = Device::cpu(rank);
+          const Tensor x = randn({kBatch, 784}, {.device = dev});
+          uint64_t before = 0;
+          if (mode == 0) {
+            nn::Sequential& model = models[size_t(rank)];
+            DistributedDataParallel<nn::Sequential> ddp(model, {.group = group});
+            before = group->stats().total_bytes();
+            loss_on(ddp(x), dev).backward();
+          } else {
+            FullyShardedModule fsdp(std::move(models[size_t(rank)]),
+                                    {.group = group, .reshard_after_forward = mode == 1});
+            before = group->stats().total_bytes();
+            loss_on(fsdp(x), dev).backward();
+          }
+          if (rank == 0) bytes[mode] = group->stats().total_bytes() - before;
+        },
+        kWorld);
+  }
+  EXPECT_GT(bytes[0], 0u);
+  EXPECT_EQ(double(bytes[1]), 1.5 * double(bytes[0]));
+  EXPECT_EQ(bytes[2], bytes[0]);
+}
+
+// Three Adam steps on 2 ranks: a reduce-scatter adds the two ranks' gradients as the all-reduce
+// does, and Adam does the same arithmetic on a shard as on the whole.
+TEST(FullyShard, TwoRanksReachDdpsParametersBitForBit) {
+  std::vector<std::vector<double>> result(2);
+  for (int mode : {0, 1}) {
+    auto models = mlps(2, kFloat64);
+    std::vector<double> out;
+    spawn_threads(
+        [&](std::shared_ptr<Communicator> group) {
+          const int rank = group->rank();
+          const Device dev = Device::cpu(rank);
+          manual_seed(0);
+          std::unique_ptr<FullyShardedModule> fsdp;
+          std::unique_ptr<DistributedDataParallel<nn::Sequential>> ddp;
+          nn::Module* trained;
+          if (mode == 0) {
+            ddp = std::make_unique<DistributedDataParallel<nn::Sequential>>(
+                models[size_t(rank)], DDPOptions{.group = group});
+            trained = &models[size_t(rank)];
+          } else {
+            fsdp = fully_shard(std::move(models[size_t(rank)]), {.group = group});
+            trained = fsdp.get();
+          }
+          optim::Adam opt(trained->parameters(), {.lr = 1e-2});
+          for (int s = 0; s < 3; ++s) {
+            opt.zero_grad();
+            const Tensor x = full({kBatch, 784}, 0.01 * (s + 1) * (rank + 1),
+                                  {.dtype = kFloat64, .device = dev});
+            loss_on(mode == 0 ? (*ddp)(x) : (*fsdp)(x), dev).backward();
+            opt.step();
+          }
+          nn::StateDict params = mode == 0 ? models[0].state_dict() : fsdp->full_state_dict();
+          if (rank == 0) {
+            nn::Sequential whole = mlp();
+            whole.to(kFloat64);
+            for (auto& [name, t] : params) t = t.to(Device::cpu());
+            whole.load_state_dict(params);
+            result[size_t(mode)] = flat_params(whole);
+          }
+        },
+        2);
+  }
+  EXPECT_EQ(result[1], result[0]);
+}
+
+// Two SGD steps on 3 ranks, a whole state dict, then the third step on 2 ranks from it: the
+// parameters of three steps on one device (SGD keeps no state: the optimizer's state is not part
+// of this test).
+TEST(FullyShard, AWholeStateDictLoadsOnAnotherWorldSize) {
+  constexpr int64_t kGlobal = 12;
+  const auto data = tandem::testing::synthetic_data(3 * kGlobal);
+  const Tensor x = data.first.to(kFloat64), y = data.second;
+  manual_seed(0);
+  nn::Sequential reference = mlp();
+  reference.to(kFloat64);
+  const nn::StateDict initial = nn::clone(reference).state_dict();
+  optim::SGD ref_opt(reference.parameters(), {.lr = 0.1});
+  for (int s = 0; s < 3; ++s) {
+    ref_opt.zero_grad();
+    cross_entropy(reference(x.narrow(0, s * kGlobal, kGlobal)), y.narrow(0, s * kGlobal, kGlobal))
+        .backward();
+    ref_opt.step();
+  }
+  nn::StateDict saved;
+  auto run = [&](int world, int first, int steps, const nn::StateDict& from) {
+    auto models = mlps(world, kFloat64);
+    spawn_threads(
+        [&](std::shared_ptr<Communicator> group) {
+          const int rank = group->rank();
+          const Device dev = Device::cpu(rank);
+          FullyShardedModule fsdp(std::move(models[size_t(rank)]), {.group = group});
+          fsdp.load_full_state_dict(from);
+          optim::SGD opt(fsdp.parameters(), {.lr = 0.1});
+          const int64_t per = kGlobal / world;
+          for (int s = first; s < first + steps; ++s) {
+            opt.zero_grad();
+            const int64_t at = s * kGlobal + rank * per;
+            cross_entropy(fsdp(x.narrow(0, at, per).to(dev)), y.narrow(0, at, per).to(dev))
+                .backward();
+            opt.step();
+          }
+          nn::StateDict whole = fsdp.full_state_dict();
+          if (rank == 0) {
+            for (auto& [name, t] : whole) t = t.to(Device::cpu());
+            saved = whole;
+          }
+        },
+        world);
+  };
+  run(3, 0, 2, initial);
+  const nn::StateDict after_two = saved;
+  run(2, 2, 1, after_two);
+  nn::Sequential resumed = mlp();
+  resumed.to(kFloat64);
+  resumed.load_state_dict(saved);
+  tandem::testing::expect_same_params(flat_params(resumed), flat_params(reference));
+}
+
+// The same over processes, through each CPU backend's all-gather and reduce-scatter (a backend
+// that summed where a mean is asked for would double every step: PyTorch once shipped FSDP so).
+class FullyShardOverProcesses : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FullyShardOverProcesses, TwoRanksTrainAsOneDevice) {
+  const auto data = tandem::testing::synthetic_data(2 * kBatch * 2);
+  const Tensor x = data.first.to(kFloat64), y = data.second;
+  manual_seed(0);
+  nn::Sequential reference = mlp();
+  reference.to(kFloat64);
+  optim::Adam ref_opt(reference.parameters(), {.lr = 1e-2});
+  for (int s = 0; s < 2; ++s) {
+    ref_opt.zero_grad();
+    cross_entropy(reference(x.narrow(0, s * 2 * kBatch, 2 * kBatch)),
+                  y.narrow(0, s * 2 * kBatch, 2 * kBatch))
+        .backward();
+    ref_opt.step();
+  }
+  tandem::testing::TempDir dir;
+  const std::string out = dir.file("params.bin");
+  spawn(
+      [&](int rank) {
+        init_process_group({.backend = GetParam(), .timeout = 60s});
+        manual_seed(rank == 0 ? 0 : 5);
+        nn::Sequential model = mlp();
+        model.to(kFloat64);
+        FullyShardedModule fsdp(std::move(model));
+        optim::Adam opt(fsdp.parameters(), {.lr = 1e-2});
+        for (int s = 0; s < 2; ++s) {
+          opt.zero_grad();
+          const int64_t at = s * 2 * kBatch + rank * kBatch;
+          cross_entropy(fsdp(x.narrow(0, at, kBatch)), y.narrow(0, at, kBatch)).backward();
+          opt.step();
+        }
+        nn::StateDict whole = fsdp.full_state_dict();
+        if (rank == 0) {
+          nn::Sequential m = mlp();
+          m.to(kFloat64);
+          m.load_state_dict(whole);
+          tandem::testing::write_doubles(out, flat_params(m));
+        }
+        destroy_process_group();
+      },
+      2);
+  tandem::testing::expect_same_params(tandem::testing::read_doubles(out), flat_params(reference));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, FullyShardOverProcesses, ::testing::Values("shm", "gloo"));
+
+TEST(FullyShard, AStateDictThatDoesNotFitIsOneErrorNamingEveryProblem) {
+  auto models = mlps(2, kFloat32);
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> group) {
+        FullyShardedModule fsdp(std::move(models[size_t(group->rank())]), {.group = group});
+        nn::StateDict sd = fsdp.full_state_dict();
+        sd.erase(sd.begin());                       // fc1.weight missing
+        sd[0].second = zeros({3});                  // fc1.bias misshapen
+        sd.emplace_back("fc9.weight", zeros({1}));  // unexpected
+        const std::string msg = tandem::testing::error_message<ValueError>(
+            [&] { fsdp.load_full_state_dict(sd, "ckpt.safetensors"); });
+        for (const char* part : {"ckpt.safetensors", "missing: fc1.weight",
+                                 "fc1.bias: [3] given, [64] expected", "unexpected: fc9.weight"})
+          EXPECT_THAT(msg, ::testing::HasSubstr(part));
+      },
+      2);
+}
+
+TEST(FullyShard, AModelWithoutParametersIsAnError) {
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> group) {
+        const std::string msg = tandem::testing::error_message<ValueError>(
+            [&] { FullyShardedModule(nn::Sequential(nn::ReLU()), {.group = group}); });
+        EXPECT_THAT(msg, ::testing::HasSubstr("fully_shard: the model has no parameters"));
+      },
+      2);
+}
+
+}  // namespace
+}  // namespace tandem::parallel
