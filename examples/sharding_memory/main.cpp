@@ -1,13 +1,16 @@
-// examples/sharding_memory — what each device holds under DDP, ZeRO-1 and ZeRO-2, beside the
-// formula. The model is 8 × Linear(2048, 2048) (Ψ = 33.6 M parameters, float32) trained with Adam
-// by 4 ranks, threads on cpu:0..3 (the in-process communicator), batch 8 per rank. For each mode
-// and rank: the bytes held after a step and the peak during the second step (the first creates
-// Adam's state), in MB, and the predicted bytes:
+// examples/sharding_memory — what each device holds under DDP, ZeRO-1, ZeRO-2 and ZeRO-3
+// (fully_shard), beside the formula. The model is 8 × Linear(2048, 2048) (Ψ = 33.6 M parameters,
+// float32) trained with Adam by 4 ranks, threads on cpu:0..3 (the in-process communicator), batch 8
+// per rank. For each mode and rank: the bytes held after a step and the peak during the second step
+// (the first creates Adam's state), in MB, and the predicted bytes:
 //   DDP     4Ψ parameters + 4Ψ gradients + 4Ψ bucket copy + 8Ψ Adam        = 20Ψ
 //   ZeRO-1  4Ψ parameters + 4Ψ buckets (the averaged chunk inside) + 8Ψ/N Adam = 8Ψ + 8Ψ/N
 //   ZeRO-2  4Ψ parameters + (4Ψ chunk + 8Ψ Adam) / N                       = 4Ψ + 12Ψ/N
-// The peak adds what backward holds for a moment: activations (small here), the gradient being
-// copied into its bucket, and under ZeRO-2 the (at most two) buckets being reduced.
+//   ZeRO-3  (4Ψ shards + 4Ψ their gradients + 8Ψ Adam) / N                 = 16Ψ/N
+// The peak adds what a step holds for a moment: activations (small here), the gradient being
+// copied into its bucket, under ZeRO-2 the (at most two) buckets being reduced, and under ZeRO-3
+// the units in flight (one layer each: its all-gather buffer and whole parameters, the next
+// layer's prefetch, a layer's whole gradient and its reduce-scatter buffer).
 //   build/examples/sharding_memory [layers] [width]
 #include <tandem/tandem.h>
 #include <cstdio>
@@ -22,52 +25,56 @@ namespace {
 constexpr int kRanks = 4;
 constexpr int64_t kBatch = 8;
 
-struct Stack : nn::Module {  // `layers` × Linear(width, width), ReLU between
-  std::vector<nn::Linear> layers;
-  Stack(int n, int64_t width) {
-    for (int i = 0; i < n; ++i) layers.emplace_back(width, width);
+// `layers` × Linear(width, width), ReLU between: one unit per Linear under fully_shard.
+nn::Sequential stack(int n, int64_t width) {
+  nn::Sequential s;
+  for (int i = 0; i < n; ++i) {
+    if (i) s.push_back("relu" + std::to_string(i), nn::ReLU());
+    s.push_back(std::to_string(i), nn::Linear(width, width));
   }
-  void visit(nn::Visitor& v) override {
-    for (size_t i = 0; i < layers.size(); ++i) v(std::to_string(i), layers[i]);
-  }
-  Tensor forward(Tensor x) {
-    for (size_t i = 0; i < layers.size(); ++i) x = i ? layers[i](relu(x)) : layers[i](x);
-    return x;
-  }
-};
+  return s;
+}
 
 struct Row {
   double held = 0, peak = 0;  // MB
 };
 
-// Two Adam steps with DDP at `stage` (0: plain) on 4 ranks; each rank's bytes after the first
-// step and its peak during the second.
+// Two Adam steps with DDP at `stage` (0: plain; 3: fully_shard) on 4 ranks; each rank's bytes after
+// the first step and its peak during the second.
 std::vector<Row> measure(int stage, int layers, int64_t width) {
-  std::vector<std::unique_ptr<Stack>> models;
+  std::vector<nn::Sequential> models;
   for (int r = 0; r < kRanks; ++r) {
     manual_seed(0);
-    models.push_back(std::make_unique<Stack>(layers, width));
-    models.back()->to(Device::cpu(r));
+    models.push_back(stack(layers, width));
+    models.back().to(Device::cpu(r));
   }
   std::vector<Row> rows(kRanks);
   parallel::spawn_threads(
       [&](std::shared_ptr<parallel::Communicator> group) {
         const int r = group->rank();
         const Device dev = Device::cpu(r);
-        Stack& model = *models[size_t(r)];
-        parallel::DistributedDataParallel ddp(model, {.group = group, .zero_stage = stage});
+        std::unique_ptr<parallel::DistributedDataParallel<nn::Sequential>> ddp;
+        std::unique_ptr<parallel::FullyShardedModule> fsdp;
         std::unique_ptr<optim::Optimizer> opt;
-        if (stage)
-          opt = parallel::zero_optimizer<optim::Adam>(ddp, model.parameters(),
-                                                      optim::AdamOptions{.lr = 1e-4});
-        else
-          opt = std::make_unique<optim::Adam>(model.parameters(), optim::AdamOptions{.lr = 1e-4});
+        const optim::AdamOptions adam{.lr = 1e-4};
+        if (stage == 3) {
+          fsdp = parallel::fully_shard(std::move(models[size_t(r)]), {.group = group});
+          opt = std::make_unique<optim::Adam>(fsdp->parameters(), adam);
+        } else {
+          nn::Sequential& model = models[size_t(r)];
+          ddp = std::make_unique<parallel::DistributedDataParallel<nn::Sequential>>(
+              model, parallel::DDPOptions{.group = group, .zero_stage = stage});
+          if (stage)
+            opt = parallel::zero_optimizer<optim::Adam>(*ddp, model.parameters(), adam);
+          else
+            opt = std::make_unique<optim::Adam>(model.parameters(), adam);
+        }
         for (int step = 0; step < 2; ++step) {
           if (step == 1) reset_peak_memory_stats(dev);
           opt->zero_grad();
           {
             const Tensor x = randn({kBatch, width}, {.device = dev});
-            const Tensor y = ddp(x);
+            const Tensor y = fsdp ? (*fsdp)(x) : (*ddp)(x);
             (y * y).mean().backward();
           }
           opt->step();
@@ -98,7 +105,8 @@ int main(int argc, char** argv) {
     double bytes;
   } modes[] = {{0, "DDP", "20 Psi", 20 * psi},
                {1, "ZeRO-1", "8 Psi + 8 Psi/N", 8 * psi + 8 * psi / n},
-               {2, "ZeRO-2", "4 Psi + 12 Psi/N", 4 * psi + 12 * psi / n}};
+               {2, "ZeRO-2", "4 Psi + 12 Psi/N", 4 * psi + 12 * psi / n},
+               {3, "ZeRO-3", "16 Psi/N", 16 * psi / n}};
   for (const auto& m : modes) {
     const std::vector<Row> rows = measure(m.stage, layers, width);
     for (int r = 0; r < kRanks; ++r)

@@ -10,6 +10,15 @@ void Optimizer::zero_grad() {
   for (const Tensor& p : parameters()) p.set_grad(Tensor());
 }
 
+bool parse_state_key(const std::string& key, size_t& index, std::string& name) {
+  if (key.rfind("state.", 0) != 0) return false;
+  const size_t dot = key.find('.', 6);
+  if (dot == std::string::npos) return false;
+  index = std::stoul(key.substr(6, dot - 6));
+  name = key.substr(dot + 1);
+  return true;
+}
+
 double grad_square_sum(const std::vector<Tensor>& parameters) {
   NoGradGuard no_grad;
   double total = 0;

@@ -35,6 +35,9 @@ class Optimizer {
   virtual void load_state_dict(const OptimizerState& state) = 0;
 };
 
+/// "state.<index>.<name>" (a state dict key) -> index and name; false for other keys.
+bool parse_state_key(const std::string& key, size_t& index, std::string& name);
+
 /// Scales gradients in place so that their global L2 norm is at most max_norm; returns the norm
 /// before clipping (as torch.nn.utils.clip_grad_norm_).
 double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm);

@@ -1,4 +1,4 @@
-// parallel/ddp/state_bytes.cpp — the per-rank memory formulas of DDP and ZeRO-1/2.
+// parallel/ddp/state_bytes.cpp — the per-rank memory formulas of DDP and ZeRO-1/2/3.
 #include <tandem/core/check.h>
 #include <tandem/parallel/ddp/state_bytes.h>
 
@@ -6,11 +6,11 @@ namespace tandem::parallel {
 
 StateBytes state_bytes(int stage, double parameters, double element_bytes, int state_elements,
                        int world) {
-  TD_CHECK_VALUE(stage >= 0 && stage <= 2 && world >= 1, "state_bytes: stage ", stage,
-                 " (0, 1 or 2) and world ", world, " (>= 1)");
+  TD_CHECK_VALUE(stage >= 0 && stage <= 3 && world >= 1, "state_bytes: stage ", stage,
+                 " (0, 1, 2 or 3) and world ", world, " (>= 1)");
   const double one = parameters * element_bytes;  // a full copy of the model
   const double n = stage == 0 ? 1.0 : double(world);
-  return {.parameters = one,
+  return {.parameters = stage == 3 ? one / world : one,
           .gradients = stage == 0   ? 2 * one
                        : stage == 1 ? one
                                     : one / world,

@@ -5,7 +5,9 @@
 //   DDP     parameters Ψe, gradients 2Ψe (.grad and its bucket copy), optimizer sΨe
 //   ZeRO-1  parameters Ψe, gradients Ψe (the buckets, the averaged chunk inside), optimizer sΨe/N
 //   ZeRO-2  parameters Ψe, gradients Ψe/N (the averaged chunk), optimizer sΨe/N
-// Activations, and what backward holds for a moment (ZeRO-2's buckets on the wire), come on top.
+//   ZeRO-3  parameters Ψe/N (fully_shard's shards), gradients Ψe/N, optimizer sΨe/N
+// Activations, and what a step holds for a moment (ZeRO-2's buckets on the wire, ZeRO-3's whole
+// units in flight), come on top.
 #pragma once
 
 namespace tandem::parallel {
@@ -15,7 +17,7 @@ struct StateBytes {
   double total() const { return parameters + gradients + optimizer; }
 };
 
-/// The formula above for ZeRO `stage` (0: DDP; 1; 2).
+/// The formula above for ZeRO `stage` (0: DDP; 1; 2; 3).
 StateBytes state_bytes(int stage, double parameters, double element_bytes, int state_elements,
                        int world);
 

@@ -41,16 +41,6 @@ void ZeroOptimizer::zero_grad() {
 
 namespace {
 
-// "state.<i>.<name>" -> (i, name); false for other keys.
-bool parse_key(const std::string& key, size_t& index, std::string& name) {
-  if (key.rfind("state.", 0) != 0) return false;
-  const size_t dot = key.find('.', 6);
-  if (dot == std::string::npos) return false;
-  index = std::stoul(key.substr(6, dot - 6));
-  name = key.substr(dot + 1);
-  return true;
-}
-
 // The groups' JSON with each group's "params" replaced by `indices[g]`.
 std::string regroup(const std::string& json, const std::vector<std::vector<size_t>>& indices) {
   nlohmann::json groups = nlohmann::json::parse(json);
@@ -91,7 +81,7 @@ const optim::OptimizerState& ZeroOptimizer::consolidate_state_dict() {
   for (const auto& [key, t] : mine.tensors) {
     size_t i;
     std::string name;
-    if (!parse_key(key, i, name)) continue;
+    if (!optim::parse_state_key(key, i, name)) continue;
     state[size_t(piece_at[i])][name] = t;
     note(name, t.dim() == 0);
   }
@@ -174,7 +164,7 @@ void ZeroOptimizer::load_state_dict(const optim::OptimizerState& state) {
   for (const auto& [key, t] : state.tensors) {
     size_t j;
     std::string name;
-    if (!parse_key(key, j, name)) continue;
+    if (!optim::parse_state_key(key, j, name)) continue;
     TD_CHECK_VALUE(j < full_.size(), "ZeroOptimizer: state dict key '", key, "' names parameter ",
                    j, ", but the optimizer has ", full_.size());
     if (inner_index_[j] < 0) continue;  // another rank's

@@ -7,6 +7,7 @@
 #include <tandem/parallel/fsdp/fully_shard.h>
 #include <any>
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -35,6 +36,7 @@ struct FullyShardedModule::State {
   std::atomic<bool> sync{true};
   bool callback_queued = false;  // in a backward pass: end_of_backward() is queued
   size_t next_launch = 0;        // into `order`
+  std::deque<size_t> reducing;   // units whose reduce-scatter is on the wire, oldest first
 
   void wire_units(const std::shared_ptr<State>& self);
   size_t next_unit(size_t u) const;

@@ -4,6 +4,7 @@
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/core/check.h>
 #include <tandem/parallel/fsdp/fsdp_state.h>
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -38,7 +39,6 @@ void FullyShardedModule::load_full_state_dict(const nn::StateDict& state, std::s
     for (size_t i = 0; i < s.units[u]->size(); ++i)
       shard_of[&s.units[u]->shards()[i].impl()] = {u, i};
   std::ostringstream problems;
-  const int64_t world = s.group->size(), rank = s.group->rank();
   nn::StateDict mine = model_.state_dict();
   for (auto& [name, t] : mine) {
     auto it = given.find(name);
@@ -59,17 +59,91 @@ void FullyShardedModule::load_full_state_dict(const nn::StateDict& state, std::s
       t.copy_(src);
       continue;
     }
-    // This rank's rows, as the unit cut them (torch.chunk's ceil(rows / W) per rank).
-    const int64_t rows = src.dim() == 0 ? 1 : src.size(0);
-    const int64_t chunk = (rows + world - 1) / world;
-    const int64_t n = t.dim() == 0 ? 1 : t.size(0);
-    if (n > 0) t.copy_(src.reshape({rows, -1}).narrow(0, rank * chunk, n).reshape(t.shape()));
+    t.copy_(s.units[sh->second.first]->rows_of(sh->second.second, src));
   }
   for (const auto& [name, t] : given) problems << "\n  unexpected: " << name;
   const std::string p = problems.str();
   TD_CHECK_VALUE(p.empty(), "FullyShardedModule::load_full_state_dict",
                  source.empty() ? std::string() : " (" + std::string(source) + ")",
                  ": the state dict does not fit the model:", p);
+}
+
+namespace {
+
+// The optimizer's parameters (shards) -> (unit, index); ValueError for one that is not a shard.
+std::vector<std::pair<size_t, size_t>> locate(const FullyShardedModule::State& s,
+                                              const optim::Optimizer& optimizer) {
+  std::map<const TensorImpl*, std::pair<size_t, size_t>> shard_of;
+  for (size_t u = 0; u < s.units.size(); ++u)
+    for (size_t i = 0; i < s.units[u]->size(); ++i)
+      shard_of[&s.units[u]->shards()[i].impl()] = {u, i};
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const Tensor& p : optimizer.parameters()) {
+    auto it = shard_of.find(&p.impl());
+    TD_CHECK_VALUE(it != shard_of.end(), "FullyShardedModule: the optimizer's parameter ",
+                   out.size(), " (", p.shape(),
+                   ") is not one of this module's shards\n  hint: "
+                   "make the optimizer over the FullyShardedModule's parameters()");
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+}  // namespace
+
+optim::OptimizerState FullyShardedModule::full_optimizer_state_dict(
+    const optim::Optimizer& optimizer) {
+  State& s = *state_;
+  std::lock_guard lk(s.mutex);
+  const auto where = locate(s, optimizer);
+  optim::OptimizerState mine = optimizer.state_dict();
+  // Per unit and state name, the values of its shards (undefined: a shard without that state).
+  std::map<std::pair<size_t, std::string>, std::vector<Tensor>> values;
+  std::vector<std::string> names;  // in first-seen order, so that every rank gathers alike
+  for (const auto& [key, t] : mine.tensors) {
+    size_t j;
+    std::string name;
+    if (!optim::parse_state_key(key, j, name) || t.dim() == 0) continue;
+    auto [u, i] = where.at(j);
+    auto& v = values[{u, name}];
+    v.resize(s.units[u]->size());
+    v[i] = t;
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  std::map<std::pair<size_t, std::string>, std::vector<Tensor>> whole;
+  for (size_t u = 0; u < s.units.size(); ++u)
+    for (const std::string& name : names) {
+      auto it = values.find({u, name});
+      if (it != values.end()) whole[{u, name}] = s.units[u]->gather_whole(it->second);
+    }
+  for (auto& [key, t] : mine.tensors) {
+    size_t j;
+    std::string name;
+    if (!optim::parse_state_key(key, j, name) || t.dim() == 0) continue;
+    auto [u, i] = where.at(j);
+    t = whole.at({u, name})[i];
+  }
+  return mine;
+}
+
+void FullyShardedModule::load_full_optimizer_state_dict(optim::Optimizer& optimizer,
+                                                        const optim::OptimizerState& state) {
+  State& s = *state_;
+  std::lock_guard lk(s.mutex);
+  const auto where = locate(s, optimizer);
+  optim::OptimizerState mine = state;
+  for (auto& [key, t] : mine.tensors) {
+    size_t j;
+    std::string name;
+    if (!optim::parse_state_key(key, j, name) || t.dim() == 0) continue;
+    TD_CHECK_VALUE(j < where.size(), "FullyShardedModule: optimizer state key '", key,
+                   "' names parameter ", j, ", but the optimizer has ", where.size());
+    auto [u, i] = where[j];
+    TD_CHECK_VALUE(t.shape() == s.units[u]->shape(i), "FullyShardedModule: optimizer state '", key,
+                   "' is ", t.shape(), ", its parameter ", s.units[u]->shape(i));
+    t = s.units[u]->rows_of(i, t);
+  }
+  optimizer.load_state_dict(mine);
 }
 
 }  // namespace tandem::parallel

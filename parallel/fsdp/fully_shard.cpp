@@ -257,6 +257,13 @@ void FullyShardedModule::State::launch_ready(bool all) {
     if (!unit.recorded()) continue;  // not in this iteration's graph
     if (!all && unit.pending() > 0) return;
     unit.start_reduce_scatter();
+    // At most two reduce-scatters on the wire: each holds its unit's whole-size gradient buffer,
+    // so waiting for the older one keeps backward's memory to a couple of units.
+    reducing.push_back(order[next_launch]);
+    if (reducing.size() > 2) {
+      units[reducing.front()]->finish_reduce_scatter();
+      reducing.pop_front();
+    }
     if (order[next_launch] != root) {
       unit.reshard();
       for (size_t k = 0; k < item_unit.size(); ++k)
@@ -270,8 +277,8 @@ void FullyShardedModule::State::end_of_backward() {
   callback_queued = false;
   if (sync) {
     launch_ready(true);
-    for (size_t u : order)
-      if (units[u]->reducing()) units[u]->finish_reduce_scatter();
+    for (size_t u : reducing) units[u]->finish_reduce_scatter();
+    reducing.clear();
   }
   for (auto& unit : units) {
     unit->reshard();

@@ -7,10 +7,10 @@
 //   optim::AdamW opt(optim::adamw_groups(fsdp.named_parameters(), {...}));  // the shards
 //   loss = nn::gpt_loss(fsdp(x), y);  loss.backward();  opt.step();
 //
-// Units are the Sequential's items (a GPT's embedding, each block, ln_f, lm_head): FSDP2 applied
-// to each block and to the root. A tensor used by several items (the GPT's tied embedding) forms
-// one more unit, the root's, gathered before the first item and kept until backward ends. Per
-// step, for a unit:
+// Units are the Sequential's items that own parameters (a GPT's embedding, each block, ln_f):
+// FSDP2 applied to each block and to the root. A tensor several items use (the GPT's tied
+// embedding) forms one more unit, the root's, gathered before the first item and kept until
+// backward ends. Per step, for a unit:
 //   forward    all-gather its shards (the next unit's all-gather already in flight: prefetch),
 //              run it, and free the whole parameters again (reshard_after_forward): what its ops
 //              saved of them is kept as a note (saved-tensor hooks), not as the tensors;
@@ -26,6 +26,7 @@
 #pragma once
 
 #include <tandem/nn/container.h>
+#include <tandem/nn/optim/optimizer.h>
 #include <tandem/parallel/fsdp/sharded_unit.h>
 #include <memory>
 #include <optional>
@@ -91,6 +92,16 @@ class FullyShardedModule : public nn::Module {
   /// Loads a whole state dict (from any world size, or one device): each rank copies its rows
   /// into its shards. Missing, unexpected and misshapen entries are one ValueError naming them.
   void load_full_state_dict(const nn::StateDict& state, std::string_view source = "");
+
+  /// The state an optimizer over the whole model would have (same keys, param_groups and
+  /// values), from `optimizer`, an optimizer over parameters() (collective). Each per-element
+  /// state tensor (Adam's moments, momentum) is all-gathered as the parameters are; scalars
+  /// (Adam's step) are every rank's own, the same on all.
+  optim::OptimizerState full_optimizer_state_dict(const optim::Optimizer& optimizer);
+  /// Loads such a whole state (from any world size, or one device) into `optimizer`, an
+  /// optimizer over parameters(): each rank keeps its rows.
+  void load_full_optimizer_state_dict(optim::Optimizer& optimizer,
+                                      const optim::OptimizerState& state);
 
   struct State;  // shared with the hooks (fully_shard.cpp)
 

@@ -38,23 +38,39 @@ ShardedUnit::ShardedUnit(std::string name, const std::vector<Tensor>& params,
     // This rank's rows, a private copy: the whole tensor goes once every unit is built.
     Shape mine = l.shape.empty() ? Shape{1} : l.shape;
     mine[0] = l.rows_of(rank);
-    Tensor rows = p.reshape({l.rows, l.row}).narrow(0, rank * l.chunk, mine[0]).clone();
+    Tensor rows =
+        p.reshape({l.rows, l.row}).narrow(0, std::min(rank * l.chunk, l.rows), mine[0]).clone();
     shards_.push_back(rows.reshape(mine).requires_grad_(p.requires_grad()));
   }
+}
+
+Tensor ShardedUnit::flat_of(const std::vector<Tensor>& values, DType dtype) const {
+  Tensor flat = zeros({flat_}, {.dtype = dtype, .device = shards_.front().device()});
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i].defined() && values[i].numel() > 0)
+      flat.narrow(0, layout_[i].at, values[i].numel()).copy_(values[i].reshape({-1}));
+  return flat;
+}
+
+Tensor ShardedUnit::whole_from(const Tensor& all, size_t i) const {
+  const Layout& l = layout_[i];
+  Tensor whole = empty(l.shape, {.dtype = all.dtype(), .device = all.device()});
+  Tensor rows = whole.reshape({l.rows, l.row});
+  for (int64_t r = 0; r < group_->size(); ++r)
+    if (const int64_t n = l.rows_of(r); n > 0)
+      rows.narrow(0, r * l.chunk, n)
+          .copy_(all.narrow(0, r * flat_ + l.at, n * l.row).view({n, l.row}));
+  return whole;
 }
 
 void ShardedUnit::start_gather() {
   if (gather_work_ || gathered()) return;
   NoGradGuard no_grad;
-  const Tensor& first = shards_.front();
-  const int64_t world = group_->size();
-  Tensor mine = zeros({flat_}, {.dtype = param_dtype_, .device = first.device()});
-  for (size_t i = 0; i < shards_.size(); ++i)
-    if (shards_[i].numel() > 0)
-      mine.narrow(0, layout_[i].at, shards_[i].numel()).copy_(shards_[i].reshape({-1}));
-  gathered_ = empty({world * flat_}, {.dtype = param_dtype_, .device = first.device()});
+  const Tensor mine = flat_of(shards_, param_dtype_);
+  gathered_ = empty({group_->size() * flat_}, {.dtype = param_dtype_, .device = mine.device()});
   std::vector<Tensor> outputs;
-  for (int64_t r = 0; r < world; ++r) outputs.push_back(gathered_.narrow(0, r * flat_, flat_));
+  for (int64_t r = 0; r < group_->size(); ++r)
+    outputs.push_back(gathered_.narrow(0, r * flat_, flat_));
   gather_work_ = group_->all_gather(outputs, mine);
 }
 
@@ -66,17 +82,11 @@ void ShardedUnit::finish_gather(bool record) {
     gather_work_->wait();
   }
   gather_work_ = nullptr;
-  const int64_t world = group_->size();
   for (size_t i = 0; i < shards_.size(); ++i) {
-    const Layout& l = layout_[i];
-    Tensor whole = empty(l.shape, {.dtype = param_dtype_, .device = gathered_.device()});
+    Tensor whole;
     {
       NoGradGuard no_grad;
-      Tensor rows = whole.reshape({l.rows, l.row});
-      for (int64_t r = 0; r < world; ++r)
-        if (const int64_t n = l.rows_of(r); n > 0)
-          rows.narrow(0, r * l.chunk, n)
-              .copy_(gathered_.narrow(0, r * flat_ + l.at, n * l.row).view({n, l.row}));
+      whole = whole_from(gathered_, i);
     }
     if (record && any_requires_grad({shards_[i]})) {
       // The shard is the op's input so that the graph knows a parameter is reached, but its
@@ -95,6 +105,28 @@ void ShardedUnit::finish_gather(bool record) {
     full_.push_back(std::move(whole));
   }
   gathered_ = Tensor();
+}
+
+std::vector<Tensor> ShardedUnit::gather_whole(const std::vector<Tensor>& values) {
+  NoGradGuard no_grad;
+  DType dtype = shard_dtype_;
+  for (const Tensor& v : values)
+    if (v.defined()) dtype = v.dtype();
+  const Tensor mine = flat_of(values, dtype);
+  Tensor all = empty({group_->size() * flat_}, {.dtype = dtype, .device = mine.device()});
+  std::vector<Tensor> outputs;
+  for (int64_t r = 0; r < group_->size(); ++r) outputs.push_back(all.narrow(0, r * flat_, flat_));
+  group_->all_gather(outputs, mine)->wait();
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < shards_.size(); ++i) out.push_back(whole_from(all, i));
+  return out;
+}
+
+Tensor ShardedUnit::rows_of(size_t i, const Tensor& whole) const {
+  const Layout& l = layout_[i];
+  const int64_t n = l.rows_of(group_->rank());
+  const int64_t start = std::min(group_->rank() * l.chunk, l.rows);  // past the end: no rows
+  return whole.reshape({l.rows, l.row}).narrow(0, start, n).reshape(shards_[i].shape()).clone();
 }
 
 std::optional<size_t> ShardedUnit::owner_of(const Tensor& t) const {

@@ -60,6 +60,12 @@ class ShardedUnit : public std::enable_shared_from_this<ShardedUnit> {
   /// Lets go of the whole parameters (what the graph holds of them is gathered again).
   void reshard() { full_.clear(); }
 
+  /// The whole tensors of per-shard values (one per shard and shaped like it: Adam's moments),
+  /// all-gathered as the parameters are, in the values' dtype. Collective.
+  std::vector<Tensor> gather_whole(const std::vector<Tensor>& values);
+  /// This rank's rows of `whole`, a tensor shaped like parameter i (a copy).
+  Tensor rows_of(size_t i, const Tensor& whole) const;
+
   // ---- gradients ----
   /// Called (on backward's thread) when add_gradient completes the unit.
   std::function<void()> on_complete;
@@ -94,6 +100,11 @@ class ShardedUnit : public std::enable_shared_from_this<ShardedUnit> {
       return std::max<int64_t>(0, std::min(chunk, rows - rank * chunk));
     }
   };
+  // values (one per shard) -> this rank's flat buffer [L] in `dtype`, zeros where padded.
+  Tensor flat_of(const std::vector<Tensor>& values, DType dtype) const;
+  // Parameter i's whole tensor from every rank's flat buffers [W·L].
+  Tensor whole_from(const Tensor& all, size_t i) const;
+
   std::string name_;
   std::vector<std::string> names_;
   std::vector<Layout> layout_;

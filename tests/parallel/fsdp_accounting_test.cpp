@@ -148,10 +148,10 @@ TEST(FullyShard, TwoRanksReachDdpsParametersBitForBit) {
   EXPECT_EQ(result[1], result[0]);
 }
 
-// Two SGD steps on 3 ranks, a whole state dict, then the third step on 2 ranks from it: the
-// parameters of three steps on one device (SGD keeps no state: the optimizer's state is not part
-// of this test).
-TEST(FullyShard, AWholeStateDictLoadsOnAnotherWorldSize) {
+// Two Adam steps on 3 ranks, whole state dicts of the model and the optimizer, then the third
+// step on 2 ranks from them: the parameters of three steps on one device. (fc3's 12 rows and its
+// bias cut 4, 4, 4 on 3 ranks and 6, 6 on 2; the moments are resharded as the parameters.)
+TEST(FullyShard, WholeStateDictsResumeOnAnotherWorldSize) {
   constexpr int64_t kGlobal = 12;
   const auto data = tandem::testing::synthetic_data(3 * kGlobal);
   const Tensor x = data.first.to(kFloat64), y = data.second;
@@ -159,15 +159,22 @@ TEST(FullyShard, AWholeStateDictLoadsOnAnotherWorldSize) {
   nn::Sequential reference = mlp();
   reference.to(kFloat64);
   const nn::StateDict initial = nn::clone(reference).state_dict();
-  optim::SGD ref_opt(reference.parameters(), {.lr = 0.1});
+  optim::Adam ref_opt(reference.parameters(), {.lr = 1e-2});
+  optim::OptimizerState ref_after_two;
   for (int s = 0; s < 3; ++s) {
+    if (s == 2) {
+      ref_after_two = ref_opt.state_dict();  // handles to the live state: copy them
+      for (auto& [key, t] : ref_after_two.tensors) t = t.clone();
+    }
     ref_opt.zero_grad();
     cross_entropy(reference(x.narrow(0, s * kGlobal, kGlobal)), y.narrow(0, s * kGlobal, kGlobal))
         .backward();
     ref_opt.step();
   }
   nn::StateDict saved;
-  auto run = [&](int world, int first, int steps, const nn::StateDict& from) {
+  optim::OptimizerState saved_opt;
+  auto run = [&](int world, int first, int steps, const nn::StateDict& from,
+                 const optim::OptimizerState* from_opt) {
     auto models = mlps(world, kFloat64);
     spawn_threads(
         [&](std::shared_ptr<Communicator> group) {
@@ -175,7 +182,8 @@ TEST(FullyShard, AWholeStateDictLoadsOnAnotherWorldSize) {
           const Device dev = Device::cpu(rank);
           FullyShardedModule fsdp(std::move(models[size_t(rank)]), {.group = group});
           fsdp.load_full_state_dict(from);
-          optim::SGD opt(fsdp.parameters(), {.lr = 0.1});
+          optim::Adam opt(fsdp.parameters(), {.lr = 1e-2});
+          if (from_opt) fsdp.load_full_optimizer_state_dict(opt, *from_opt);
           const int64_t per = kGlobal / world;
           for (int s = first; s < first + steps; ++s) {
             opt.zero_grad();
@@ -185,16 +193,28 @@ TEST(FullyShard, AWholeStateDictLoadsOnAnotherWorldSize) {
             opt.step();
           }
           nn::StateDict whole = fsdp.full_state_dict();
+          optim::OptimizerState whole_opt = fsdp.full_optimizer_state_dict(opt);
           if (rank == 0) {
             for (auto& [name, t] : whole) t = t.to(Device::cpu());
+            for (auto& [name, t] : whole_opt.tensors) t = t.to(Device::cpu());
             saved = whole;
+            saved_opt = whole_opt;
           }
         },
         world);
   };
-  run(3, 0, 2, initial);
+  run(3, 0, 2, initial, nullptr);
+  // The whole optimizer state is one device's after two steps.
+  ASSERT_EQ(saved_opt.tensors.size(), ref_after_two.tensors.size());
+  for (size_t k = 0; k < saved_opt.tensors.size(); ++k) {
+    EXPECT_EQ(saved_opt.tensors[k].first, ref_after_two.tensors[k].first);
+    EXPECT_TRUE(tandem::testing::all_close(saved_opt.tensors[k].second,
+                                           ref_after_two.tensors[k].second, 1e-12, 1e-9))
+        << saved_opt.tensors[k].first;
+  }
   const nn::StateDict after_two = saved;
-  run(2, 2, 1, after_two);
+  const optim::OptimizerState opt_after_two = saved_opt;
+  run(2, 2, 1, after_two, &opt_after_two);
   nn::Sequential resumed = mlp();
   resumed.to(kFloat64);
   resumed.load_state_dict(saved);

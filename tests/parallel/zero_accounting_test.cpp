@@ -177,7 +177,8 @@ TEST(Zero, StateBytesFollowTheFormulas) {
   EXPECT_EQ(ddp.total(), 4000 + 8000 + 8000);  // 20Ψ: .grad and its bucket copy
   EXPECT_EQ(z1.total(), 4000 + 4000 + 2000);   // 8Ψ + 8Ψ/N
   EXPECT_EQ(z2.total(), 4000 + 1000 + 2000);   // 4Ψ + 12Ψ/N
-  EXPECT_THROW(state_bytes(3, 1000, 4, 2, 4), ValueError);
+  EXPECT_THROW(state_bytes(4, 1000, 4, 2, 4), ValueError);
+  EXPECT_EQ(state_bytes(3, 1000, 4, 2, 4).total(), 16.0 * 1000 / 4);
 }
 
 TEST(Zero, MisuseIsAClearError) {
