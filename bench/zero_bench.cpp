@@ -1,19 +1,21 @@
 // bench/zero_bench.cpp — what ZeRO costs in step time, 2 ranks (processes, the default transport:
-// shared memory on this host), each with one intra-op thread. Per model, three copies trained side
-// by side in each rank: DDP, ZeRO-1 and ZeRO-2 (zero_optimizer over DDP with zero_stage), all with
-// Adam, the same data; rounds interleave the three, and each round's median step is kept. Printed:
-// the median over rounds of each, and ZeRO / DDP.
+// shared memory on this host), each with one intra-op thread. Per model, four copies trained side
+// by side in each rank: DDP, ZeRO-1 and ZeRO-2 (zero_optimizer over DDP with zero_stage), and
+// ZeRO-3 (fully_shard, one unit per item), all with Adam, the same data; rounds interleave the
+// four, and each round's median step is kept. Printed: the median over rounds of each, and
+// ZeRO / DDP.
 //   gpt   the `tandem train --model gpt` default (4 layers, 4 heads, 128 wide, context 64),
 //         batch 16 per rank, vocabulary 65;
-//   wide  4 × Linear(2048, 2048) (16.8 M parameters), batch 32 per rank.
-// ZeRO's extra work per step: a reduce-scatter instead of an all-reduce (the same bytes in two
-// halves), copying pieces into the all-gather's input, and the all-gather's copy-out.
+//   wide  4 × Linear(2048, 2048) with ReLU between (16.8 M parameters), batch 32 per rank.
+// ZeRO-1/2's extra work per step: a reduce-scatter instead of an all-reduce (the same bytes in two
+// halves), copying pieces into the all-gather's input, and the all-gather's copy-out. ZeRO-3's:
+// the parameters all-gathered twice (forward and backward: 1.5× DDP's bytes), the copy-outs, and
+// the gradients' copy into the reduce-scatter's layout.
 //   build/bench/zero_bench [--rounds N] [--quick]
 #include <tandem/tandem.h>
 #include <fstream>
 
 #include "bench_util.h"
-#include "reference_models.h"
 
 using namespace tandem;
 
@@ -23,38 +25,47 @@ nn::GPTConfig gpt_config() {
   return {.block_size = 64, .vocab_size = 65, .n_layer = 4, .n_head = 4, .n_embd = 128};
 }
 
-// One rank: the three modes of model `kind` trained in turn; rank 0 appends
+using Forward = std::function<Tensor(const Tensor&)>;
+
+// One rank: the four modes of model `make()` trained in turn; rank 0 appends
 // "kind mode seconds" lines to `out`.
-template <typename M, typename Make, typename Loss>
+template <typename Make, typename Loss>
 void rank_main(const std::string& kind, Make&& make, Loss&& loss, int rounds, int steps,
                const std::string& out) {
   set_num_threads(1);  // one core per rank
   auto group = parallel::init_process_group({.timeout = std::chrono::seconds(300)});
   const int rank = group->rank();
   struct Mode {
-    std::unique_ptr<M> model;
-    std::unique_ptr<parallel::DistributedDataParallel<M>> ddp;
+    std::unique_ptr<nn::Sequential> model;
+    std::unique_ptr<parallel::DistributedDataParallel<nn::Sequential>> ddp;
+    std::unique_ptr<parallel::FullyShardedModule> fsdp;
     std::unique_ptr<optim::Optimizer> opt;
     std::vector<double> rounds;
   };
-  std::vector<Mode> modes(3);
-  for (int stage = 0; stage < 3; ++stage) {
+  std::vector<Mode> modes(4);
+  const optim::AdamOptions adam{.lr = 1e-4};
+  for (int stage = 0; stage < 4; ++stage) {
     Mode& m = modes[size_t(stage)];
     manual_seed(0);
-    m.model = make();
-    m.ddp = std::make_unique<parallel::DistributedDataParallel<M>>(
+    if (stage == 3) {
+      m.fsdp = parallel::fully_shard(make());
+      m.opt = std::make_unique<optim::Adam>(m.fsdp->parameters(), adam);
+      continue;
+    }
+    m.model = std::make_unique<nn::Sequential>(make());
+    m.ddp = std::make_unique<parallel::DistributedDataParallel<nn::Sequential>>(
         *m.model, parallel::DDPOptions{.zero_stage = stage});
     if (stage)
-      m.opt = parallel::zero_optimizer<optim::Adam>(*m.ddp, m.model->parameters(),
-                                                    optim::AdamOptions{.lr = 1e-4});
+      m.opt = parallel::zero_optimizer<optim::Adam>(*m.ddp, m.model->parameters(), adam);
     else
-      m.opt = std::make_unique<optim::Adam>(m.model->parameters(), optim::AdamOptions{.lr = 1e-4});
+      m.opt = std::make_unique<optim::Adam>(m.model->parameters(), adam);
   }
   for (int r = 0; r < rounds; ++r) {
     for (Mode& m : modes) {
+      const Forward forward = [&m](const Tensor& x) { return m.fsdp ? (*m.fsdp)(x) : (*m.ddp)(x); };
       auto step = [&] {
         m.opt->zero_grad();
-        loss(*m.ddp).backward();
+        loss(forward).backward();
         m.opt->step();
       };
       step();  // warm-up
@@ -65,7 +76,7 @@ void rank_main(const std::string& kind, Make&& make, Loss&& loss, int rounds, in
   }
   if (rank == 0) {
     std::ofstream o(out, std::ios::app);
-    for (int stage = 0; stage < 3; ++stage)
+    for (int stage = 0; stage < 4; ++stage)
       o << kind << " " << stage << " " << bench::median(modes[size_t(stage)].rounds) << "\n";
   }
   modes.clear();
@@ -73,11 +84,18 @@ void rank_main(const std::string& kind, Make&& make, Loss&& loss, int rounds, in
   parallel::destroy_process_group();
 }
 
+nn::Sequential wide() {  // bench::Wide as a Sequential (its layers are fully_shard's units)
+  return nn::Sequential{{"l1", nn::Linear(2048, 2048)}, {"r1", nn::ReLU()},
+                        {"l2", nn::Linear(2048, 2048)}, {"r2", nn::ReLU()},
+                        {"l3", nn::Linear(2048, 2048)}, {"r3", nn::ReLU()},
+                        {"l4", nn::Linear(2048, 2048)}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const bench::Args args = bench::parse_args(argc, argv, 5);
-  std::printf("zero_bench: DDP vs ZeRO-1/2 step time, 2 ranks x 1 thread, Adam\n");
+  std::printf("zero_bench: DDP vs ZeRO-1/2/3 step time, 2 ranks x 1 thread, Adam\n");
   bench::report_cpu();
   const std::string out = "/tmp/tandem-zero-bench-" + std::to_string(::getpid()) + ".txt";
   const int steps = args.quick ? 3 : 8;
@@ -86,21 +104,18 @@ int main(int argc, char** argv) {
         std::vector<int64_t> tokens;  // a fixed sequence over the 65 ids
         for (int64_t i = 0; i < 16 * 64; ++i) tokens.push_back((i * 7 + i / 5) % 65);
         const Tensor ids = from_vector(tokens, {16, 64});
-        rank_main<nn::Sequential>(
-            "gpt", [] { return std::make_unique<nn::Sequential>(nn::gpt(gpt_config())); },
-            [&](parallel::DistributedDataParallel<nn::Sequential>& ddp) {
-              return nn::gpt_loss(ddp(ids), ids);
-            },
-            args.rounds, steps, out);
+        rank_main(
+            "gpt", [] { return nn::gpt(gpt_config()); },
+            [&](const Forward& f) { return nn::gpt_loss(f(ids), ids); }, args.rounds, steps, out);
       },
       2);
   parallel::spawn(
       [&](int) {
         const Tensor x = randn({32, 2048});
-        rank_main<bench::Wide>(
-            "wide", [] { return std::make_unique<bench::Wide>(); },
-            [&](parallel::DistributedDataParallel<bench::Wide>& ddp) {
-              const Tensor y = ddp(x);
+        rank_main(
+            "wide", wide,
+            [&](const Forward& f) {
+              const Tensor y = f(x);
               return (y * y).mean();
             },
             args.rounds, steps, out);
@@ -111,7 +126,7 @@ int main(int argc, char** argv) {
   int stage;
   double t, ddp = 0;
   std::printf("%-6s %-7s %12s %10s\n", "model", "mode", "step (ms)", "vs DDP");
-  const char* names[] = {"DDP", "ZeRO-1", "ZeRO-2"};
+  const char* names[] = {"DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
   while (in >> kind >> stage >> t) {
     if (stage == 0) ddp = t;
     std::printf("%-6s %-7s %12.2f %10.3f\n", kind.c_str(), names[stage], t * 1e3, t / ddp);
