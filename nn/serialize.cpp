@@ -7,9 +7,13 @@
 namespace tandem::nn {
 
 void save_model(const std::string& path, Module& model, const Metadata& metadata) {
+  save_model(path, model.state_dict(), metadata);
+}
+
+void save_model(const std::string& path, const StateDict& state, const Metadata& metadata) {
   Metadata meta = metadata;
   meta["format"] = "pt";  // transformers and safetensors' torch loader expect it
-  save_safetensors(path, model.state_dict(), meta);
+  save_safetensors(path, state, meta);
 }
 
 Metadata load_model(const std::string& path, Module& model, bool strict) {
@@ -20,19 +24,29 @@ Metadata load_model(const std::string& path, Module& model, bool strict) {
 
 void save_optimizer(const std::string& path, const optim::Optimizer& optimizer,
                     const Metadata& metadata) {
-  const optim::OptimizerState state = optimizer.state_dict();
+  save_optimizer(path, optimizer.state_dict(), metadata);
+}
+
+void save_optimizer(const std::string& path, const optim::OptimizerState& state,
+                    const Metadata& metadata) {
   Metadata meta = metadata;
   meta["param_groups"] = state.param_groups_json;
   save_safetensors(path, state.tensors, meta);
 }
 
 Metadata load_optimizer(const std::string& path, optim::Optimizer& optimizer) {
+  return load_optimizer(path,
+                        [&](const optim::OptimizerState& s) { optimizer.load_state_dict(s); });
+}
+
+Metadata load_optimizer(const std::string& path,
+                        const std::function<void(const optim::OptimizerState&)>& restore) {
   const SafetensorsFile file = load_safetensors(path);
   const auto groups = file.metadata.find("param_groups");
   TD_CHECK_AS(DataError, groups != file.metadata.end(), "load_optimizer: ", path,
               ": no \"param_groups\" in the metadata; is this an optimizer checkpoint?");
   try {
-    optimizer.load_state_dict({file.tensors, groups->second});
+    restore({file.tensors, groups->second});
   } catch (const ValueError& e) {
     detail::fail<ValueError>(e.what(), " (checkpoint ", path, ")");
   } catch (const nlohmann::json::exception& e) {  // a field this optimizer needs is missing

@@ -159,15 +159,23 @@ TEST(GptCommand, EveryParallelModeTrainsAsOneDevice) {
       run("zero2", " --ddp --zero 2", "launch --standalone --nproc-per-node 2 -- " TANDEM_CLI " ");
   EXPECT_NE(zero.output.find("ZeRO stage 2)"), std::string::npos) << zero.output;
   EXPECT_NE(zero.output.find("memory per rank (rank 0, cpu"), std::string::npos) << zero.output;
+  // ZeRO-3: every block, ln_f and the tied embedding sharded; every rank evaluates (the
+  // all-gathers are collective), and the checkpoint gathers parameters and moments to rank 0.
+  const Result zero3 =
+      run("zero3", " --ddp --zero 3", "launch --standalone --nproc-per-node 2 -- " TANDEM_CLI " ");
+  EXPECT_NE(zero3.output.find("ZeRO stage 3: 5 units)"), std::string::npos) << zero3.output;
   const SafetensorsFile ddp_opt =
       load_safetensors((tmp / "ddp" / "optimizer.safetensors").string());
-  const SafetensorsFile zero_opt =
-      load_safetensors((tmp / "zero2" / "optimizer.safetensors").string());
-  ASSERT_EQ(ddp_opt.tensors.size(), zero_opt.tensors.size());
-  for (const auto& [name, t] : ddp_opt.tensors)
-    EXPECT_LT(abs(t - zero_opt.at(name)).max().item(), 1e-6) << "optimizer state " << name;
+  for (const char* mode : {"zero2", "zero3"}) {
+    const SafetensorsFile zero_opt =
+        load_safetensors((tmp / mode / "optimizer.safetensors").string());
+    ASSERT_EQ(ddp_opt.tensors.size(), zero_opt.tensors.size());
+    for (const auto& [name, t] : ddp_opt.tensors)
+      EXPECT_LT(abs(t - zero_opt.at(name)).max().item(), 1e-6)
+          << mode << ": optimizer state " << name;
+  }
   const SafetensorsFile a = load_safetensors((tmp / "one" / "model.safetensors").string());
-  for (const char* mode : {"pipe", "dp", "ac", "ddp", "ddp-delay", "zero2"}) {
+  for (const char* mode : {"pipe", "dp", "ac", "ddp", "ddp-delay", "zero2", "zero3"}) {
     const SafetensorsFile b = load_safetensors((tmp / mode / "model.safetensors").string());
     ASSERT_EQ(a.tensors.size(), b.tensors.size()) << mode;
     for (const auto& [name, t] : a.tensors) {

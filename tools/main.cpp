@@ -163,7 +163,9 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
                   "powersgd:RANK[:START_ITER] (plain steps before compressing; default 1000)");
   cmd->add_option("--zero", t.zero,
                   "--ddp: ZeRO stage. 1: each rank keeps the optimizer state of its 1/N of the "
-                  "parameters only; 2: its gradients too (same result and bytes sent as DDP)")
+                  "parameters only; 2: its gradients too (same result and bytes sent as DDP); 3: "
+                  "its parameters too (fully_shard: each layer gathered while it computes, 1.5x "
+                  "DDP's bytes)")
       ->type_name("STAGE");
   cmd->add_option("--data-parallel", t.data_parallel,
                   "train with DataParallel over DEVICES (cpu:0,cpu:1 or cuda:0,cuda:1), one "

@@ -10,19 +10,21 @@
 
 namespace tandem::parallel {
 
-nn::StateDict FullyShardedModule::full_state_dict() {
+nn::StateDict FullyShardedModule::full_state_dict(bool rank0_only) {
   State& s = *state_;
   std::lock_guard lk(s.mutex);
   NoGradGuard no_grad;
+  const bool keep = !rank0_only || s.group->rank() == 0;
   std::map<const TensorImpl*, Tensor> whole;  // shard -> its whole tensor
   for (auto& unit : s.units) {
     const bool was = unit->gathered();
     unit->finish_gather(false);
-    for (size_t i = 0; i < unit->size(); ++i)
+    for (size_t i = 0; keep && i < unit->size(); ++i)
       whole[&unit->shards()[i].impl()] = unit->full(i).to(unit->shards()[i].dtype()).clone();
     if (!was) unit->reshard();
   }
-  nn::StateDict out = model_.state_dict();
+  if (!keep) return {};
+  nn::StateDict out = model_->state_dict();
   for (auto& [name, t] : out)
     if (auto it = whole.find(&t.impl()); it != whole.end()) t = it->second;
   return out;
@@ -39,7 +41,7 @@ void FullyShardedModule::load_full_state_dict(const nn::StateDict& state, std::s
     for (size_t i = 0; i < s.units[u]->size(); ++i)
       shard_of[&s.units[u]->shards()[i].impl()] = {u, i};
   std::ostringstream problems;
-  nn::StateDict mine = model_.state_dict();
+  nn::StateDict mine = model_->state_dict();
   for (auto& [name, t] : mine) {
     auto it = given.find(name);
     if (it == given.end()) {
@@ -92,7 +94,7 @@ std::vector<std::pair<size_t, size_t>> locate(const FullyShardedModule::State& s
 }  // namespace
 
 optim::OptimizerState FullyShardedModule::full_optimizer_state_dict(
-    const optim::Optimizer& optimizer) {
+    const optim::Optimizer& optimizer, bool rank0_only) {
   State& s = *state_;
   std::lock_guard lk(s.mutex);
   const auto where = locate(s, optimizer);
@@ -114,8 +116,11 @@ optim::OptimizerState FullyShardedModule::full_optimizer_state_dict(
   for (size_t u = 0; u < s.units.size(); ++u)
     for (const std::string& name : names) {
       auto it = values.find({u, name});
-      if (it != values.end()) whole[{u, name}] = s.units[u]->gather_whole(it->second);
+      if (it == values.end()) continue;
+      std::vector<Tensor> gathered = s.units[u]->gather_whole(it->second);
+      if (!rank0_only || s.group->rank() == 0) whole[{u, name}] = std::move(gathered);
     }
+  if (rank0_only && s.group->rank() != 0) return {};
   for (auto& [key, t] : mine.tensors) {
     size_t j;
     std::string name;

@@ -28,7 +28,12 @@ struct ParamNote {
 }  // namespace
 
 FullyShardedModule::FullyShardedModule(nn::Sequential model, FullyShardOptions options)
+    : FullyShardedModule(std::make_shared<nn::Sequential>(std::move(model)), std::move(options)) {}
+
+FullyShardedModule::FullyShardedModule(std::shared_ptr<nn::Sequential> model,
+                                       FullyShardOptions options)
     : model_(std::move(model)), state_(std::make_shared<State>()) {
+  TD_CHECK_VALUE(model_ != nullptr, "fully_shard: the model is null");
   State& s = *state_;
   s.options = options;
   s.group = options.group;
@@ -40,11 +45,11 @@ FullyShardedModule::FullyShardedModule(nn::Sequential model, FullyShardOptions o
   }
   {  // Every rank starts from rank 0's values, as DDP (and FSDP's sync_module_states).
     NoGradGuard no_grad;
-    for (auto& [name, t] : model_.named_parameters()) {
+    for (auto& [name, t] : model_->named_parameters()) {
       Tensor d = t.detach();
       s.group->broadcast(d, 0)->wait();
     }
-    for (auto& [name, t] : model_.named_buffers()) s.group->broadcast(t, 0)->wait();
+    for (auto& [name, t] : model_->named_buffers()) s.group->broadcast(t, 0)->wait();
   }
   // Where each parameter is referred to: (item, field) pairs, and its first full name.
   struct Uses {
@@ -54,7 +59,7 @@ FullyShardedModule::FullyShardedModule(nn::Sequential model, FullyShardOptions o
     size_t order;
   };
   std::map<const TensorImpl*, Uses> uses;
-  const auto& items = model_.items();
+  const auto& items = model_->items();
   for (size_t k = 0; k < items.size(); ++k)
     nn::for_each_tensor(items[k].module.get(), [&](const std::string& n, Tensor& t, bool buf) {
       if (buf || !t.defined()) return;
@@ -100,6 +105,13 @@ FullyShardedModule::FullyShardedModule(nn::Sequential model, FullyShardOptions o
 FullyShardedModule::~FullyShardedModule() = default;
 
 Communicator& FullyShardedModule::group() { return *state_->group; }
+
+int64_t FullyShardedModule::whole_parameter_count() const {
+  int64_t n = 0;
+  for (const auto& unit : state_->units)
+    for (size_t i = 0; i < unit->size(); ++i) n += numel(unit->shape(i));
+  return n;
+}
 const std::vector<std::shared_ptr<ShardedUnit>>& FullyShardedModule::units() const {
   return state_->units;
 }
@@ -118,7 +130,7 @@ Tensor FullyShardedModule::forward(const Tensor& input) {
     s.begin_forward();
     if (s.root != State::kNone) s.units[s.root]->finish_gather(grad);
   }
-  const auto& items = model_.items();
+  const auto& items = model_->items();
   for (size_t k = 0; k < items.size(); ++k) {
     const size_t u = s.item_unit[k];
     {

@@ -52,6 +52,10 @@ class FullyShardedModule : public nn::Module {
   /// keeps only this rank's shards of its parameters: the whole tensors are freed once nothing
   /// else holds them. Buffers (batch-norm statistics) stay whole on every rank.
   explicit FullyShardedModule(nn::Sequential model, FullyShardOptions options = {});
+  /// The same in place: `model`'s own fields then hold the shards (a trainer that keeps the
+  /// model for train()/eval() and names sees them).
+  explicit FullyShardedModule(std::shared_ptr<nn::Sequential> model,
+                              FullyShardOptions options = {});
   FullyShardedModule(const FullyShardedModule&) = delete;
   FullyShardedModule& operator=(const FullyShardedModule&) = delete;
   ~FullyShardedModule() override;
@@ -60,10 +64,12 @@ class FullyShardedModule : public nn::Module {
   Tensor operator()(const Tensor& x) { return forward(x); }
   /// Transparent: parameters() are the shards, under the model's names; state_dict() holds this
   /// rank's shards (full_state_dict() the whole tensors).
-  void visit(nn::Visitor& v) override { v("", model_); }
+  void visit(nn::Visitor& v) override { v("", *model_); }
   std::string type_name() const override { return "FullyShardedModule"; }
 
-  nn::Sequential& module() { return model_; }
+  nn::Sequential& module() { return *model_; }
+  /// Elements of the whole parameters (parameter_count() counts this rank's shards).
+  int64_t whole_parameter_count() const;
   Communicator& group();
   const std::vector<std::shared_ptr<ShardedUnit>>& units() const;
 
@@ -87,8 +93,10 @@ class FullyShardedModule : public nn::Module {
   double clip_grad_norm(double max_norm);
 
   /// The whole parameters and buffers under the model's names (PyTorch's full state dict;
-  /// collective: every rank must call it). A tied tensor is one tensor under both names.
-  nn::StateDict full_state_dict();
+  /// collective: every rank must call it). A tied tensor is one tensor under both names. With
+  /// `rank0_only` the other ranks get an empty dict and hold no whole tensor beyond one unit's
+  /// all-gather at a time (FSDP's FullStateDictConfig(rank0_only=True)).
+  nn::StateDict full_state_dict(bool rank0_only = false);
   /// Loads a whole state dict (from any world size, or one device): each rank copies its rows
   /// into its shards. Missing, unexpected and misshapen entries are one ValueError naming them.
   void load_full_state_dict(const nn::StateDict& state, std::string_view source = "");
@@ -97,7 +105,8 @@ class FullyShardedModule : public nn::Module {
   /// values), from `optimizer`, an optimizer over parameters() (collective). Each per-element
   /// state tensor (Adam's moments, momentum) is all-gathered as the parameters are; scalars
   /// (Adam's step) are every rank's own, the same on all.
-  optim::OptimizerState full_optimizer_state_dict(const optim::Optimizer& optimizer);
+  optim::OptimizerState full_optimizer_state_dict(const optim::Optimizer& optimizer,
+                                                  bool rank0_only = false);
   /// Loads such a whole state (from any world size, or one device) into `optimizer`, an
   /// optimizer over parameters(): each rank keeps its rows.
   void load_full_optimizer_state_dict(optim::Optimizer& optimizer,
@@ -106,7 +115,7 @@ class FullyShardedModule : public nn::Module {
   struct State;  // shared with the hooks (fully_shard.cpp)
 
  private:
-  nn::Sequential model_;
+  std::shared_ptr<nn::Sequential> model_;
   std::shared_ptr<State> state_;
 };
 

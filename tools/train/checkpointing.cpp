@@ -26,8 +26,8 @@ constexpr char kNext[] = ".next";  // a new pair, written in full before either 
 // A model whose parameters or buffers went NaN or inf must not replace a good checkpoint: batch
 // norm's running statistics can diverge while the parameters stay finite (--skip-nonfinite skips
 // the steps, not the forward that updated the statistics), and such a model evaluates to chance.
-void check_finite(nn::Module& model, const std::string& dir, int64_t epoch) {
-  for (const auto& [name, t] : model.state_dict()) {
+void check_finite(const nn::StateDict& model, const std::string& dir, int64_t epoch) {
+  for (const auto& [name, t] : model) {
     if (!is_floating(t.dtype())) continue;  // counters (num_batches_tracked)
     const double s = abs(t.detach()).sum().to(kFloat64).item();
     TD_CHECK_AS(NonFiniteError, std::isfinite(s), "train: \"", name,
@@ -74,7 +74,7 @@ int64_t int_field(const nn::Metadata& meta, const std::string& key, const std::s
 
 }  // namespace
 
-void save_checkpoint(const std::string& dir, nn::Module& model, const optim::Optimizer& optimizer,
+void save_checkpoint(const std::string& dir, const CheckpointContent& content,
                      const TrainState& state) {
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -85,18 +85,18 @@ void save_checkpoint(const std::string& dir, nn::Module& model, const optim::Opt
                        {"generator", nn::to_string(state.generator)},
                        {"config", state.config_json}};
   if (!state.vocabulary.empty()) meta["vocabulary"] = state.vocabulary;
-  check_finite(model, dir, state.epoch);
+  check_finite(content.model, dir, state.epoch);
   const fs::path model_path = fs::path(dir) / kModelFile, opt_path = fs::path(dir) / kOptimizerFile;
   const fs::path model_next = model_path.string() + kNext, opt_next = opt_path.string() + kNext;
-  nn::save_model(model_next.string(), model, meta);
+  nn::save_model(model_next.string(), content.model, meta);
   nn::Metadata opt_meta = meta;
   if (!state.grad_scaler_json.empty()) opt_meta["grad_scaler"] = state.grad_scaler_json;
-  nn::save_optimizer(opt_next.string(), optimizer, opt_meta);
+  nn::save_optimizer(opt_next.string(), content.optimizer, opt_meta);
   rename_or_fail(model_next, model_path);
   rename_or_fail(opt_next, opt_path);
 }
 
-TrainState load_checkpoint(const std::string& dir, nn::Module& model, optim::Optimizer& optimizer) {
+TrainState load_checkpoint(const std::string& dir, const Restore& restore) {
   const std::string model_path = (fs::path(dir) / kModelFile).string();
   const std::string optimizer_path = (fs::path(dir) / kOptimizerFile).string();
   std::error_code ec;
@@ -110,8 +110,10 @@ TrainState load_checkpoint(const std::string& dir, nn::Module& model, optim::Opt
     TD_CHECK_AS(DataError, fs::is_regular_file(path, ec), "train: --resume: ", path,
                 " does not exist; a checkpoint directory holds ", kModelFile, " and ",
                 kOptimizerFile, " (written after each epoch by a run with --checkpoint ", dir, ")");
-  const nn::Metadata m = nn::load_model(model_path, model);
-  const nn::Metadata o = nn::load_optimizer(optimizer_path, optimizer);
+  const SafetensorsFile model_file = load_safetensors(model_path);
+  restore.model(model_file.tensors, model_path);
+  const nn::Metadata& m = model_file.metadata;
+  const nn::Metadata o = nn::load_optimizer(optimizer_path, restore.optimizer);
 
   TrainState state;
   state.epoch = int_field(m, "epoch", model_path);

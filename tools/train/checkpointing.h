@@ -11,6 +11,7 @@
 #include <tandem/nn/module.h>
 #include <tandem/nn/optim/optimizer.h>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace tandem::tools {
@@ -24,13 +25,26 @@ struct TrainState {
   std::string vocabulary;        // --model gpt: the tokenizer's characters, in id order (UTF-8)
 };
 
+/// The model's and optimizer's state as a checkpoint holds them: whole tensors under the model's
+/// names (step.h's checkpoint_content gathers them when ranks hold shards).
+struct CheckpointContent {
+  nn::StateDict model;
+  optim::OptimizerState optimizer;
+};
+
 /// Writes DIR/model.safetensors and DIR/optimizer.safetensors, creating DIR if needed.
-void save_checkpoint(const std::string& dir, nn::Module& model, const optim::Optimizer& optimizer,
+void save_checkpoint(const std::string& dir, const CheckpointContent& content,
                      const TrainState& state);
 
-/// Loads both files of DIR into `model` and `optimizer` and returns the saved state. DataError
-/// naming the directory when a file is missing, when the metadata is incomplete, or when the two
-/// files come from different epochs (a crash between the two writes).
-TrainState load_checkpoint(const std::string& dir, nn::Module& model, optim::Optimizer& optimizer);
+/// How a run takes a checkpoint's content back: model(state dict, file path), optimizer(state).
+struct Restore {
+  std::function<void(const nn::StateDict&, const std::string& path)> model;
+  std::function<void(const optim::OptimizerState&)> optimizer;
+};
+
+/// Loads both files of DIR through `restore` and returns the saved state. DataError naming the
+/// directory when a file is missing, when the metadata is incomplete, or when the two files come
+/// from different epochs (a crash between the two writes).
+TrainState load_checkpoint(const std::string& dir, const Restore& restore);
 
 }  // namespace tandem::tools

@@ -157,8 +157,8 @@ TrainOptions resolve_config(TrainOptions o) {
   TD_CHECK_VALUE(o.ddp_hook.empty() || o.ddp, "train: --ddp-hook ", o.ddp_hook,
                  " needs --ddp (it says what DDP's buckets send)");
   if (!o.ddp_hook.empty()) parallel::comm_hook_named(o.ddp_hook);  // a bad name fails here
-  TD_CHECK_VALUE(o.zero >= 0 && o.zero <= 2, "train: --zero must be 0, 1 or 2, but got ", o.zero,
-                 o.zero == 3 ? " (stage 3, fully sharded parameters, is not built yet)" : "");
+  TD_CHECK_VALUE(o.zero >= 0 && o.zero <= 3, "train: --zero must be 0, 1, 2 or 3, but got ",
+                 o.zero);
   TD_CHECK_VALUE(o.zero == 0 || o.ddp, "train: --zero ", o.zero,
                  " needs --ddp (it shards what DDP's ranks keep)");
   TD_CHECK_VALUE(o.zero == 0 || o.ddp_hook.empty(), "train: --zero ", o.zero,

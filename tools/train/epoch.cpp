@@ -35,7 +35,7 @@ int64_t count_correct(const Tensor& logits, const Tensor& y) {
 // all-reduced, so every rank reaches the same answer and they skip (or stop) together; a NaN
 // loss on one rank poisons them all. Under --zero each rank holds only its shard's gradients, so
 // the ranks agree through one more all-reduce (of a flag, after the sum).
-bool gradients_finite(const optim::Optimizer& optimizer, parallel::ZeroOptimizer* zero) {
+bool gradients_finite(const optim::Optimizer& optimizer, parallel::Communicator* sharded) {
   NoGradGuard no_grad;
   Tensor total;
   for (const Tensor& p : optimizer.parameters()) {
@@ -47,10 +47,9 @@ bool gradients_finite(const optim::Optimizer& optimizer, parallel::ZeroOptimizer
     total = total.defined() ? total + s : s;
   }
   const bool finite = !total.defined() || std::isfinite(total.item());
-  if (!zero) return finite;
-  parallel::Communicator& group = zero->shards().group();
-  Tensor bad = full({1}, finite ? 0.0 : 1.0, {.device = zero->parameters().front().device()});
-  group.all_reduce(bad, ReduceOp::Max)->wait();
+  if (!sharded) return finite;
+  Tensor bad = full({1}, finite ? 0.0 : 1.0, {.device = optimizer.parameters().front().device()});
+  sharded->all_reduce(bad, ReduceOp::Max)->wait();
   return bad.to(Device::cpu()).item() == 0;
 }
 
@@ -108,7 +107,8 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
     // Under the gradient scaler, inf/NaN gradients are expected now and then (the scale is
     // probing how high it can go): the scaler skips those steps. A non-finite loss is still
     // an error (or a --skip-nonfinite skip).
-    const bool gradients_ok = scaling || gradients_finite(s.optimizer, s.step.zero);  // every rank
+    const bool gradients_ok =
+        scaling || gradients_finite(s.optimizer, sharded_gradients_group(s.step));  // every rank
     if (!std::isfinite(l) || !gradients_ok) {
       TD_CHECK_AS(NonFiniteError, s.skip_nonfinite, "train: the loss is ",
                   std::isnan(l) ? std::string("NaN") : std::to_string(l),

@@ -131,7 +131,7 @@ int run_train_gpt(const TrainOptions& flags) {
   int64_t iter = 0;
   std::string resumed_scaler;
   if (o.resume) {
-    const TrainState state = load_checkpoint(o.checkpoint, *model, optimizer);
+    const TrainState state = load_checkpoint(o.checkpoint, restore_into(setup, optimizer));
     default_generator(device).set_state(state.generator);
     iter = state.global_step;
     resumed_scaler = state.grad_scaler_json;
@@ -195,9 +195,12 @@ int run_train_gpt(const TrainOptions& flags) {
   for (;; ++iter) {
     if (iter % g.eval_interval == 0 || iter == g.max_iters) {
       const Clock::time_point eval_start = Clock::now();
-      if (!o.checkpoint.empty() && iter > 0) consolidate_optimizer(setup);  // every rank
+      CheckpointContent content;  // every rank: --zero's shards are gathered (rank 0 keeps them)
+      if (!o.checkpoint.empty() && iter > 0) content = checkpoint_content(setup, optimizer);
+      std::pair<double, double> losses;
+      if (lead || everyone_evaluates(setup)) losses = estimate_loss(setup, corpus, o);
       if (lead) {
-        const auto [train_loss, val_loss] = estimate_loss(setup, corpus, o);
+        const auto [train_loss, val_loss] = losses;
         std::printf("step %lld: train loss %.4f, val loss %.4f\n", (long long)iter, train_loss,
                     val_loss);
         std::fflush(stdout);
@@ -216,7 +219,7 @@ int run_train_gpt(const TrainOptions& flags) {
                        .lr = lr});
         if (!o.checkpoint.empty() && iter > 0)
           save_checkpoint(
-              o.checkpoint, *model, optimizer,
+              o.checkpoint, content,
               {.epoch = iter,
                .global_step = iter,
                .generator = default_generator(device).get_state(),

@@ -28,7 +28,7 @@ Tensor forward(Setup& s, const Tensor& x) {
     case Parallelism::None:
       return (*s.model)(x);
     case Parallelism::DDP:
-      return (*s.ddp)(x);
+      return s.fsdp ? (*s.fsdp)(x) : (*s.ddp)(x);
     case Parallelism::DataParallel:
       return (*s.dp)(x);
     case Parallelism::Pipeline:
@@ -46,6 +46,10 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
     case Parallelism::None:
       break;
     case Parallelism::DDP:
+      if (o.zero == 3) {
+        s.fsdp = std::make_unique<parallel::FullyShardedModule>(s.model);
+        break;
+      }
       s.ddp = std::make_unique<parallel::DistributedDataParallel<nn::Sequential>>(
           *s.model,
           parallel::DDPOptions{
@@ -90,6 +94,9 @@ std::unique_ptr<optim::GradScaler> make_grad_scaler(DType amp, parallel::Communi
 std::string describe_parallelism(Setup& s, const TrainOptions& o,
                                  const parallel::Communicator* group) {
   std::string line;
+  if (s.fsdp)
+    line = str(", fully sharded over ", group->size(), " ranks (", group->backend(),
+               ", ZeRO stage 3: ", s.fsdp->units().size(), " units)");
   if (s.ddp)
     line = str(", DDP over ", group->size(), " ranks (", group->backend(),
                o.ddp_hook.empty() ? "" : ", " + o.ddp_hook,
@@ -113,6 +120,7 @@ std::string memory_line(const Setup& s, const TrainOptions& o, int world) {
     psi += double(p.numel());
     element = double(element_size(p.dtype()));
   }
+  if (s.fsdp) psi = double(s.fsdp->whole_parameter_count());  // the fields hold shards
   // Adam and AdamW keep two moments per parameter; SGD a momentum buffer if it has momentum.
   const int state = o.model == "gpt" || o.optimizer != "sgd" ? 2 : o.momentum > 0 ? 1 : 0;
   const parallel::StateBytes b = parallel::state_bytes(o.zero, psi, element, state, world);
@@ -122,13 +130,38 @@ std::string memory_line(const Setup& s, const TrainOptions& o, int world) {
              mb(double(memory_stats(s.device).allocated_bytes)), " MB held");
 }
 
-void consolidate_optimizer(Setup& s) {
+CheckpointContent checkpoint_content(Setup& s, optim::Optimizer& optimizer) {
+  if (s.fsdp)
+    return {s.fsdp->full_state_dict(/*rank0_only=*/true),
+            s.fsdp->full_optimizer_state_dict(optimizer, /*rank0_only=*/true)};
   if (s.zero) s.zero->consolidate_state_dict();
+  return {s.model->state_dict(), optimizer.state_dict()};
+}
+
+Restore restore_into(Setup& s, optim::Optimizer& optimizer) {
+  if (s.fsdp)
+    return {[&s](const nn::StateDict& sd, const std::string& path) {
+              s.fsdp->load_full_state_dict(sd, path);
+            },
+            [&s, &optimizer](const optim::OptimizerState& state) {
+              s.fsdp->load_full_optimizer_state_dict(optimizer, state);
+            }};
+  return {[&s](const nn::StateDict& sd, const std::string& path) {
+            s.model->load_state_dict(sd, true, path);
+          },
+          [&optimizer](const optim::OptimizerState& state) { optimizer.load_state_dict(state); }};
+}
+
+parallel::Communicator* sharded_gradients_group(Setup& s) {
+  if (s.fsdp) return &s.fsdp->group();
+  if (s.zero) return &s.zero->shards().group();
+  return nullptr;
 }
 
 double clip_gradients(Setup& s, double max_norm) {
   if (s.pipe) return parallel::clip_grad_norm_(s.pipe->stages(), max_norm);
   if (s.zero) return s.zero->clip_grad_norm(max_norm);  // each rank holds its shard's gradients
+  if (s.fsdp) return s.fsdp->clip_grad_norm(max_norm);
   return optim::clip_grad_norm_(s.model->parameters(), max_norm);
 }
 
@@ -151,7 +184,7 @@ StepResult train_step(Setup& s, const Tensor& x, const Tensor& y) {
 Tensor predict(Setup& s, const Tensor& x) {
   NoGradGuard no_grad;
   AmpScope amp(s.device, s.amp);
-  return s.mode == Parallelism::DDP ? (*s.model)(x) : forward(s, x);
+  return s.mode == Parallelism::DDP && !s.fsdp ? (*s.model)(x) : forward(s, x);
 }
 
 }  // namespace tandem::tools

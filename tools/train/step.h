@@ -16,11 +16,13 @@
 #include <tandem/parallel/data_parallel/data_parallel.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/ddp/zero_optimizer.h>
+#include <tandem/parallel/fsdp/fully_shard.h>
 #include <tandem/parallel/pipeline/pipeline.h>
 #include <functional>
 #include <memory>
 
 #include "../commands.h"
+#include "checkpointing.h"
 #include "config.h"
 
 namespace tandem::tools {
@@ -32,6 +34,9 @@ struct Setup {
   DType amp = kFloat32;                   // --amp: autocast's dtype (float32: off)
   optim::GradScaler* scaler = nullptr;    // --amp fp16; may be off
   std::unique_ptr<parallel::DistributedDataParallel<nn::Sequential>> ddp;
+  // --ddp --zero 3: the model fully sharded in place (`model`'s fields hold this rank's shards
+  // between steps), instead of `ddp`.
+  std::unique_ptr<parallel::FullyShardedModule> fsdp;
   std::unique_ptr<parallel::DataParallel> dp;
   std::unique_ptr<parallel::Pipeline> pipe;
   parallel::ZeroOptimizer* zero = nullptr;  // --zero: the run's optimizer (optim_setup.h)
@@ -72,16 +77,30 @@ StepResult train_step(Setup& s, const Tensor& x, const Tensor& y);
 /// "6.5 MB predicted (parameters 1.9 + gradients 0.9 + optimizer 3.7), 6.8 MB held".
 std::string memory_line(const Setup& s, const TrainOptions& options, int world);
 
-/// --zero with --checkpoint: gathers the optimizer state every rank holds a shard of, before rank 0
-/// saves it. Collective: every rank calls it. Does nothing otherwise.
-void consolidate_optimizer(Setup& s);
+/// What --checkpoint saves: the model's and optimizer's whole state. Collective under --zero
+/// (every rank calls it; rank 0 saves it): ZeRO-1/2 gather the optimizer state every rank holds a
+/// shard of, ZeRO-3 the parameters too.
+CheckpointContent checkpoint_content(Setup& s, optim::Optimizer& optimizer);
+/// How --resume puts a checkpoint back: into the model and the optimizer, or under --zero 3 each
+/// rank's rows of them (from a checkpoint of any number of ranks).
+Restore restore_into(Setup& s, optim::Optimizer& optimizer);
+
+/// Under --zero each rank holds only its shards' gradients: the group through which the ranks
+/// agree on anything computed from them (a norm, a found-inf flag); null when every rank holds
+/// them all.
+parallel::Communicator* sharded_gradients_group(Setup& s);
+
+/// Whether every rank evaluates: under --zero 3 the forward's all-gathers are collective, so the
+/// ranks evaluate together (rank 0 reports); otherwise rank 0 alone.
+inline bool everyone_evaluates(const Setup& s) { return s.fsdp != nullptr; }
 
 /// Clips the gradients' global norm to max_norm (a weight two pipeline stages share counted once,
 /// parallel/pipeline/tied.h); returns the norm before clipping.
 double clip_gradients(Setup& s, double max_norm);
 
 /// The model's logits for x without recording a graph, through the same path as training (a DDP
-/// rank evaluates alone, on its own model: no collective).
+/// rank evaluates alone, on its own model: no collective; under --zero 3 through the sharded
+/// model, collectively).
 Tensor predict(Setup& s, const Tensor& x);
 
 }  // namespace tandem::tools

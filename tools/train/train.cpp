@@ -122,7 +122,7 @@ int run_train(const TrainOptions& flags) {
   int64_t first_epoch = 1, global_step = 0;
   std::string resumed, resumed_scaler;
   if (o.resume) {
-    const TrainState state = load_checkpoint(o.checkpoint, *model, *optimizer);
+    const TrainState state = load_checkpoint(o.checkpoint, restore_into(setup, *optimizer));
     resumed_scaler = state.grad_scaler_json;
     default_generator(device).set_state(state.generator);
     first_epoch = state.epoch + 1;
@@ -172,7 +172,8 @@ int run_train(const TrainOptions& flags) {
   const std::string report_path = (fs::path(o.log_dir) / "report.html").string();
   const std::string config = config_json(o), eval = source.eval_name;
   const std::string noun = source.npm_subset ? "digits" : "images";
-  const std::string params = with_commas(model->parameter_count());
+  const std::string params = with_commas(  // the whole model's, when ranks hold shards
+      setup.fsdp ? setup.fsdp->whole_parameter_count() : model->parameter_count());
   const std::string data_line = str(source.dir, ": ", with_commas(train_set.size()), " train / ",
                                     with_commas(eval_set.size()), " ", eval, " ", noun);
 
@@ -217,9 +218,11 @@ int run_train(const TrainOptions& flags) {
   std::string final_line;
   for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
     const PassResult t = train_epoch(epochs, epoch, global_step);
-    if (!o.checkpoint.empty()) consolidate_optimizer(setup);  // every rank: --zero's shards
+    CheckpointContent content;  // every rank: --zero's shards are gathered (rank 0 keeps them)
+    if (!o.checkpoint.empty()) content = checkpoint_content(setup, *optimizer);
+    PassResult e;
+    if (lead || everyone_evaluates(setup)) e = evaluate(setup, eval_loader);
     if (!lead) continue;  // the others go straight on to the next epoch's first all-reduce
-    const PassResult e = evaluate(setup, eval_loader);
     metrics.write({.time = unix_time(),
                    .epoch = epoch,
                    .step = global_step,
@@ -244,7 +247,7 @@ int run_train(const TrainOptions& flags) {
           (long long)scaler.skipped_steps(), scaler.get_scale());
     std::fflush(stdout);
     if (!o.checkpoint.empty())
-      save_checkpoint(o.checkpoint, *model, *optimizer,
+      save_checkpoint(o.checkpoint, content,
                       {epoch, global_step, default_generator(device).get_state(), config,
                        scaler.is_enabled() ? optim::to_json(scaler.state_dict()) : ""});
 
