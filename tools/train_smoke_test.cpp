@@ -115,80 +115,65 @@ TEST(TrainCommand, ResumeIsBitIdenticalToAnUninterruptedRun) {
   EXPECT_EQ(count(metrics, "\"epoch\":3,\"step\":9,\"split\":\"eval\""), 1) << metrics;
 }
 
+// Runs of `tandem train --ddp` under `tandem launch` on a synthetic dataset, each with its own
+// checkpoint directory: SGD with momentum, whose update does not magnify float32 rounding as
+// Adam's division does near zero; no augmentation, whose shifts are drawn per batch of a rank; a
+// schedule that does not span --epochs.
+struct LaunchedRuns {
+  TempDir tmp;
+  LaunchedRuns() { write_synthetic_dataset(tmp / "data"); }
+  Result run(int ranks, const std::string& name, const std::string& flags,
+             const std::string& log = "") {
+    const Result r = tandem_cli(
+        "launch --standalone --nproc-per-node " + std::to_string(ranks) +
+            " -- " TANDEM_CLI " train --dataset " + (tmp / "data").string() +
+            " --model mlp --optimizer sgd --batch-size 32 --max-steps 3 --augment 0 --schedule "
+            "step --no-progress --ddp" +
+            flags + " --checkpoint " + (tmp / name).string() + " --log-dir " +
+            (tmp / ("log-" + name)).string(),
+        tmp / ((log.empty() ? name : log) + ".txt"));
+    EXPECT_EQ(r.code, 0) << r.output;
+    return r;
+  }
+  // Checkpoint `name`'s model equals `other`'s up to float32 rounding (1 rank sums the batch in
+  // another order than 2).
+  void expect_close(const std::string& name, const std::string& other) {
+    const SafetensorsFile a = load_safetensors((tmp / name / "model.safetensors").string());
+    const SafetensorsFile b = load_safetensors((tmp / other / "model.safetensors").string());
+    ASSERT_EQ(a.tensors.size(), b.tensors.size());
+    for (const auto& [key, t] : a.tensors) {
+      const double diff = abs(t - b.at(key)).max().item();
+      EXPECT_LT(diff, 1e-4) << other << ": " << key << " differs by " << diff;
+    }
+  }
+};
+
 // --ddp --zero 2 on 2 ranks, checkpointed after epoch 1 and resumed by 1 rank with --zero 1: the
 // consolidated checkpoint does not depend on how many ranks wrote it, and the run ends where an
-// uninterrupted 2-rank run does (up to float32 rounding: 1 rank sums the batch in another order;
-// SGD with momentum, whose update does not magnify it as Adam's division does near zero; no
-// augmentation, whose shifts are drawn per batch of a rank; a schedule that does not span
-// --epochs).
+// uninterrupted 2-rank run does.
 TEST(TrainCommand, ZeroCheckpointResumesOnAnotherNumberOfRanks) {
-  TempDir tmp;
-  write_synthetic_dataset(tmp / "data");
-  const std::string launch = "launch --standalone --nproc-per-node ";
-  const std::string common = " -- " TANDEM_CLI " train --dataset " + (tmp / "data").string() +
-                             " --model mlp --optimizer sgd --batch-size 32 --max-steps 3"
-                             " --augment 0 --schedule step --no-progress --ddp";
-  const auto dirs = [&](const std::string& name) {
-    return " --checkpoint " + (tmp / name).string() + " --log-dir " +
-           (tmp / ("log-" + name)).string();
-  };
-  const Result whole =
-      tandem_cli(launch + "2" + common + " --zero 2 --epochs 2" + dirs("a"), tmp / "a.txt");
-  ASSERT_EQ(whole.code, 0) << whole.output;
+  LaunchedRuns runs;
+  const Result whole = runs.run(2, "a", " --zero 2 --epochs 2");
   EXPECT_NE(whole.output.find("memory per rank (rank 0, cpu"), std::string::npos) << whole.output;
-  const Result first =
-      tandem_cli(launch + "2" + common + " --zero 2 --epochs 1" + dirs("b"), tmp / "b1.txt");
-  ASSERT_EQ(first.code, 0) << first.output;
-  const Result rest = tandem_cli(
-      launch + "1" + common + " --zero 1 --epochs 2 --resume" + dirs("b"), tmp / "b2.txt");
-  ASSERT_EQ(rest.code, 0) << rest.output;
+  runs.run(2, "b", " --zero 2 --epochs 1");
+  const Result rest = runs.run(1, "b", " --zero 1 --epochs 2 --resume", "b2");
   EXPECT_NE(rest.output.find("continuing at epoch 2 of 2"), std::string::npos) << rest.output;
-  const SafetensorsFile a = load_safetensors((tmp / "a" / "model.safetensors").string());
-  const SafetensorsFile b = load_safetensors((tmp / "b" / "model.safetensors").string());
-  ASSERT_EQ(a.tensors.size(), b.tensors.size());
-  for (const auto& [name, t] : a.tensors) {
-    const double diff = abs(t - b.at(name)).max().item();
-    EXPECT_LT(diff, 1e-4) << name << " differs by " << diff;
-  }
+  runs.expect_close("a", "b");
 }
 
 // --ddp --zero 3 (fully_shard) on 2 ranks trains as DDP does, and its checkpoint (whole tensors,
-// gathered to rank 0) resumes on 1 rank, resharded: the run ends where the uninterrupted one does
-// (up to float32 rounding, as above). The memory line predicts 16Ψ/N.
+// gathered to rank 0) resumes on 1 rank, resharded, ending where the uninterrupted run does.
 TEST(TrainCommand, Zero3TrainsAsDdpAndResumesOnAnotherNumberOfRanks) {
-  TempDir tmp;
-  write_synthetic_dataset(tmp / "data");
-  const std::string launch = "launch --standalone --nproc-per-node ";
-  const std::string common = " -- " TANDEM_CLI " train --dataset " + (tmp / "data").string() +
-                             " --model mlp --optimizer sgd --batch-size 32 --max-steps 3"
-                             " --augment 0 --schedule step --no-progress --ddp";
-  const auto dirs = [&](const std::string& name) {
-    return " --checkpoint " + (tmp / name).string() + " --log-dir " +
-           (tmp / ("log-" + name)).string();
-  };
-  const Result ddp = tandem_cli(launch + "2" + common + " --epochs 2" + dirs("d"), tmp / "d.txt");
-  ASSERT_EQ(ddp.code, 0) << ddp.output;
-  const Result whole =
-      tandem_cli(launch + "2" + common + " --zero 3 --epochs 2" + dirs("a"), tmp / "a.txt");
-  ASSERT_EQ(whole.code, 0) << whole.output;
+  LaunchedRuns runs;
+  runs.run(2, "d", " --epochs 2");
+  const Result whole = runs.run(2, "a", " --zero 3 --epochs 2");
   EXPECT_NE(whole.output.find("ZeRO stage 3"), std::string::npos) << whole.output;
   EXPECT_NE(whole.output.find("memory per rank (rank 0, cpu"), std::string::npos) << whole.output;
-  const Result first =
-      tandem_cli(launch + "2" + common + " --zero 3 --epochs 1" + dirs("b"), tmp / "b1.txt");
-  ASSERT_EQ(first.code, 0) << first.output;
-  const Result rest = tandem_cli(
-      launch + "1" + common + " --zero 3 --epochs 2 --resume" + dirs("b"), tmp / "b2.txt");
-  ASSERT_EQ(rest.code, 0) << rest.output;
+  runs.run(2, "b", " --zero 3 --epochs 1");
+  const Result rest = runs.run(1, "b", " --zero 3 --epochs 2 --resume", "b2");
   EXPECT_NE(rest.output.find("continuing at epoch 2 of 2"), std::string::npos) << rest.output;
-  const SafetensorsFile a = load_safetensors((tmp / "a" / "model.safetensors").string());
-  for (const char* other : {"d", "b"}) {
-    const SafetensorsFile b = load_safetensors((tmp / other / "model.safetensors").string());
-    ASSERT_EQ(a.tensors.size(), b.tensors.size());
-    for (const auto& [name, t] : a.tensors) {
-      const double diff = abs(t - b.at(name)).max().item();
-      EXPECT_LT(diff, 1e-4) << other << ": " << name << " differs by " << diff;
-    }
-  }
+  runs.expect_close("a", "d");
+  runs.expect_close("a", "b");
 }
 
 }  // namespace
