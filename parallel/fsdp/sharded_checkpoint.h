@@ -1,0 +1,35 @@
+// parallel/fsdp/sharded_checkpoint.h — checkpoints of a fully sharded model that every rank writes
+// at once, each only its own shards (PyTorch's distributed checkpoint; DeepSpeed's per-rank
+// files): no rank ever holds the whole model, and a checkpoint written by N ranks loads on M.
+//
+//   DIR/step-<S>/rank-<r>-of-<N>.safetensors  rank r's rows of every parameter ("model.<name>")
+//                                             and of each per-element optimizer state
+//                                             ("optim.<name>.<state>"); rank 0's also the buffers
+//                                             and the scalar states (Adam's step)
+//   DIR/step-<S>/index.json                   per tensor: the whole shape, the dtype, and which
+//                                             rows each file holds; the optimizer's param groups
+//   DIR/latest                                "step-<S>", replaced (atomically, as every file
+//                                             here) once all of step S's files are complete
+// A crash mid-save leaves `latest` naming the previous complete step. For one file that PyTorch
+// loads, save full_state_dict() with nn::save_model instead (what `tandem train --zero 3` does).
+#pragma once
+
+#include <tandem/parallel/fsdp/fully_shard.h>
+#include <string>
+
+namespace tandem::parallel {
+
+/// Writes step `step` of `model` (and `optimizer`, an optimizer over model.parameters(), if not
+/// null) under `dir`. Collective. A rank that cannot write its file makes every rank throw a
+/// DataError naming it, and `latest` is left as it was.
+void save_sharded_checkpoint(const std::string& dir, int64_t step, FullyShardedModule& model,
+                             const optim::Optimizer* optimizer = nullptr);
+
+/// Loads the step `dir/latest` names into `model` (and `optimizer`), on any number of ranks: each
+/// rank reads, from the files that hold them, the rows its shards need. Returns the step.
+/// DataError naming the file for a missing or inconsistent checkpoint (a tensor absent, of
+/// another shape, or rows no file holds).
+int64_t load_sharded_checkpoint(const std::string& dir, FullyShardedModule& model,
+                                optim::Optimizer* optimizer = nullptr);
+
+}  // namespace tandem::parallel
