@@ -86,6 +86,20 @@ inline std::vector<std::unique_ptr<Mlp>> mlps_on_devices(int n, DType dtype = kF
   return out;
 }
 
+/// One Sequential per rank from make(), on cpu:0..n-1 in `dtype`, rank r's from manual_seed(r)
+/// (so a test shows that rank 0's values reach the others). Made before the rank threads start.
+template <typename Make>
+std::vector<nn::Sequential> sequentials_on_devices(int n, DType dtype, Make&& make) {
+  std::vector<nn::Sequential> out;
+  for (int r = 0; r < n; ++r) {
+    manual_seed(uint64_t(r));
+    out.push_back(make());
+    out.back().to(dtype);
+    out.back().to(Device::cpu(r));
+  }
+  return out;
+}
+
 /// A fixed synthetic dataset: images [n, 1, 28, 28] and labels [n], the same in every process.
 inline std::pair<Tensor, Tensor> synthetic_data(int64_t n) {
   manual_seed(1234);

@@ -27,15 +27,8 @@ nn::Sequential mlp() {
                         {"relu2", nn::ReLU()},      {"fc3", nn::Linear(32, 12)}};
 }
 
-std::vector<nn::Sequential> mlps(int world, DType dtype) {  // before the rank threads start
-  std::vector<nn::Sequential> out;
-  for (int r = 0; r < world; ++r) {
-    manual_seed(r);
-    out.push_back(mlp());
-    out.back().to(dtype);
-    out.back().to(Device::cpu(r));
-  }
-  return out;
+std::vector<nn::Sequential> mlps(int world, DType dtype) {
+  return tandem::testing::sequentials_on_devices(world, dtype, mlp);
 }
 
 Tensor loss_on(const Tensor& logits, Device dev) {

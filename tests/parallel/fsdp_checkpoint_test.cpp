@@ -26,15 +26,8 @@ nn::Sequential mlp() {
                         {"relu2", nn::ReLU()},      {"fc3", nn::Linear(30, 10)}};
 }
 
-std::vector<nn::Sequential> mlps(int world) {  // before the rank threads start
-  std::vector<nn::Sequential> out;
-  for (int r = 0; r < world; ++r) {
-    manual_seed(r);
-    out.push_back(mlp());
-    out.back().to(kFloat64);
-    out.back().to(Device::cpu(r));
-  }
-  return out;
+std::vector<nn::Sequential> mlps(int world) {
+  return tandem::testing::sequentials_on_devices(world, kFloat64, mlp);
 }
 
 // Two Adam steps on 3 ranks saved as step 2, then the third step on 2 ranks loaded from it: the
