@@ -242,6 +242,8 @@ void run_callbacks(const std::shared_ptr<GraphTask>& task) {
 void set_backward_device_threads(bool enabled) { g_device_threads = enabled; }
 bool backward_device_threads() { return g_device_threads; }
 
+bool in_backward_pass() { return t_task != nullptr; }
+
 void queue_callback(std::function<void()> fn) {
   TD_CHECK_AS(AutogradError, t_task != nullptr,
               "queue_callback: no backward pass is running on this thread (call it from a hook)");

@@ -62,6 +62,8 @@ void run_as_backward_tail(const std::function<void()>& fn,
 /// DistributedDataParallel's end-of-backward work runs once, at the very end. Only callable
 /// during backward (from a hook); AutogradError otherwise.
 void queue_callback(std::function<void()> fn);
+/// Whether this thread is running part of a backward pass now (a node, a hook, a callback).
+bool in_backward_pass();
 
 /// Off: every node runs on the thread that called backward, one after another (the gradients are
 /// the same bits either way). For comparisons and debugging; on by default.

@@ -43,6 +43,7 @@ struct FullyShardedModule::State {
   void install(size_t item);  // the item's fields := whole parameters
   void restore(size_t item);  // the item's fields := shards
   void begin_forward();
+  void recover_from_failed_backward();
   static std::function<std::any(const Tensor&)> pack_hook(const std::shared_ptr<State>& self,
                                                           size_t u);
   static std::function<Tensor(const std::any&)> unpack_hook(const std::shared_ptr<State>& self);

@@ -104,6 +104,14 @@ FullyShardedModule::FullyShardedModule(std::shared_ptr<nn::Sequential> model,
 
 FullyShardedModule::~FullyShardedModule() = default;
 
+void FullyShardedModule::visit(nn::Visitor& v) {
+  {
+    std::lock_guard lk(state_->mutex);
+    state_->recover_from_failed_backward();  // the fields then hold the shards
+  }
+  v("", *model_);
+}
+
 Communicator& FullyShardedModule::group() { return *state_->group; }
 
 std::vector<FullyShardedModule::LocalShard> FullyShardedModule::local_shards() const {
@@ -153,11 +161,15 @@ Tensor FullyShardedModule::forward(const Tensor& input) {
       s.install(k);
     }
     Tensor y;
-    {
+    try {
       std::optional<SavedTensorHooks> notes;  // the unit's ops keep notes, not its parameters
       if (grad && s.options.reshard_after_forward && u != State::kNone)
         notes.emplace(s.pack_hook(state_, u), s.unpack_hook(state_));
       y = items[k].module.forward(x);
+    } catch (...) {
+      std::lock_guard lk(s.mutex);
+      s.restore(k);  // the fields hold shards again; the next forward starts afresh
+      throw;
     }
     std::lock_guard lk(s.mutex);
     s.restore(k);
@@ -213,11 +225,27 @@ void FullyShardedModule::State::restore(size_t item) {
   for (const Slot& sl : item_slots[item]) *sl.tensor = units[sl.unit]->shards()[sl.index];
 }
 
+void FullyShardedModule::State::recover_from_failed_backward() {
+  // A backward that failed part-way (a hook or an op threw) never reached end_of_backward(): its
+  // gradients are incomplete, so drop them, as every rank does alike, and put the shards back
+  // into the fields its hooks filled.
+  if (!callback_queued || in_backward_pass()) return;
+  for (auto& unit : units) {
+    unit->abandon_gradients();
+    unit->reshard();
+  }
+  reducing.clear();
+  next_launch = 0;
+  callback_queued = false;
+  for (size_t k = 0; k < item_slots.size(); ++k) restore(k);
+}
+
 void FullyShardedModule::State::begin_forward() {
+  recover_from_failed_backward();
   // A forward that no backward followed (an evaluation with grad mode on) left units gathered:
   // gather afresh, so that this forward's graph reaches the shards.
-  if (!callback_queued)
-    for (auto& unit : units) unit->reshard();
+  for (auto& unit : units) unit->reshard();
+  for (size_t k = 0; k < item_slots.size(); ++k) restore(k);
 }
 
 std::function<std::any(const Tensor&)> FullyShardedModule::State::pack_hook(

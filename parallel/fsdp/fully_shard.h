@@ -64,7 +64,7 @@ class FullyShardedModule : public nn::Module {
   Tensor operator()(const Tensor& x) { return forward(x); }
   /// Transparent: parameters() are the shards, under the model's names; state_dict() holds this
   /// rank's shards (full_state_dict() the whole tensors).
-  void visit(nn::Visitor& v) override { v("", *model_); }
+  void visit(nn::Visitor& v) override;
   std::string type_name() const override { return "FullyShardedModule"; }
 
   nn::Sequential& module() { return *model_; }

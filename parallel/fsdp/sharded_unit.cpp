@@ -129,6 +129,24 @@ Tensor ShardedUnit::rows_of(size_t i, const Tensor& whole) const {
   return whole.reshape({l.rows, l.row}).narrow(0, start, n).reshape(shards_[i].shape()).clone();
 }
 
+void ShardedUnit::reshard() {
+  full_.clear();
+  if (gather_work_) gather_work_->wait();
+  gather_work_ = nullptr;
+  gathered_ = Tensor();
+}
+
+void ShardedUnit::abandon_gradients() {
+  std::lock_guard lk(mutex_);
+  try {
+    if (reduce_work_) reduce_work_->wait();
+  } catch (const std::exception&) {  // the failure being recovered from, already reported
+  }
+  reduce_work_ = nullptr;
+  grad_flat_ = reduced_ = Tensor();
+  end_iteration();
+}
+
 std::optional<size_t> ShardedUnit::owner_of(const Tensor& t) const {
   for (size_t i = 0; i < full_.size(); ++i)
     if (full_[i].impl().storage == t.impl().storage) return i;

@@ -61,8 +61,9 @@ class ShardedUnit : public std::enable_shared_from_this<ShardedUnit> {
   const Tensor& full(size_t i) const { return full_[i]; }
   /// Whether `t` lives in one of the whole parameters' storage; its index if so.
   std::optional<size_t> owner_of(const Tensor& t) const;
-  /// Lets go of the whole parameters (what the graph holds of them is gathered again).
-  void reshard() { full_.clear(); }
+  /// Lets go of the whole parameters (what the graph holds of them is gathered again), and of an
+  /// all-gather still in flight (a prefetch no backward used), which would hold old values.
+  void reshard();
 
   /// The whole tensors of per-shard values (one per shard and shaped like it: Adam's moments),
   /// all-gathered as the parameters are, in the values' dtype. Collective.
@@ -92,6 +93,9 @@ class ShardedUnit : public std::enable_shared_from_this<ShardedUnit> {
     pending_ = 0;
     recorded_ = 0;
   }
+  /// After a backward that failed part-way: waits out its reduce-scatter, ignoring its error,
+  /// and drops the gradients gathered so far.
+  void abandon_gradients();
 
  private:
   struct Layout {

@@ -156,6 +156,47 @@ TEST(FullyShard, CnnOnTwoRanksTrainsAsOneDevice) {
   expect_one_device({.world = 2, .optimizer = Recipe::kAdam, .cnn = true});
 }
 
+// A backward that fails part-way (here a hook on the output throws, on every rank, after the last
+// unit has started gathering for backward) leaves no trace: the next steps train as if the
+// failed one had never run.
+TEST(FullyShard, AFailedBackwardLeavesTheNextStepsUntouched) {
+  const Recipe r{.world = 2, .optimizer = Recipe::kAdam};
+  std::vector<nn::Sequential> models;
+  for (int rank = 0; rank < r.world; ++rank) {
+    manual_seed(0);
+    models.push_back(model_for(r));
+    models.back().to(kFloat64);
+    models.back().to(Device::cpu(rank));
+  }
+  const Data data = data_for(r);
+  std::vector<double> result;
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> group) {
+        const int rank = group->rank();
+        const Device dev = Device::cpu(rank);
+        FullyShardedModule fsdp(std::move(models[size_t(rank)]), {.group = group});
+        {
+          Tensor out = fsdp(data.first.narrow(0, 0, kBatch).to(dev));
+          out.register_hook([](const Tensor&) -> Tensor { throw ValueError("a failing hook"); });
+          EXPECT_THROW(cross_entropy(out, data.second.narrow(0, 0, kBatch).to(dev)).backward(),
+                       ValueError);
+        }
+        train(
+            r, data, fsdp, rank, kBatch, dev, [&](const Tensor& x) { return fsdp(x); }, [] {},
+            [](bool) { return 0; });
+        nn::StateDict whole = fsdp.full_state_dict(/*rank0_only=*/true);
+        if (rank == 0) {
+          nn::Sequential m = model_for(r);
+          m.to(kFloat64);
+          for (auto& [name, t] : whole) t = t.to(Device::cpu());
+          m.load_state_dict(whole);
+          result = flat_params(m);
+        }
+      },
+      r.world);
+  tandem::testing::expect_same_params(result, one_device(r));
+}
+
 // Mixed precision (FSDP2's MixedPrecisionPolicy): float32 shards, all-gathered and computed in
 // bfloat16, gradients reduce-scattered in float32. Three SGD steps on 2 ranks against three
 // float32 steps on one device: bfloat16 keeps 8 significant bits, so the parameters agree only to
