@@ -6,6 +6,7 @@
 #include <tandem/parallel/comm/mpi_communicator.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/ddp/zero_optimizer.h>
+#include <tandem/parallel/fsdp/fully_shard.h>
 #include <tandem/parallel/launcher_env.h>
 #include <tandem/parallel/process_group.h>
 
@@ -80,6 +81,46 @@ TEST(MpiCollectives, DdpAndZeroOverMpiTrainAsOneDevice) {
     tandem::testing::expect_same_params(tandem::testing::flat_params(model),
                                         tandem::testing::flat_params(reference));
   }
+  destroy_process_group();
+}
+
+// fully_shard over MPI's all-gather and reduce-scatter (mean: SUM then divide in the backend): a
+// Sequential MLP with 30- and 10-row layers, so shards are unequal on 3 ranks.
+TEST(MpiCollectives, FullyShardOverMpiTrainsAsOneDevice) {
+  auto comm = init_process_group({.backend = "mpi", .timeout = 60s});
+  const int world = comm->size(), rank = comm->rank();
+  constexpr int kBatch = 8, kSteps = 3;
+  const auto data = tandem::testing::synthetic_data(kSteps * world * kBatch);
+  const Tensor x = data.first.to(kFloat64), y = data.second;
+  const auto mlp = [] {
+    nn::Sequential m{{"flatten", nn::Flatten()},
+                     {"fc1", nn::Linear(784, 30)},
+                     {"relu", nn::ReLU()},
+                     {"fc2", nn::Linear(30, 10)}};
+    m.to(kFloat64);
+    return m;
+  };
+  manual_seed(0);
+  nn::Sequential reference = mlp();
+  manual_seed(rank == 0 ? 0 : 100 + rank);  // fully_shard must copy rank 0's weights
+  FullyShardedModule fsdp(mlp());
+  optim::Adam opt(fsdp.parameters(), {.lr = 1e-2}), ref_opt(reference.parameters(), {.lr = 1e-2});
+  for (int s = 0; s < kSteps; ++s) {
+    const int64_t at = int64_t(s) * world * kBatch;
+    opt.zero_grad();
+    cross_entropy(fsdp(x.narrow(0, at + rank * kBatch, kBatch)),
+                  y.narrow(0, at + rank * kBatch, kBatch))
+        .backward();
+    opt.step();
+    ref_opt.zero_grad();
+    cross_entropy(reference(x.narrow(0, at, world * kBatch)), y.narrow(0, at, world * kBatch))
+        .backward();
+    ref_opt.step();
+  }
+  nn::Sequential whole = mlp();
+  whole.load_state_dict(fsdp.full_state_dict());
+  tandem::testing::expect_same_params(tandem::testing::flat_params(whole),
+                                      tandem::testing::flat_params(reference));
   destroy_process_group();
 }
 

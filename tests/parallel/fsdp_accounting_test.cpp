@@ -96,49 +96,56 @@ TEST(FullyShard, EachRankSendsOneAndAHalfTimesDdpOrOnceWithoutResharding) {
   EXPECT_EQ(bytes[2], bytes[0]);
 }
 
+nn::Sequential cnn() {  // two convolutions, ReLU between, a classifier: 3 units
+  return nn::Sequential{{"conv1", nn::Conv2d(1, 8, 3)}, {"relu1", nn::ReLU()},
+                        {"conv2", nn::Conv2d(8, 6, 3)}, {"relu2", nn::ReLU()},
+                        {"flatten", nn::Flatten()},     {"fc", nn::Linear(6 * 24 * 24, 12)}};
+}
+
+// Rank 0's parameters after three Adam steps on 2 ranks under DDP (`sharded` false) or
+// fully_shard, as one flat list of a model made by `make`.
+std::vector<double> two_ranks(nn::Sequential (*make)(), bool sharded) {
+  auto models = tandem::testing::sequentials_on_devices(2, kFloat64, make);
+  std::vector<double> result;
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> group) {
+        const int rank = group->rank();
+        const Device dev = Device::cpu(rank);
+        nn::Sequential& model = models[size_t(rank)];
+        std::unique_ptr<FullyShardedModule> fsdp;
+        std::unique_ptr<DistributedDataParallel<nn::Sequential>> ddp;
+        if (sharded)
+          fsdp = fully_shard(std::move(model), {.group = group});
+        else
+          ddp = std::make_unique<DistributedDataParallel<nn::Sequential>>(
+              model, DDPOptions{.group = group});
+        optim::Adam opt(sharded ? fsdp->parameters() : model.parameters(), {.lr = 1e-2});
+        for (int s = 0; s < 3; ++s) {
+          opt.zero_grad();
+          const Tensor x = full({kBatch, 1, 28, 28}, 0.01 * (s + 1) * (rank + 1),
+                                {.dtype = kFloat64, .device = dev});
+          loss_on(sharded ? (*fsdp)(x) : (*ddp)(x), dev).backward();
+          opt.step();
+        }
+        nn::StateDict params = sharded ? fsdp->full_state_dict() : model.state_dict();
+        if (rank == 0) {
+          nn::Sequential whole = make();
+          whole.to(kFloat64);
+          for (auto& [name, t] : params) t = t.to(Device::cpu());
+          whole.load_state_dict(params);
+          result = flat_params(whole);
+        }
+      },
+      2);
+  return result;
+}
+
 // Three Adam steps on 2 ranks: a reduce-scatter adds the two ranks' gradients as the all-reduce
-// does, and Adam does the same arithmetic on a shard as on the whole.
+// does, and Adam does the same arithmetic on a shard as on the whole. (The GPT's is in
+// gpt_parallel_test.cpp.)
 TEST(FullyShard, TwoRanksReachDdpsParametersBitForBit) {
-  std::vector<std::vector<double>> result(2);
-  for (int mode : {0, 1}) {
-    auto models = mlps(2, kFloat64);
-    std::vector<double> out;
-    spawn_threads(
-        [&](std::shared_ptr<Communicator> group) {
-          const int rank = group->rank();
-          const Device dev = Device::cpu(rank);
-          manual_seed(0);
-          std::unique_ptr<FullyShardedModule> fsdp;
-          std::unique_ptr<DistributedDataParallel<nn::Sequential>> ddp;
-          nn::Module* trained;
-          if (mode == 0) {
-            ddp = std::make_unique<DistributedDataParallel<nn::Sequential>>(
-                models[size_t(rank)], DDPOptions{.group = group});
-            trained = &models[size_t(rank)];
-          } else {
-            fsdp = fully_shard(std::move(models[size_t(rank)]), {.group = group});
-            trained = fsdp.get();
-          }
-          optim::Adam opt(trained->parameters(), {.lr = 1e-2});
-          for (int s = 0; s < 3; ++s) {
-            opt.zero_grad();
-            const Tensor x = full({kBatch, 784}, 0.01 * (s + 1) * (rank + 1),
-                                  {.dtype = kFloat64, .device = dev});
-            loss_on(mode == 0 ? (*ddp)(x) : (*fsdp)(x), dev).backward();
-            opt.step();
-          }
-          nn::StateDict params = mode == 0 ? models[0].state_dict() : fsdp->full_state_dict();
-          if (rank == 0) {
-            nn::Sequential whole = mlp();
-            whole.to(kFloat64);
-            for (auto& [name, t] : params) t = t.to(Device::cpu());
-            whole.load_state_dict(params);
-            result[size_t(mode)] = flat_params(whole);
-          }
-        },
-        2);
-  }
-  EXPECT_EQ(result[1], result[0]);
+  EXPECT_EQ(two_ranks(mlp, true), two_ranks(mlp, false)) << "the MLP";
+  EXPECT_EQ(two_ranks(cnn, true), two_ranks(cnn, false)) << "the CNN";
 }
 
 // Two Adam steps on 3 ranks, whole state dicts of the model and the optimizer, then the third

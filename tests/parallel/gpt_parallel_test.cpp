@@ -280,6 +280,51 @@ TEST(GPTParallel, FullyShardWithoutReshardingTrainsAsOne) {
   expect_fully_sharded_trains_as_one(false, false);
 }
 
+// Two thread ranks, AdamW's groups without the clip (whose norm each mode sums in its own order):
+// fully_shard reaches DDP's parameters bit for bit, the tied embedding included.
+std::vector<double> two_ranks_unclipped(bool sharded) {
+  std::vector<nn::Sequential> models;
+  for (int r = 0; r < 2; ++r) {
+    models.push_back(*tiny_gpt());
+    models.back().to(Device::cpu(r));
+  }
+  std::vector<double> result;
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> group) {
+        const int rank = group->rank();
+        const Device dev = Device::cpu(rank);
+        nn::Sequential& model = models[size_t(rank)];
+        std::unique_ptr<FullyShardedModule> fsdp;
+        std::unique_ptr<DistributedDataParallel<nn::Sequential>> ddp;
+        if (sharded)
+          fsdp = fully_shard(std::move(model), {.group = group});
+        else
+          ddp = std::make_unique<DistributedDataParallel<nn::Sequential>>(
+              model, DDPOptions{.group = group});
+        auto opt = adamw(sharded ? static_cast<nn::Module&>(*fsdp) : model);
+        const auto mine = [&](const Tensor& t) { return t.narrow(0, rank * 2, 2).to(dev); };
+        for (int s = 0; s < kSteps; ++s) {
+          auto [x, y] = batch(s);
+          opt->zero_grad();
+          loss_fn(sharded ? (*fsdp)(mine(x)) : (*ddp)(mine(x)), mine(y)).backward();
+          opt->step();
+        }
+        nn::StateDict whole = sharded ? fsdp->full_state_dict() : model.state_dict();
+        if (rank == 0) {
+          auto m = tiny_gpt();
+          for (auto& [name, t] : whole) t = t.to(Device::cpu());
+          m->load_state_dict(whole);
+          result = flat_params(*m);
+        }
+      },
+      2);
+  return result;
+}
+
+TEST(GPTParallel, FullyShardOnTwoRanksReachesDdpBitForBit) {
+  EXPECT_EQ(two_ranks_unclipped(true), two_ranks_unclipped(false));
+}
+
 // Mixed precision: three steps under autocast (bfloat16; float16 with a GradScaler) from the same
 // float32 weights as three float32 steps. The low-precision matmuls round inputs to 8 (bf16) or
 // 11 (fp16) significant bits, so the parameters agree only to a stated tolerance: the largest
