@@ -68,21 +68,13 @@ TEST(GPTMatchesPyTorch, ThreeAdamWStepsWithDecayGroupsAndClipping) {
     EXPECT_TRUE(all_close(t, f.file.at("after." + name), kAtol, kRtol)) << name;
 }
 
-// The other way: PyTorch loads Tandem's checkpoint into nanoGPT's model (strictly, by nanoGPT's
-// names) and computes the same logits.
-TEST(GPTMatchesPyTorch, PyTorchLoadsTandemsCheckpoint) {
-  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "PyTorch not available: apt-get install python3-torch";
-  Fixture f;
-  tandem::testing::ScratchDir dir;
-  manual_seed(7);
-  for (Tensor& p : f.model.parameters()) {
-    NoGradGuard no_grad;
-    p.copy_(randn(p.shape(), {.dtype = kFloat64}) * 0.1);
-  }
-  const Tensor x = f.batch("x", 1);
-  nn::save_model(dir.file("gpt.safetensors"), f.model);
-  save_safetensors(dir.file("io.safetensors"), {{"x", x}, {"logits", f.model(x)}});
+namespace {
+
+// Runs nanoGPT's model in PyTorch on `model_file` (strictly, by nanoGPT's names) and the input of
+// `io_file`; returns what the script printed (the load's result, the tie, the largest logit
+// difference from io_file's "logits").
+std::string pytorch_check(tandem::testing::ScratchDir& dir, const std::string& model_file,
+                          const std::string& io_file) {
   const std::string script = dir.file("check.py");
   std::ofstream(script) << R"(import json, struct, sys, torch
 sys.dont_write_bytecode = True  # nothing written into the source tree
@@ -99,16 +91,67 @@ io = load(sys.argv[3])
 print('tied', model.lm_head.weight is model.transformer.wte.weight)
 print('max_abs_diff', (model(io['x']) - io['logits']).abs().max().item())
 )";
-  const std::string command =
-      "/usr/bin/python3 " + script + " " TANDEM_TEST_FIXTURES "/gpt-pytorch " +
-      dir.file("gpt.safetensors") + " " + dir.file("io.safetensors") + " 2>&1";
+  const std::string command = "/usr/bin/python3 " + script +
+                              " " TANDEM_TEST_FIXTURES "/gpt-pytorch " + model_file + " " +
+                              io_file + " 2>&1";
   FILE* p = ::popen(command.c_str(), "r");
   std::string out;
   char buf[256];
   while (std::fgets(buf, sizeof buf, p)) out += buf;
-  ASSERT_EQ(::pclose(p), 0) << out;
+  EXPECT_EQ(::pclose(p), 0) << out;
+  return out;
+}
+
+void expect_pytorch_agrees(const std::string& out) {
   EXPECT_THAT(out, ::testing::HasSubstr("<All keys matched successfully>"));
   EXPECT_THAT(out, ::testing::HasSubstr("tied True"));
-  const double diff = std::stod(out.substr(out.find("max_abs_diff") + 13));
-  EXPECT_LT(diff, 1e-12) << out;
+  const size_t at = out.find("max_abs_diff");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_LT(std::stod(out.substr(at + 13)), 1e-12) << out;
+}
+
+bool have_pytorch() {
+  return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
+}
+
+}  // namespace
+
+// The other way: PyTorch loads Tandem's checkpoint into nanoGPT's model (strictly, by nanoGPT's
+// names) and computes the same logits.
+TEST(GPTMatchesPyTorch, PyTorchLoadsTandemsCheckpoint) {
+  if (!have_pytorch()) GTEST_SKIP() << "PyTorch not available: apt-get install python3-torch";
+  Fixture f;
+  tandem::testing::ScratchDir dir;
+  manual_seed(7);
+  for (Tensor& p : f.model.parameters()) {
+    NoGradGuard no_grad;
+    p.copy_(randn(p.shape(), {.dtype = kFloat64}) * 0.1);
+  }
+  const Tensor x = f.batch("x", 1);
+  nn::save_model(dir.file("gpt.safetensors"), f.model);
+  save_safetensors(dir.file("io.safetensors"), {{"x", x}, {"logits", f.model(x)}});
+  expect_pytorch_agrees(
+      pytorch_check(dir, dir.file("gpt.safetensors"), dir.file("io.safetensors")));
+}
+
+// A model fully sharded over 2 ranks (threads), exported as one file from its whole state dict
+// (what `tandem train --zero 3` checkpoints): PyTorch loads it as it loads one device's.
+TEST(GPTMatchesPyTorch, PyTorchLoadsAFullyShardedModelsExport) {
+  if (!have_pytorch()) GTEST_SKIP() << "PyTorch not available: apt-get install python3-torch";
+  Fixture f;
+  tandem::testing::ScratchDir dir;
+  const Tensor x = f.batch("x", 1);
+  save_safetensors(dir.file("io.safetensors"), {{"x", x}, {"logits", f.model(x)}});
+  std::vector<nn::Sequential> models{nn::clone(f.model), nn::clone(f.model)};
+  models[1].to(Device::cpu(1));
+  parallel::spawn_threads(
+      [&](std::shared_ptr<parallel::Communicator> group) {
+        parallel::FullyShardedModule fsdp(std::move(models[size_t(group->rank())]),
+                                          {.group = group});
+        const nn::StateDict whole = fsdp.full_state_dict(/*rank0_only=*/true);
+        if (group->rank() == 0) nn::save_model(dir.file("export.safetensors"), whole);
+      },
+      2);
+  expect_pytorch_agrees(
+      pytorch_check(dir, dir.file("export.safetensors"), dir.file("io.safetensors")));
 }
