@@ -4,6 +4,7 @@
 // per rank. For each mode and rank: the bytes held after a step and the peak during the second step
 // (the first creates Adam's state), in MB, and the predicted bytes:
 //   DDP     4Ψ parameters + 4Ψ gradients + 4Ψ bucket copy + 8Ψ Adam        = 20Ψ
+//   DDP with gradient_as_bucket_view: .grad is the bucket's slice          = 16Ψ
 //   ZeRO-1  4Ψ parameters + 4Ψ buckets (the averaged chunk inside) + 8Ψ/N Adam = 8Ψ + 8Ψ/N
 //   ZeRO-2  4Ψ parameters + (4Ψ chunk + 8Ψ Adam) / N                       = 4Ψ + 12Ψ/N
 //   ZeRO-3  (4Ψ shards + 4Ψ their gradients + 8Ψ Adam) / N                 = 16Ψ/N
@@ -13,6 +14,7 @@
 // layer's prefetch, a layer's whole gradient and its reduce-scatter buffer).
 //   build/examples/sharding_memory [layers] [width]
 #include <tandem/tandem.h>
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -39,7 +41,8 @@ struct Row {
   double held = 0, peak = 0;  // MB
 };
 
-// Two Adam steps with DDP at `stage` (0: plain; 3: fully_shard) on 4 ranks; each rank's bytes after
+// Two Adam steps with DDP at `stage` (0: plain, -1: with gradient_as_bucket_view; 3: fully_shard)
+// on 4 ranks; each rank's bytes after
 // the first step and its peak during the second.
 std::vector<Row> measure(int stage, int layers, int64_t width) {
   std::vector<nn::Sequential> models;
@@ -63,8 +66,10 @@ std::vector<Row> measure(int stage, int layers, int64_t width) {
         } else {
           nn::Sequential& model = models[size_t(r)];
           ddp = std::make_unique<parallel::DistributedDataParallel<nn::Sequential>>(
-              model, parallel::DDPOptions{.group = group, .zero_stage = stage});
-          if (stage)
+              model, parallel::DDPOptions{.group = group,
+                                          .zero_stage = std::max(stage, 0),
+                                          .gradient_as_bucket_view = stage < 0});
+          if (stage > 0)
             opt = parallel::zero_optimizer<optim::Adam>(*ddp, model.parameters(), adam);
           else
             opt = std::make_unique<optim::Adam>(model.parameters(), adam);
@@ -104,6 +109,7 @@ int main(int argc, char** argv) {
     const char* formula;
     double bytes;
   } modes[] = {{0, "DDP", "20 Psi", 20 * psi},
+               {-1, "DDP view", "16 Psi", 16 * psi},
                {1, "ZeRO-1", "8 Psi + 8 Psi/N", 8 * psi + 8 * psi / n},
                {2, "ZeRO-2", "4 Psi + 12 Psi/N", 4 * psi + 12 * psi / n},
                {3, "ZeRO-3", "16 Psi/N", 16 * psi / n}};

@@ -108,7 +108,8 @@ DistributedDataParallelBase::DistributedDataParallelBase(nn::Module& module, DDP
     zero_ = std::make_shared<ZeroShards>(options_.zero_stage, params, names, plan, group_);
   }
   reducer_ = std::make_shared<Reducer>(params, names, std::move(plan), group_,
-                                       options_.find_unused_parameters, options_.comm_hook, zero_);
+                                       options_.find_unused_parameters, options_.comm_hook, zero_,
+                                       options_.gradient_as_bucket_view && !zero_);
   for (size_t i = 0; i < params.size(); ++i) {
     std::weak_ptr<Reducer> weak = reducer_;
     hooks_.push_back(params[i].register_post_accumulate_grad_hook([weak, i](const Tensor&) {

@@ -11,7 +11,7 @@ namespace tandem::parallel {
 Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
                  std::vector<std::vector<size_t>> buckets, std::shared_ptr<Communicator> comm,
                  bool find_unused_parameters, std::shared_ptr<CommHook> hook,
-                 std::shared_ptr<ZeroShards> zero)
+                 std::shared_ptr<ZeroShards> zero, bool grad_as_bucket_view)
     : params_(std::move(params)),
       names_(std::move(names)),
       bucket_of_(params_.size()),
@@ -21,7 +21,8 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
       comm_(std::move(comm)),
       hook_(hook ? std::move(hook) : allreduce_hook()),
       zero_(std::move(zero)),
-      find_unused_(find_unused_parameters) {
+      find_unused_(find_unused_parameters),
+      grad_as_view_(grad_as_bucket_view) {
   for (auto& indices : buckets) {
     Bucket b;
     b.view.index = buckets_.size();
@@ -88,9 +89,13 @@ void Reducer::copy_in(size_t i, bool zero) {
   if (zero) {
     dst.fill_(0);
   } else {
-    dst.copy_(params_[i].grad().reshape({params_[i].numel()}));
+    const Tensor g = params_[i].grad();
+    if (g.data_ptr() != dst.data_ptr()) dst.copy_(g.reshape({params_[i].numel()}));
     // ZeRO: the whole gradient is in the bucket now; only this rank's chunk comes back.
     if (zero_) params_[i].set_grad(Tensor());
+    // gradient_as_bucket_view: .grad becomes its slice of the bucket, and backward's own copy
+    // goes (a later backward without zero_grad() accumulates into the slice in place).
+    if (grad_as_view_) params_[i].set_grad(dst.view(params_[i].shape()));
   }
   ready_[i] = true;
   if (--b.pending == 0) launch_ready_buckets();
@@ -198,8 +203,13 @@ void Reducer::finish() {
       if (used.defined() && used.data<float>()[i] == 0.f) continue;
       const Tensor avg = b.view.gradient(slot);
       Tensor g = params_[i].grad();
+      if (grad_as_view_ && !g.defined()) {  // unused on this rank: its slice, as for the others
+        g = b.view.buffer.narrow(0, b.view.offsets[slot], params_[i].numel())
+                .view(params_[i].shape());
+        params_[i].set_grad(g);
+      }
       if (g.defined()) {
-        g.copy_(avg);
+        if (g.data_ptr() != avg.data_ptr()) g.copy_(avg);  // a view already holds the average
       } else {
         g = empty(params_[i].shape(), params_[i].options());
         g.copy_(avg);

@@ -24,7 +24,7 @@ class Reducer {
   Reducer(std::vector<Tensor> params, std::vector<std::string> names,
           std::vector<std::vector<size_t>> buckets, std::shared_ptr<Communicator> comm,
           bool find_unused_parameters, std::shared_ptr<CommHook> hook = nullptr,
-          std::shared_ptr<ZeroShards> zero = nullptr);
+          std::shared_ptr<ZeroShards> zero = nullptr, bool grad_as_bucket_view = false);
 
   /// Called by each parameter's post-accumulate hook during backward.
   void mark_ready(size_t param);
@@ -73,6 +73,7 @@ class Reducer {
   // frees each bucket's buffer between steps. Null: plain DDP.
   std::shared_ptr<ZeroShards> zero_;
   bool find_unused_;
+  bool grad_as_view_;  // gradient_as_bucket_view: .grad is a view of the bucket slice
   Tensor used_;  // find_unused: [params] 1/0 flags, all-reduced with max (on the buckets' device)
   // Backward may run the parameters' hooks on several threads at once (one per device); every
   // entry point takes this lock.

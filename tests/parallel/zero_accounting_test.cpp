@@ -60,6 +60,51 @@ TEST(Zero, EachRankKeepsWhatTheFormulaSays) {
   }
 }
 
+// gradient_as_bucket_view: .grad is the bucket's slice, so DDP keeps the gradients once (24Ψ in
+// float64 with Adam: 8 bucket + 16 moments, against 32Ψ) and not one bit of training changes
+// (two steps, the second accumulating over two micro-batches with no_sync).
+TEST(Zero, GradientAsBucketViewKeepsTheGradientsOnceAndChangesNoBit) {
+  constexpr int kWorld = 2;
+  const double psi = double(tandem::testing::flat_params(*std::make_unique<Mlp>()).size());
+  std::vector<std::vector<double>> params(2);
+  for (bool view : {false, true}) {
+    auto models = mlps_on_devices(kWorld, kFloat64, 0);
+    std::vector<double> kept(kWorld);
+    spawn_threads(
+        [&](std::shared_ptr<Communicator> group) {
+          const int rank = group->rank();
+          const Device dev = Device::cpu(rank);
+          const int64_t before = memory_stats(dev).allocated_bytes;  // the parameters
+          Mlp& model = *models[size_t(rank)];
+          DistributedDataParallel ddp(model, {.group = group, .gradient_as_bucket_view = view});
+          optim::Adam opt(model.parameters(), {.lr = 1e-2});
+          for (int step = 0; step < 2; ++step) {
+            opt.zero_grad();
+            for (int micro = 0; micro <= step; ++micro) {
+              Tensor x = full({kBatch, 784}, 0.01 * (step + micro + 1) * (rank + 1),
+                              {.dtype = kFloat64, .device = dev});
+              Tensor y = zeros({kBatch}, {.dtype = kInt64, .device = dev});
+              if (micro == step) {
+                cross_entropy(ddp(x), y).backward();
+                continue;
+              }
+              auto quiet = ddp.no_sync();  // accumulate in .grad: the bucket's slice, in place
+              cross_entropy(ddp(x), y).backward();
+            }
+            opt.step();
+            group->barrier()->wait();
+            if (step == 0) kept[size_t(rank)] = double(memory_stats(dev).allocated_bytes - before);
+          }
+          if (rank == 0) params[view] = tandem::testing::flat_params(model);
+        },
+        kWorld);
+    for (int rank = 0; rank < kWorld; ++rank)
+      EXPECT_NEAR(kept[size_t(rank)], (view ? 24 : 32) * psi, 0.01 * 32 * psi)
+          << "gradient_as_bucket_view " << view << ", rank " << rank;
+  }
+  EXPECT_EQ(params[1], params[0]);
+}
+
 // ZeRO sends what DDP sends: a reduce-scatter and an all-gather are each half an all-reduce
 // ((N-1)/N of the bucket), up to the padding. Counted by the communicator (nccl-tests' rule).
 TEST(Zero, EachRankSendsWhatDdpSends) {
