@@ -12,7 +12,11 @@
 // the parameters all-gathered twice (forward and backward: 1.5× DDP's bytes), the copy-outs, and
 // the gradients' copy into the reduce-scatter's layout.
 //   build/bench/zero_bench [--rounds N] [--quick]
+// ZERO_BENCH_TRACE=DIR also writes ZeRO-3 traces (bench/trace_overlap.py reads them);
+// ZERO_BENCH_BACKEND=gloo (or shm, mpi) picks the transport.
+#include <tandem/core/trace.h>
 #include <tandem/tandem.h>
+#include <cstdlib>
 #include <fstream>
 
 #include "bench_util.h"
@@ -33,7 +37,10 @@ template <typename Make, typename Loss>
 void rank_main(const std::string& kind, Make&& make, Loss&& loss, int rounds, int steps,
                const std::string& out) {
   set_num_threads(1);  // one core per rank
-  auto group = parallel::init_process_group({.timeout = std::chrono::seconds(300)});
+  // ZERO_BENCH_BACKEND=gloo|shm|mpi picks the transport (default: shm on one host).
+  const char* backend = std::getenv("ZERO_BENCH_BACKEND");
+  auto group = parallel::init_process_group(
+      {.backend = backend ? backend : "", .timeout = std::chrono::seconds(300)});
   const int rank = group->rank();
   struct Mode {
     std::unique_ptr<nn::Sequential> model;
@@ -60,19 +67,30 @@ void rank_main(const std::string& kind, Make&& make, Loss&& loss, int rounds, in
     else
       m.opt = std::make_unique<optim::Adam>(m.model->parameters(), adam);
   }
+  auto step = [&](Mode& m) {
+    const Forward forward = [&m](const Tensor& x) { return m.fsdp ? (*m.fsdp)(x) : (*m.ddp)(x); };
+    m.opt->zero_grad();
+    loss(forward).backward();
+    m.opt->step();
+  };
   for (int r = 0; r < rounds; ++r) {
     for (Mode& m : modes) {
-      const Forward forward = [&m](const Tensor& x) { return m.fsdp ? (*m.fsdp)(x) : (*m.ddp)(x); };
-      auto step = [&] {
-        m.opt->zero_grad();
-        loss(forward).backward();
-        m.opt->step();
-      };
-      step();  // warm-up
+      step(m);  // warm-up
       std::vector<double> t;
-      for (int i = 0; i < steps; ++i) t.push_back(bench::time_per_call(step, 1));
+      for (int i = 0; i < steps; ++i) t.push_back(bench::time_per_call([&] { step(m); }, 1));
       m.rounds.push_back(bench::median(t));
     }
+  }
+  // ZERO_BENCH_TRACE=DIR: three more ZeRO-3 steps traced, a file per rank and model, to see the
+  // all-gathers run under compute (bench/trace_overlap.py sums how much of them prefetch hid).
+  if (const char* dir = std::getenv("ZERO_BENCH_TRACE")) {
+    trace::set_process(rank, "rank " + std::to_string(rank));
+    trace::enable();
+    for (int i = 0; i < 3; ++i) step(modes[3]);
+    trace::enable(false);
+    trace::write_chrome_trace(std::string(dir) + "/trace-" + kind + "-rank" + std::to_string(rank) +
+                              ".json");
+    trace::clear();
   }
   if (rank == 0) {
     std::ofstream o(out, std::ios::app);
