@@ -34,10 +34,11 @@ CollectiveQueue::~CollectiveQueue() {
   thread_.join();
 }
 
-void CollectiveQueue::push(WorkPtr work, std::function<void(uint32_t)> run, uint32_t tag) {
+void CollectiveQueue::push(WorkPtr work, std::function<void(uint32_t)> run, uint32_t tag,
+                           bool may_inline) {
   std::unique_lock lk(mutex_);
   Task task{std::move(work), std::move(run), tag};
-  if (inline_when_idle_ && queue_.empty() && !busy_) {
+  if (may_inline && inline_when_idle_ && queue_.empty() && !busy_) {
     busy_ = true;
     lk.unlock();
     execute(task);

@@ -41,7 +41,10 @@ class CollectiveQueue {
 
   /// Runs run(tag) after the collectives queued before it, then completes `work` (with the
   /// error, if it threw).
-  void push(WorkPtr work, std::function<void(uint32_t tag)> run, uint32_t tag);
+  /// `may_inline` false: never in the caller's thread, even when idle (a large collective, which
+  /// its caller means to overlap).
+  void push(WorkPtr work, std::function<void(uint32_t tag)> run, uint32_t tag,
+            bool may_inline = true);
 
  private:
   struct Task {

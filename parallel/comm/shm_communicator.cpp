@@ -91,7 +91,7 @@ WorkPtr ShmCommunicator::enqueue(const std::string& op, const Tensor* t, const s
           throw;
         }
       },
-      uint32_t(seq));
+      uint32_t(seq), t == nullptr || t->nbytes() <= options_.inline_max_bytes);
   return work;
 }
 

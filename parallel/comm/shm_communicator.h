@@ -30,8 +30,13 @@ struct ShmOptions {
   /// All-reduces up to this many bytes go direct (one step per round); larger ones take the
   /// reduce-scatter, whose rounds each rank reduces only 1/N of (bench/comm_bench.cpp).
   size_t direct_bytes = size_t(64) << 10;
-  /// A collective issued while none is queued runs in the caller's thread (collective_queue.h).
+  /// A collective issued while none is queued runs in the caller's thread (collective_queue.h)
+  /// when its tensor has at most `inline_max_bytes`: that saves two thread hand-offs, which is
+  /// what a small collective costs. A larger one always runs on the communicator's thread, so
+  /// that its caller overlaps it (DDP's buckets, fully_shard's prefetch); its hand-off is
+  /// microseconds against its milliseconds.
   bool inline_when_idle = true;
+  size_t inline_max_bytes = size_t(1) << 20;
 };
 
 class ShmCommunicator : public Communicator {
