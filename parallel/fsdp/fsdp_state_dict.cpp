@@ -10,6 +10,20 @@
 
 namespace tandem::parallel {
 
+namespace {
+
+using ShardIndex = std::map<const TensorImpl*, std::pair<size_t, size_t>>;
+
+// Each shard -> (its unit, its index there).
+ShardIndex index_shards(const FullyShardedModule::State& s) {
+  ShardIndex out;
+  for (size_t u = 0; u < s.units.size(); ++u)
+    for (size_t i = 0; i < s.units[u]->size(); ++i) out[&s.units[u]->shards()[i].impl()] = {u, i};
+  return out;
+}
+
+}  // namespace
+
 nn::StateDict FullyShardedModule::full_state_dict(bool rank0_only) {
   State& s = *state_;
   std::lock_guard lk(s.mutex);
@@ -36,10 +50,7 @@ void FullyShardedModule::load_full_state_dict(const nn::StateDict& state, std::s
   NoGradGuard no_grad;
   std::map<std::string, const Tensor*> given;
   for (const auto& [name, t] : state) given[name] = &t;
-  std::map<const TensorImpl*, std::pair<size_t, size_t>> shard_of;  // -> (unit, index)
-  for (size_t u = 0; u < s.units.size(); ++u)
-    for (size_t i = 0; i < s.units[u]->size(); ++i)
-      shard_of[&s.units[u]->shards()[i].impl()] = {u, i};
+  const ShardIndex shard_of = index_shards(s);
   std::ostringstream problems;
   nn::StateDict mine = model_->state_dict();
   for (auto& [name, t] : mine) {
@@ -75,10 +86,7 @@ namespace {
 // The optimizer's parameters (shards) -> (unit, index); ValueError for one that is not a shard.
 std::vector<std::pair<size_t, size_t>> locate(const FullyShardedModule::State& s,
                                               const optim::Optimizer& optimizer) {
-  std::map<const TensorImpl*, std::pair<size_t, size_t>> shard_of;
-  for (size_t u = 0; u < s.units.size(); ++u)
-    for (size_t i = 0; i < s.units[u]->size(); ++i)
-      shard_of[&s.units[u]->shards()[i].impl()] = {u, i};
+  const ShardIndex shard_of = index_shards(s);
   std::vector<std::pair<size_t, size_t>> out;
   for (const Tensor& p : optimizer.parameters()) {
     auto it = shard_of.find(&p.impl());

@@ -180,11 +180,12 @@ int64_t load_sharded_checkpoint(const std::string& dir, FullyShardedModule& mode
   if (optimizer) {
     TD_CHECK_AS(DataError, index.contains("param_groups"),
                 "load_sharded_checkpoint: ", index_path.string(), " holds no optimizer state");
+    std::map<const TensorImpl*, std::string> name_of;
+    for (const auto& sh : shards) name_of[&sh.shard.impl()] = sh.name;
     std::map<std::string, size_t> position;  // parameter name -> index in the optimizer
     const std::vector<Tensor> params = optimizer->parameters();
     for (size_t j = 0; j < params.size(); ++j)
-      for (const auto& sh : shards)
-        if (&sh.shard.impl() == &params[j].impl()) position[sh.name] = j;
+      if (auto it = name_of.find(&params[j].impl()); it != name_of.end()) position[it->second] = j;
     optim::OptimizerState state{{}, index["param_groups"].get<std::string>()};
     for (const auto& [key, e] : index["tensors"].items()) {
       if (!e.contains("param")) continue;
