@@ -16,6 +16,7 @@ tokens/s, ms per training iteration) for bench/gpt_bench.sh. With --attention in
 attention alone, 8 heads of 64, T = 64 … 2048, forward + backward in ms, as nanoGPT computes it.
 """
 import argparse
+import contextlib
 import math
 import time
 
@@ -173,6 +174,7 @@ def main():
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (PyTorch 2)")
+    p.add_argument("--amp", default="none", choices=["none", "bf16"], help="bf16: autocast, as nanoGPT on GPUs")
     p.add_argument("--max-iters", type=int, default=2000)
     p.add_argument("--eval-interval", type=int, default=250)
     p.add_argument("--eval-iters", type=int, default=20)
@@ -222,12 +224,18 @@ def main():
         ratio = (it - warmup) / (a.max_iters - warmup)
         return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
+    def autocast():  # as nanoGPT's train.py: the forward (and loss) under autocast, backward outside
+        if a.amp == "none":
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=a.device.split(":")[0], dtype=torch.bfloat16)
+
     @torch.no_grad()
     def estimate_loss():
         model.eval()
         out = {}
         for split in ("train", "val"):
-            out[split] = sum(model(*get_batch(split)).item() for _ in range(a.eval_iters)) / a.eval_iters
+            with autocast():
+                out[split] = sum(model(*get_batch(split)).item() for _ in range(a.eval_iters)) / a.eval_iters
         model.train()
         return out
 
@@ -250,7 +258,8 @@ def main():
         sync()
         t0 = time.time()
         x, y = get_batch("train")
-        loss = model(x, y)
+        with autocast():
+            loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -263,7 +272,7 @@ def main():
         f"tokens_per_s={a.max_iters * tokens / train_seconds:.0f} "
         f"ms_per_iter={1e3 * train_seconds / a.max_iters:.2f} torch={torch.__version__} "
         f"threads={a.threads} sdpa={hasattr(F, 'scaled_dot_product_attention')} "
-        f"device={a.device} compile={a.compile}"
+        f"device={a.device} compile={a.compile} amp={a.amp}"
     )
 
 

@@ -14,9 +14,15 @@
 #   bash tools/gpu-check.sh run  [BUNDLE] gpt-tandem|gpt-torch|gpt-compile
 #                                           # nanoGPT's GPU recipe on tiny Shakespeare (6 layers, 384
 #                                           # wide, context 256, batch 64, dropout 0.2, 5,000
-#                                           # iterations; GPT_ITERS overrides) by Tandem, PyTorch
+#                                           # iterations; GPT_ITERS, GPT_EVAL_INTERVAL (250) and
+#                                           # GPT_EVAL_ITERS (200) override; GPT_AMP=bf16 for
+#                                           # autocast, as nanoGPT runs it) by Tandem, PyTorch
 #                                           # eager or torch.compile: one per call, each under 9
 #                                           # minutes; results in BUNDLE/gpt-*.txt
+#   bash tools/gpu-check.sh run  [BUNDLE] sanitize
+#                                           # compute-sanitizer (memcheck, racecheck, synccheck,
+#                                           # initcheck) over the GPT's ops and the fast CUDA
+#                                           # tests, and memcheck over 3 GPT training steps
 #
 # CUDA's own libraries (cudart, cuBLAS, cuDNN, NCCL) are not carried: `run` finds them in the CUDA
 # toolkit and in PyTorch's nvidia-* wheels there. The build targets x86-64-v3 (AVX2), not this
@@ -59,9 +65,10 @@ pack() {
 }
 
 run() {
-  if [[ "$bundle" == *.tar.xz ]]; then  # the carried tarball: unpack it beside /tmp
-    tar -xJf "$bundle" -C /tmp
-    bundle=/tmp/$(basename "$bundle" .tar.xz)
+  if [[ "$bundle" == *.tar.xz ]]; then  # the carried tarball: unpack it in /tmp, once a machine
+    local unpacked=/tmp/$(basename "$bundle" .tar.xz)
+    [ -f "$unpacked/commit" ] || tar -xJf "$bundle" -C /tmp
+    bundle=$unpacked
   fi
   # CUDA libraries: the toolkit's, then PyTorch's wheels (nvidia/*/lib), as the image has them.
   local cuda_libs
@@ -93,6 +100,11 @@ PY
   local status=0
   if [[ "$part" == gpt-* ]]; then
     run_gpt "$libs" "$out" || status=1
+    cat "$out"
+    return $status
+  fi
+  if [ "$part" = sanitize ]; then
+    run_sanitize "$libs" "$out" || status=1
     cat "$out"
     return $status
   fi
@@ -149,19 +161,21 @@ run_gpt() {
   local libs=$1 out=$2 corpus="$bundle/bin/tinyshakespeare.txt" iters=${GPT_ITERS:-5000}
   [ -f "$corpus" ] || { echo "no $corpus in the bundle: $part skipped" >>"$out"; return 1; }
   local recipe=(--text "$corpus" --n-layer 6 --n-head 6 --n-embd 384 --block-size 256
-                --batch-size 64 --dropout 0.2 --max-iters "$iters" --eval-iters 200)
+                --batch-size 64 --dropout 0.2 --max-iters "$iters" --eval-iters "${GPT_EVAL_ITERS:-200}"
+                --eval-interval "${GPT_EVAL_INTERVAL:-250}")
+  [ -z "${GPT_AMP:-}" ] || recipe+=(--amp "$GPT_AMP")  # bf16: autocast, nanoGPT's GPU setting
   local log="$bundle/$part.txt" start rc=0
   start=$(date +%s.%N)
   case "$part" in
     gpt-tandem)
-      LD_LIBRARY_PATH="$libs" timeout 540 "$bundle/bin/tandem" train --model gpt --device cuda:0 \
-        "${recipe[@]}" --eval-interval 250 --log-interval 100 --log-dir "$bundle/gpt-run" \
+      LD_LIBRARY_PATH="$libs" timeout "${GPT_TIMEOUT:-540}" "$bundle/bin/tandem" train --model gpt --device cuda:0 \
+        "${recipe[@]}" --log-interval 100 --log-dir "$bundle/gpt-run" \
         >"$log" 2>&1 || rc=$? ;;
     gpt-torch | gpt-compile)
       local compile=()
       [ "$part" = gpt-compile ] && compile=(--compile)
-      timeout 540 python3 "$bundle/bin/gpt_torch.py" --device cuda "${compile[@]}" "${recipe[@]}" \
-        --eval-interval 250 >"$log" 2>&1 || rc=$? ;;
+      timeout "${GPT_TIMEOUT:-540}" python3 "$bundle/bin/gpt_torch.py" --device cuda "${compile[@]}" "${recipe[@]}" \
+        >"$log" 2>&1 || rc=$? ;;
     *) echo "unknown part $part" >>"$out"; return 1 ;;
   esac
   {
@@ -171,6 +185,39 @@ run_gpt() {
     echo '```'
   } >>"$out"
   return $rc
+}
+
+# compute-sanitizer's four tools, each over the CUDA cases it can check in a minute or two (every
+# launch is checked, so a program runs 10-100 times slower): the GPT's ops (attention, LayerNorm,
+# embedding, GELU) in the op table, the allocator and stream tests, the layers; then memcheck
+# over three training steps of a small GPT. One row each: the tool's error summary.
+run_sanitize() {
+  local libs=$1 out=$2 status=0 cs
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  local ops='*CudaMatchesCpu*attention*:*CudaMatchesCpu*layer_norm*:*CudaMatchesCpu*embedding*:*CudaMatchesCpu*gelu*'
+  local cases=("memcheck tandem_autograd_tests $ops" "memcheck tandem_core_tests *Cuda*:*cuda*:*CUDA*"
+               "memcheck tandem_nn_tests *Cuda*:*cuda*:*CUDA*" "racecheck tandem_autograd_tests $ops"
+               "synccheck tandem_autograd_tests $ops" "initcheck tandem_nn_tests *Cuda*:*cuda*:*CUDA*")
+  { echo "| tool | program | filter | exit | summary |"; echo "|---|---|---|---|---|"; } >>"$out"
+  local c tool prog filter log rc
+  for c in "${cases[@]}"; do
+    read -r tool prog filter <<<"$c"
+    log="$bundle/sanitize-$tool-$prog.log" rc=0
+    LD_LIBRARY_PATH="$libs" timeout "${SANITIZE_TIMEOUT:-150}" "$cs" --tool "$tool" --error-exitcode 3 \
+      "$bundle/bin/$prog" --gtest_filter="$filter" >"$log" 2>&1 || rc=$?
+    [ $rc = 0 ] || status=1
+    echo "| $tool | $prog | \`$filter\` | $rc | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1) $(grep -E '^\[  (PASSED|FAILED)' "$log" | tr '\n' ' ') |" >>"$out"
+  done
+  local corpus="$bundle/bin/tinyshakespeare.txt" rc=0
+  [ -f "$corpus" ] || corpus="$root/README.md"
+  log="$bundle/sanitize-memcheck-train.log"
+  LD_LIBRARY_PATH="$libs" timeout "${SANITIZE_TIMEOUT:-150}" "$cs" --tool memcheck --error-exitcode 3 \
+    "$bundle/bin/tandem" train --model gpt --device cuda:0 --text "$corpus" --n-layer 2 --n-head 2 \
+    --n-embd 64 --block-size 32 --batch-size 4 --dropout 0.1 --max-iters 3 --eval-interval 3 \
+    --eval-iters 1 --log-dir "$bundle/sanitize-run" >"$log" 2>&1 || rc=$?
+  [ $rc = 0 ] || status=1
+  echo "| memcheck | tandem train --model gpt (3 steps, dropout) | | $rc | $(grep 'ERROR SUMMARY' "$log" | tail -1) |" >>"$out"
+  return $status
 }
 
 run_tests() {
@@ -195,10 +242,10 @@ run_tests() {
   return $status
 }
 
-case "$part" in all | tests | bench | gpt-tandem | gpt-torch | gpt-compile) ;; *) mode=usage ;; esac
+case "$part" in all | tests | bench | sanitize | gpt-tandem | gpt-torch | gpt-compile) ;; *) mode=usage ;; esac
 case "$mode" in
   pack) pack ;;
   run) run ;;
-  *) echo "usage: $0 pack [BUNDLE] | run [BUNDLE] [tests|bench|gpt-tandem|gpt-torch|gpt-compile]" >&2
+  *) echo "usage: $0 pack [BUNDLE] | run [BUNDLE] [tests|bench|sanitize|gpt-tandem|gpt-torch|gpt-compile]" >&2
      exit 2 ;;
 esac
