@@ -26,3 +26,8 @@
 #include <tandem/parallel/store/prefix_store.h>
 #include <tandem/parallel/store/store.h>
 #include <tandem/parallel/store/tcp_store.h>
+#include <tandem/parallel/tp/gpt.h>
+#include <tandem/parallel/tp/layers.h>
+#include <tandem/parallel/tp/model_state.h>
+#include <tandem/parallel/tp/regions.h>
+#include <tandem/parallel/tp/vocab_parallel.h>

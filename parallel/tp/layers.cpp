@@ -1,0 +1,130 @@
+// parallel/tp/layers.cpp — the two tensor-parallel Linears: a slice of one device's layer, and
+// the region ops around the product (regions.h).
+#include <tandem/autograd/grad_mode.h>
+#include <tandem/autograd/ops/ops.h>
+#include <tandem/core/check.h>
+#include <tandem/parallel/tp/layers.h>
+
+namespace tandem::parallel::tp {
+namespace {
+
+// A parameter: a copy of `t`'s slice [start, start + length) along `dim`.
+Tensor slice_parameter(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
+  NoGradGuard no_grad;
+  Tensor p = t.detach().narrow(dim, start, length).contiguous().clone();
+  p.requires_grad_();
+  return p;
+}
+
+Tensor whole_copy(const Tensor& t) {
+  if (!t.defined()) return Tensor();
+  NoGradGuard no_grad;
+  Tensor p = t.detach().clone();
+  p.requires_grad_();
+  return p;
+}
+
+const Group& checked(const Group& group, const char* layer) {
+  TD_CHECK_VALUE(group != nullptr, layer, ": no tensor-parallel group (a null communicator)");
+  return group;
+}
+
+}  // namespace
+
+ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, Group g,
+                                           nn::LinearOptions linear, ColumnParallelOptions o)
+    : ColumnParallelLinear(nn::Linear(in, out, linear), std::move(g), o) {}
+
+ColumnParallelLinear::ColumnParallelLinear(const nn::Linear& whole, Group g,
+                                           ColumnParallelOptions o)
+    : in_features(whole.in_features),
+      out_features(whole.out_features),
+      group(checked(g, "ColumnParallelLinear")),
+      options(o) {
+  TD_CHECK_VALUE(o.stride >= 1 && out_features % o.stride == 0,
+                 "ColumnParallelLinear: out_features ", out_features,
+                 " is not a whole number of blocks of stride ", o.stride);
+  TD_CHECK_VALUE(!(o.gather_output && o.stride > 1),
+                 "ColumnParallelLinear: gather_output with stride ", o.stride,
+                 " would put rank-ordered blocks where the whole layout is expected");
+  const int64_t block = out_features / o.stride;
+  const int64_t rows = divide(block, group->size(),
+                              o.stride == 1 ? tandem::str("ColumnParallelLinear: out_features")
+                                            : tandem::str("ColumnParallelLinear: each of the ",
+                                                          o.stride, " blocks of out_features"));
+  // Rows [b·block + r·rows, +rows) of every block b, in block order.
+  auto mine = [&](const Tensor& t) {
+    std::vector<Tensor> parts;
+    for (int64_t b = 0; b < o.stride; ++b)
+      parts.push_back(slice_parameter(t, 0, b * block + group->rank() * rows, rows));
+    if (parts.size() == 1) return parts[0];
+    NoGradGuard no_grad;
+    Tensor p = cat(parts, 0);
+    p.requires_grad_();
+    return p;
+  };
+  weight = mine(whole.weight);
+  if (whole.bias.defined()) bias = mine(whole.bias);
+}
+
+Tensor ColumnParallelLinear::forward(const Tensor& x) const {
+  TD_CHECK_SHAPE(x.dim() >= 1 && x.shape().back() == in_features, "ColumnParallelLinear: input ",
+                 x.shape(), " does not end in in_features ", in_features);
+  const Tensor y = linear(copy_to_tensor_parallel_region(x, group), weight, bias);
+  return options.gather_output ? gather_from_tensor_parallel_region(y, group) : y;
+}
+
+void ColumnParallelLinear::visit(nn::Visitor& v) {
+  v("weight", weight);
+  if (bias.defined()) v("bias", bias);
+}
+
+std::string ColumnParallelLinear::extra_repr() const {
+  return tandem::str("in_features=", in_features, ", out_features=", out_features, " (",
+                     weight.shape()[0], " on rank ", group->rank(), " of ", group->size(),
+                     "), bias=", bias.defined() ? "True" : "False",
+                     ", gather_output=", options.gather_output,
+                     options.stride > 1 ? tandem::str(", stride=", options.stride) : std::string());
+}
+
+RowParallelLinear::RowParallelLinear(int64_t in, int64_t out, Group g, nn::LinearOptions linear,
+                                     RowParallelOptions o)
+    : RowParallelLinear(nn::Linear(in, out, linear), std::move(g), o) {}
+
+RowParallelLinear::RowParallelLinear(const nn::Linear& whole, Group g, RowParallelOptions o)
+    : in_features(whole.in_features),
+      out_features(whole.out_features),
+      group(checked(g, "RowParallelLinear")),
+      options(o) {
+  const int64_t cols = divide(in_features, group->size(), "RowParallelLinear: in_features");
+  weight = slice_parameter(whole.weight, 1, group->rank() * cols, cols);
+  bias = whole_copy(whole.bias);
+}
+
+Tensor RowParallelLinear::forward(const Tensor& x) const {
+  const int64_t local = weight.shape()[1];
+  const bool parallel_input = options.input_is_parallel;
+  const int64_t want = parallel_input ? local : in_features;
+  TD_CHECK_SHAPE(x.dim() >= 1 && x.shape().back() == want, "RowParallelLinear: input ", x.shape(),
+                 " does not end in ", want,
+                 parallel_input ? " (in_features / tensor-parallel size: this rank's slice)"
+                                : " (in_features)");
+  const Tensor mine = parallel_input ? x : scatter_to_tensor_parallel_region(x, group);
+  // The bias is added once, after the sum: adding it on every rank would count it t times.
+  const Tensor y = reduce_from_tensor_parallel_region(linear(mine, weight, Tensor()), group);
+  return bias.defined() ? y + bias : y;
+}
+
+void RowParallelLinear::visit(nn::Visitor& v) {
+  v("weight", weight);
+  if (bias.defined()) v("bias", bias);
+}
+
+std::string RowParallelLinear::extra_repr() const {
+  return tandem::str("in_features=", in_features, " (", weight.shape()[1], " on rank ",
+                     group->rank(), " of ", group->size(), "), out_features=", out_features,
+                     ", bias=", bias.defined() ? "True" : "False",
+                     ", input_is_parallel=", options.input_is_parallel);
+}
+
+}  // namespace tandem::parallel::tp

@@ -1,0 +1,21 @@
+// parallel/tp/model_state.h — a tensor-parallel model as a whole: its parameters put back
+// together (to save, to compare with one device) and its gradient's global norm (to clip as one
+// device clips). Each finds the sliced tensors by walking the model for ColumnParallelLinear,
+// RowParallelLinear and VocabParallelEmbedding; every other parameter is the same on every rank.
+#pragma once
+
+#include <tandem/parallel/tp/layers.h>
+
+namespace tandem::parallel::tp {
+
+/// Every parameter of `model` whole, under its name in `model` (for a model cut from one device's,
+/// that model's name), copied to the CPU: each layer's slices are all-gathered from the group and
+/// put back in place; the replicated tensors are copied. Every rank of the group calls it.
+nn::StateDict full_parameters(nn::Module& model, const Group& group);
+
+/// Scales every gradient of `model` so that the whole model's gradient has L2 norm at most
+/// max_norm; returns the norm before clipping. The slices' squares are summed over the group
+/// (one all-reduce of one number), the replicated tensors' counted once. Every rank calls it.
+double clip_grad_norm_(nn::Module& model, double max_norm, const Group& group);
+
+}  // namespace tandem::parallel::tp

@@ -1,0 +1,34 @@
+// parallel/tp/regions.h — the four communication ops at the edges of a tensor-parallel region
+// (Megatron-LM's mappings.py). Inside a region each rank of the tensor-parallel group holds a
+// slice of the activations along the last dimension; these ops enter and leave it, and each one's
+// backward is the other's forward:
+//
+//   op                                forward                     backward
+//   copy_to_tensor_parallel_region    identity                    all-reduce (sum)   "f"
+//   reduce_from_tensor_parallel_region all-reduce (sum)           identity           "g"
+//   scatter_to_tensor_parallel_region this rank's last-dim slice  all-gather (last dim)
+//   gather_from_tensor_parallel_region all-gather (last dim)      this rank's slice
+//
+// A column-parallel Linear starts with f (every rank reads the whole input, so the input's
+// gradient is the sum of every rank's part); a row-parallel Linear ends with g (each rank's
+// product is a partial sum of the output). Slices are in rank order, so the rank's slice of a
+// dimension d is [rank·d/t, (rank+1)·d/t); d must divide by t (the error names the padding).
+#pragma once
+
+#include <tandem/parallel/comm/communicator.h>
+#include <memory>
+
+namespace tandem::parallel::tp {
+
+using Group = std::shared_ptr<Communicator>;
+
+Tensor copy_to_tensor_parallel_region(const Tensor& x, const Group& group);
+Tensor reduce_from_tensor_parallel_region(const Tensor& x, const Group& group);
+Tensor scatter_to_tensor_parallel_region(const Tensor& x, const Group& group);
+Tensor gather_from_tensor_parallel_region(const Tensor& x, const Group& group);
+
+/// The size of rank `rank`'s slice of a dimension of `size` split `parts` ways; ValueError naming
+/// `what` and the padding to add when it does not divide.
+int64_t divide(int64_t size, int64_t parts, const std::string& what);
+
+}  // namespace tandem::parallel::tp

@@ -1,0 +1,42 @@
+// parallel/tp/vocab_parallel.h — the vocabulary split over a tensor-parallel group: the token
+// embedding by rows (rank r holds the vectors of tokens [r·V/t, (r+1)·V/t)), and the loss read
+// from each rank's V/t logits without ever gathering the B·T·V of them (Megatron-LM's
+// VocabParallelEmbedding and vocab_parallel_cross_entropy). With the lm_head tied to the
+// embedding, each rank's slice of the head is its slice of the table: one tensor, as on one
+// device.
+#pragma once
+
+#include <tandem/nn/embedding.h>
+#include <tandem/parallel/tp/regions.h>
+
+namespace tandem::parallel::tp {
+
+struct VocabParallelEmbedding : nn::Module {
+  /// Rank group->rank()'s rows of `whole`, copied. V must divide by t (the error names the
+  /// padding; Megatron pads the vocabulary the same way).
+  VocabParallelEmbedding(const nn::Embedding& whole, Group group);
+
+  int64_t num_embeddings, embedding_dim;  // of the whole table
+  int64_t vocab_start;                    // the first token id this rank holds
+  Group group;
+  Tensor weight;  // [num_embeddings / t, embedding_dim]
+
+  /// ids (int64, any shape, every rank the same) -> [..., embedding_dim], every rank the same:
+  /// each rank looks up the ids in its range (zeros elsewhere) and the group sums them. An id
+  /// outside [0, num_embeddings) is an IndexError naming it, as for nn::Embedding.
+  Tensor forward(const Tensor& ids) const;
+  Tensor operator()(const Tensor& ids) const { return forward(ids); }
+  void visit(nn::Visitor& v) override { v("weight", weight); }
+  std::string extra_repr() const override;
+};
+
+/// The mean cross entropy over the positions whose target is not `ignore_index`, from this rank's
+/// logits [..., V/t] (columns [vocab_start, vocab_start + V/t) of the whole [..., V]) and the
+/// targets [...] (every rank the same). Three all-reduces of one number per position (the row
+/// maximum, the sum of exponentials, the target's logit) give every rank the loss one device
+/// computes; backward writes softmax − one-hot into this rank's columns only.
+Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
+                                    int64_t vocab_start, const Group& group,
+                                    int64_t ignore_index = -1);
+
+}  // namespace tandem::parallel::tp

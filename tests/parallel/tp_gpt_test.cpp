@@ -1,0 +1,185 @@
+// tests/parallel/tp_gpt_test.cpp — the GPT under Megatron's tensor-parallel plan trains as on one
+// device: a float64 GPT (2 blocks, 4 heads, biases, the lm_head tied to a vocabulary-parallel
+// embedding, dropout off) trained 3 AdamW steps with decay on matrices only and the global norm
+// clipped (tp::clip_grad_norm_: slices summed over the group, replicated tensors once), on TP = 2
+// and 4 thread ranks (cpu:0..t-1), has one device's losses at every step and, its slices put back
+// together (full_parameters), one device's parameters under the same names, to 1e-12 relative
+// (‖difference‖ / ‖parameter‖ for each tensor).
+// The vocabulary-parallel loss alone is checked against cross_entropy, ignored targets included.
+#include <tandem/parallel/comm/thread_communicator.h>
+#include <tandem/parallel/tp/gpt.h>
+#include <tandem/parallel/tp/model_state.h>
+
+#include "parallel/ddp_models.h"
+#include "support/expect.h"
+
+namespace tandem::parallel::tp {
+namespace {
+
+using tandem::testing::all_close;
+using tandem::testing::error_message;
+using ::testing::HasSubstr;
+
+constexpr int64_t kBatch = 2, kT = 8, kVocab = 12;
+constexpr int kSteps = 3;
+constexpr double kClip = 0.5;
+
+nn::GPTConfig config() {
+  return {.block_size = kT,
+          .vocab_size = kVocab,
+          .n_layer = 2,
+          .n_head = 4,
+          .n_embd = 16,
+          .dropout = 0.0,
+          .bias = true,
+          .tensor = {.dtype = kFloat64}};
+}
+
+nn::Sequential initial_gpt() {
+  manual_seed(7);
+  return nn::gpt(config());
+}
+
+std::vector<std::pair<Tensor, Tensor>> batches() {
+  std::vector<std::pair<Tensor, Tensor>> out;
+  for (int s = 0; s < kSteps; ++s) {
+    std::vector<int64_t> ids;
+    data::SplitMix64 rng(uint64_t(s + 3));
+    for (int64_t i = 0; i < kBatch * (kT + 1); ++i) ids.push_back(int64_t(rng.next() % kVocab));
+    const Tensor tokens = from_vector(ids, {kBatch, kT + 1});
+    out.emplace_back(tokens.narrow(1, 0, kT).contiguous(), tokens.narrow(1, 1, kT).contiguous());
+  }
+  return out;
+}
+
+struct Run {
+  std::vector<double> losses;
+  nn::StateDict params;
+};
+
+// Three AdamW steps of `loss_of(x, y)` over `named` (decay on matrices only), the gradient
+// clipped by `clip()` (which returns the norm before clipping).
+template <typename Loss, typename Clip>
+std::vector<double> train(const nn::StateDict& named, Loss&& loss_of, Clip&& clip) {
+  optim::AdamW opt(optim::adamw_groups(named, {.lr = 1e-2, .beta2 = 0.99, .weight_decay = 0.1}));
+  std::vector<double> losses;
+  for (const auto& [x, y] : batches()) {
+    opt.zero_grad();
+    const Tensor loss = loss_of(x, y);
+    loss.backward();
+    losses.push_back(loss.item());
+    const double norm = clip();
+    if (losses.size() == 1) {
+      EXPECT_GT(norm, kClip) << "the clip must act for the test to test it";
+    }
+    opt.step();
+  }
+  return losses;
+}
+
+Run one_device() {
+  nn::Sequential model = initial_gpt();
+  Run run;
+  run.losses = train(
+      model.named_parameters(),
+      [&](const Tensor& x, const Tensor& y) { return nn::gpt_loss(model(x), y); },
+      [&] { return optim::clip_grad_norm_(model.parameters(), kClip); });
+  run.params = model.named_parameters();
+  return run;
+}
+
+Run tensor_parallel(int world) {
+  nn::Sequential whole = initial_gpt();
+  std::vector<Run> runs(static_cast<size_t>(world));
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> g) {
+        const int r = g->rank();
+        const Device dev = Device::cpu(r);
+        nn::Sequential model = tensor_parallel_gpt(whole, g);
+        model.to(dev);
+        Run& run = runs[size_t(r)];
+        run.losses = train(
+            model.named_parameters(),
+            [&](const Tensor& x, const Tensor& y) {
+              return gpt_loss(model(x.to(dev)), y.to(dev), g);
+            },
+            [&] { return clip_grad_norm_(model, kClip, g); });
+        run.params = full_parameters(model, g);
+      },
+      world);
+  for (int r = 1; r < world; ++r)
+    EXPECT_EQ(runs[size_t(r)].losses, runs[0].losses) << "rank " << r << "'s losses";
+  return runs[0];
+}
+
+// ‖a − b‖ / ‖b‖ over the whole tensor: the relative error of a tensor. (Element by element, a
+// parameter whose gradient nearly cancels carries its sum's rounding into Adam's step: one
+// element of 2,000 here differs by 1.7e-11 of itself, 6e-14 absolute.)
+double relative_error(const Tensor& a, const Tensor& b) {
+  return std::sqrt(sum((a - b) * (a - b)).item() / sum(b * b).item());
+}
+
+void expect_one_device(int world) {
+  const Run want = one_device(), got = tensor_parallel(world);
+  ASSERT_EQ(got.losses.size(), want.losses.size());
+  for (size_t s = 0; s < want.losses.size(); ++s)
+    EXPECT_NEAR(got.losses[s], want.losses[s], 1e-12 * std::abs(want.losses[s])) << "step " << s;
+  ASSERT_EQ(got.params.size(), want.params.size());
+  double worst = 0;
+  for (size_t i = 0; i < want.params.size(); ++i) {
+    EXPECT_EQ(got.params[i].first, want.params[i].first);
+    const double error = relative_error(got.params[i].second, want.params[i].second);
+    worst = std::max(worst, error);
+    EXPECT_LE(error, 1e-12) << want.params[i].first << ", TP = " << world;
+  }
+  std::printf("TP = %d: worst relative error of a parameter tensor %.3g\n", world, worst);
+}
+
+TEST(TensorParallelGPT, TwoRanksTrainAsOneDevice) { expect_one_device(2); }
+TEST(TensorParallelGPT, FourRanksTrainAsOneDevice) { expect_one_device(4); }
+
+// The loss from V/t columns per rank against cross_entropy over all V, with ignored targets,
+// and its gradient against the matching columns of cross_entropy's.
+TEST(VocabParallelCrossEntropy, MatchesCrossEntropyAndItsGradient) {
+  constexpr int kWorld = 3;
+  constexpr int64_t kN = 7, kV = 9;
+  manual_seed(5);
+  const Tensor logits = randn({kN, kV}, {.dtype = kFloat64}) * 3.0;
+  const Tensor targets = from_vector(std::vector<int64_t>{0, 8, 4, -1, 3, 5, -1}, {kN});
+  Tensor leaf = logits.detach().requires_grad_();
+  const Tensor want = cross_entropy(leaf, targets, {.ignore_index = -1});
+  want.backward();
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> g) {
+        const int64_t cols = kV / kWorld, start = g->rank() * cols;
+        Tensor mine = logits.narrow(1, start, cols).contiguous().to(Device::cpu(g->rank()));
+        mine.requires_grad_();
+        const Tensor loss = vocab_parallel_cross_entropy(mine, targets.to(mine.device()), start, g);
+        loss.backward();
+        EXPECT_NEAR(loss.item(), want.item(), 1e-14);
+        EXPECT_TRUE(all_close(mine.grad(), leaf.grad().narrow(1, start, cols), 1e-15, 1e-13));
+      },
+      kWorld);
+}
+
+TEST(TensorParallelGPT, HeadsAndVocabularyThatDoNotDivideNameThePadding) {
+  nn::GPTConfig c = config();
+  c.n_head = 2;
+  manual_seed(1);
+  nn::Sequential two_heads = nn::gpt(c);
+  c = config();
+  c.vocab_size = 13;
+  nn::Sequential odd_vocab = nn::gpt(c);
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> g) {
+        EXPECT_THAT(error_message<ValueError>([&] { tensor_parallel_gpt(odd_vocab, g); }),
+                    HasSubstr("num_embeddings (13) does not divide by the tensor-parallel size "
+                              "4; pad it by 3 to 16"));
+        EXPECT_THAT(error_message<ValueError>([&] { tensor_parallel_gpt(two_heads, g); }),
+                    HasSubstr("n_head (2) does not divide by the tensor-parallel size 4"));
+      },
+      4);
+}
+
+}  // namespace
+}  // namespace tandem::parallel::tp
