@@ -193,7 +193,13 @@ run_gpt() {
 # over three training steps of a small GPT. One row each: the tool's error summary.
 run_sanitize() {
   local libs=$1 out=$2 status=0 cs
-  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer \
+    /usr/local/cuda*/compute-sanitizer/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null |
+    head -1 || true)
+  if [ -z "$cs" ]; then
+    echo "compute-sanitizer: not found on this machine (PATH, /usr/local/cuda*, /opt/nvidia)" >>"$out"
+    return 1
+  fi
   local ops='*CudaMatchesCpu*attention*:*CudaMatchesCpu*layer_norm*:*CudaMatchesCpu*embedding*:*CudaMatchesCpu*gelu*'
   local cases=("memcheck tandem_autograd_tests $ops" "memcheck tandem_core_tests *Cuda*:*cuda*:*CUDA*"
                "memcheck tandem_nn_tests *Cuda*:*cuda*:*CUDA*" "racecheck tandem_autograd_tests $ops"
