@@ -1,7 +1,8 @@
 // bench/gpt_bench.cpp — where a GPT training step's time goes, and attention alone.
 //
-//   gpt_bench step [--rounds N] [--threads N]
-//     nanoGPT's CPU recipe (4 layers, 4 heads, 128 wide, context 64, batch 12, vocabulary 65): the
+//   gpt_bench step [--rounds N] [--threads N] [--device cuda:0] [--recipe cpu|gpu]
+//     nanoGPT's CPU recipe (4 layers, 4 heads, 128 wide, context 64, batch 12, vocabulary 65; with
+//     --recipe gpu its GPU one: 6 layers, 6 heads, 384 wide, context 256, batch 64): the
 //     whole step (forward, backward, clip, AdamW) beside each kind of op timed alone, forward and
 //     backward, at the shapes and counts the step runs it: the GEMMs of every Linear (lm_head
 //     included), fused attention, LayerNorm, GELU, and AdamW's update. The share of each is its
@@ -27,6 +28,8 @@ struct Options {
   std::string part;
   int rounds = 7;
   int threads = 0;  // 0: the default
+  std::string device = "cpu";
+  std::string recipe = "cpu";
 };
 
 Options parse(int argc, char** argv) {
@@ -37,29 +40,45 @@ Options parse(int argc, char** argv) {
       o.rounds = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--threads"))
       o.threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--device"))
+      o.device = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--recipe"))
+      o.recipe = argv[i + 1];
   }
-  if (o.part != "step" && o.part != "attention") {
-    std::fprintf(stderr, "usage: %s step|attention [--rounds N] [--threads N]\n", argv[0]);
+  if ((o.part != "step" && o.part != "attention") || (o.recipe != "cpu" && o.recipe != "gpu")) {
+    std::fprintf(stderr,
+                 "usage: %s step|attention [--rounds N] [--threads N] [--device D] "
+                 "[--recipe cpu|gpu]\n",
+                 argv[0]);
     std::exit(2);
   }
   return o;
 }
 
-// The median over `rounds` of milliseconds per call of f (each sample about 0.3 s of calls).
+Device g_device = Device::cpu();  // where the step part runs (--device)
+
+// The median over `rounds` of milliseconds per call of f (each sample about 0.3 s of calls); on a
+// GPU each call ends with a synchronisation, so the time is the kernels', not their launches'.
 template <typename F>
 double median_ms(int rounds, F&& f) {
-  const int reps = bench::calibrate(f, 0.3);
+  auto call = [&] {
+    f();
+    if (g_device.is_cuda()) cuda::synchronize(g_device.index());
+  };
+  const int reps = bench::calibrate(call, 0.3);
   std::vector<double> ms;
-  for (int r = 0; r < rounds; ++r) ms.push_back(1e3 * bench::time_per_call(f, reps));
+  for (int r = 0; r < rounds; ++r) ms.push_back(1e3 * bench::time_per_call(call, reps));
   return bench::median(ms);
 }
 
-Tensor leaf(const Shape& s) { return randn(s).requires_grad_(); }
+Tensor leaf(const Shape& s) { return randn(s, {.device = g_device}).requires_grad_(); }
+Tensor gradient(const Shape& s) { return randn(s, {.device = g_device}); }
 
 // ---- step: the whole step and its parts -------------------------------------------------------
-constexpr int64_t kB = 12, kT = 64, kC = 128, kL = 4, kH = 4, kV = 65;
-
 void step_part(const Options& o) {
+  const bool gpu = o.recipe == "gpu";
+  const int64_t kB = gpu ? 64 : 12, kT = gpu ? 256 : 64, kC = gpu ? 384 : 128, kL = gpu ? 6 : 4,
+                kH = gpu ? 6 : 4, kV = 65;
   manual_seed(0);
   nn::Sequential model = nn::gpt({.block_size = kT,
                                   .vocab_size = kV,
@@ -68,12 +87,14 @@ void step_part(const Options& o) {
                                   .n_embd = kC,
                                   .dropout = 0,
                                   .bias = false});
+  model.to(g_device);
   optim::AdamW opt(optim::adamw_groups(
       model.named_parameters(), {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1}));
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < kB * (kT + 1); ++i) ids.push_back((i * 7 + i / 5) % kV);
   const Tensor tokens = from_vector(ids, {kB, kT + 1});
-  const Tensor x = tokens.narrow(1, 0, kT).contiguous(), y = tokens.narrow(1, 1, kT).contiguous();
+  const Tensor x = tokens.narrow(1, 0, kT).contiguous().to(g_device),
+               y = tokens.narrow(1, 1, kT).contiguous().to(g_device);
   const double step = median_ms(o.rounds, [&] {
     opt.zero_grad();
     nn::gpt_loss(model(x), y).backward();
@@ -96,27 +117,27 @@ void step_part(const Options& o) {
     double ms = 0;
     for (const Shape2& s : linears) {
       const Tensor in = leaf({n, s.in}), w = leaf({s.out, s.in});
-      const Tensor dy = randn({n, s.out});
+      const Tensor dy = gradient({n, s.out});
       ms += double(s.count) * median_ms(o.rounds, [&] { linear(in, w, Tensor()).backward(dy); });
     }
     parts.push_back({"GEMM (Linear fwd+bwd)", ms});
   }
   {
     const Tensor q = leaf({kB, kH, kT, kC / kH}), k = leaf({kB, kH, kT, kC / kH}),
-                 v = leaf({kB, kH, kT, kC / kH}), dy = randn({kB, kH, kT, kC / kH});
+                 v = leaf({kB, kH, kT, kC / kH}), dy = gradient({kB, kH, kT, kC / kH});
     parts.push_back({"attention (fused fwd+bwd)",
                      double(kL) * median_ms(o.rounds, [&] {
                        scaled_dot_product_attention(q, k, v, {.causal = true}).backward(dy);
                      })});
   }
   {
-    const Tensor in = leaf({kB, kT, kC}), w = leaf({kC}), dy = randn({kB, kT, kC});
+    const Tensor in = leaf({kB, kT, kC}), w = leaf({kC}), dy = gradient({kB, kT, kC});
     parts.push_back({"LayerNorm fwd+bwd", double(2 * kL + 1) * median_ms(o.rounds, [&] {
                                             layer_norm(in, {kC}, w, Tensor()).backward(dy);
                                           })});
   }
   {
-    const Tensor in = leaf({kB, kT, 4 * kC}), dy = randn({kB, kT, 4 * kC});
+    const Tensor in = leaf({kB, kT, 4 * kC}), dy = gradient({kB, kT, 4 * kC});
     parts.push_back(
         {"GELU fwd+bwd", double(kL) * median_ms(o.rounds, [&] { gelu(in).backward(dy); })});
   }
@@ -124,8 +145,9 @@ void step_part(const Options& o) {
     for (Tensor& p : model.parameters()) p.set_grad(zeros_like(p));
     parts.push_back({"AdamW update", median_ms(o.rounds, [&] { opt.step(); })});
   }
-  std::printf("GPT step (nanoGPT CPU recipe, %lld parameters), %d intra-op threads\n",
-              (long long)model.parameter_count(), get_num_threads());
+  std::printf("GPT step (nanoGPT %s recipe, %lld parameters) on %s, %d intra-op threads\n",
+              gpu ? "GPU" : "CPU", (long long)model.parameter_count(), g_device.str().c_str(),
+              get_num_threads());
   std::printf("%-28s %10s %8s\n", "part", "ms/step", "share");
   double sum = 0;
   for (const Part& p : parts) {
@@ -142,25 +164,25 @@ void step_part(const Options& o) {
 Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   const int64_t t = q.size(-2);
   Tensor s = q.matmul(k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
-  s = s + triu(full({t, t}, -std::numeric_limits<double>::infinity()), 1);
+  s = s + triu(full({t, t}, -std::numeric_limits<double>::infinity(), {.device = q.device()}), 1);
   return s.softmax(-1).matmul(v);
 }
 
 void attention_part(const Options& o) {
   constexpr int64_t kHeads = 8, kD = 64;
-  std::printf("causal attention, %lld heads of %lld, float32, %d intra-op threads\n",
-              (long long)kHeads, (long long)kD, get_num_threads());
+  std::printf("causal attention, %lld heads of %lld, float32, on %s, %d intra-op threads\n",
+              (long long)kHeads, (long long)kD, g_device.str().c_str(), get_num_threads());
   std::printf("%6s %12s %12s %8s %14s %14s\n", "T", "fused_ms", "composed_ms", "ratio",
               "fused_held_MB", "composed_MB");
   for (int64_t t = 64; t <= 2048; t *= 2) {
     manual_seed(uint64_t(t));
     const Tensor q = leaf({1, kHeads, t, kD}), k = leaf({1, kHeads, t, kD}),
-                 v = leaf({1, kHeads, t, kD}), dy = randn({1, kHeads, t, kD});
+                 v = leaf({1, kHeads, t, kD}), dy = gradient({1, kHeads, t, kD});
     auto held = [&](bool fused) {
-      const int64_t before = memory_stats(Device::cpu()).allocated_bytes;
+      const int64_t before = memory_stats(g_device).allocated_bytes;
       const Tensor y = fused ? scaled_dot_product_attention(q, k, v, {.causal = true})
                              : composed_attention(q, k, v);
-      return double(memory_stats(Device::cpu()).allocated_bytes - before) / 1e6;
+      return double(memory_stats(g_device).allocated_bytes - before) / 1e6;
     };
     const int rounds = t >= 1024 ? std::max(3, o.rounds / 2) : o.rounds;
     const double fused = median_ms(
@@ -176,6 +198,7 @@ void attention_part(const Options& o) {
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   if (o.threads > 0) set_num_threads(o.threads);
+  g_device = Device(o.device);
   bench::report_load();
   if (o.part == "step")
     step_part(o);

@@ -19,6 +19,9 @@
 #                                           # autocast, as nanoGPT runs it) by Tandem, PyTorch
 #                                           # eager or torch.compile: one per call, each under 9
 #                                           # minutes; results in BUNDLE/gpt-*.txt
+#   bash tools/gpu-check.sh run  [BUNDLE] profile
+#                                           # bench/gpt_bench on cuda:0: the GPU recipe's step and
+#                                           # its parts, and attention alone, T = 64 … 2048
 #   bash tools/gpu-check.sh run  [BUNDLE] sanitize
 #                                           # compute-sanitizer (memcheck, racecheck, synccheck,
 #                                           # initcheck) over the GPT's ops and the fast CUDA
@@ -44,7 +47,7 @@ pack() {
   mkdir -p "$bundle/bin" "$bundle/lib"
   local progs=("$root"/build-gpu/tests/tandem_*_tests "$root/build-gpu/tools/tandem"
                "$root/build-gpu/tools/tandem_launch_test" "$root/build-gpu/tools/tandem_launch_test_worker"
-               "$root/build-gpu/bench/gpu_bench")
+               "$root/build-gpu/bench/gpu_bench" "$root/build-gpu/bench/gpt_bench")
   for p in "${progs[@]}"; do
     cp "$p" "$bundle/bin/" && strip "$bundle/bin/$(basename "$p")"
   done
@@ -100,6 +103,18 @@ PY
   local status=0
   if [[ "$part" == gpt-* ]]; then
     run_gpt "$libs" "$out" || status=1
+    cat "$out"
+    return $status
+  fi
+  if [ "$part" = profile ]; then  # where the GPT step's time goes on the GPU, and attention
+    {
+      echo '```'
+      LD_LIBRARY_PATH="$libs" timeout 240 "$bundle/bin/gpt_bench" step --device cuda:0 \
+        --recipe gpu --rounds 3 || status=1
+      LD_LIBRARY_PATH="$libs" timeout 240 "$bundle/bin/gpt_bench" attention --device cuda:0 \
+        --rounds 3 || status=1
+      echo '```'
+    } >>"$out" 2>&1
     cat "$out"
     return $status
   fi
@@ -219,7 +234,8 @@ run_sanitize() {
   log="$bundle/sanitize-memcheck-train.log"
   LD_LIBRARY_PATH="$libs" timeout "${SANITIZE_TIMEOUT:-150}" "$cs" --tool memcheck --error-exitcode 3 \
     "$bundle/bin/tandem" train --model gpt --device cuda:0 --text "$corpus" --n-layer 2 --n-head 2 \
-    --n-embd 64 --block-size 32 --batch-size 4 --dropout 0.1 --max-iters 3 --eval-interval 3 \
+    --n-embd 64 --block-size 32 --batch-size 4 --dropout 0.1 --max-iters 3 --warmup-iters 1 \
+    --eval-interval 3 \
     --eval-iters 1 --log-dir "$bundle/sanitize-run" >"$log" 2>&1 || rc=$?
   [ $rc = 0 ] || status=1
   echo "| memcheck | tandem train --model gpt (3 steps, dropout) | | $rc | $(grep 'ERROR SUMMARY' "$log" | tail -1) |" >>"$out"
@@ -249,10 +265,10 @@ run_tests() {
   return $status
 }
 
-case "$part" in all | tests | bench | sanitize | gpt-tandem | gpt-torch | gpt-compile) ;; *) mode=usage ;; esac
+case "$part" in all | tests | bench | profile | sanitize | gpt-tandem | gpt-torch | gpt-compile) ;; *) mode=usage ;; esac
 case "$mode" in
   pack) pack ;;
   run) run ;;
-  *) echo "usage: $0 pack [BUNDLE] | run [BUNDLE] [tests|bench|sanitize|gpt-tandem|gpt-torch|gpt-compile]" >&2
+  *) echo "usage: $0 pack [BUNDLE] | run [BUNDLE] [tests|bench|profile|sanitize|gpt-tandem|gpt-torch|gpt-compile]" >&2
      exit 2 ;;
 esac

@@ -47,6 +47,7 @@ echo "# GPU session — $(date -u '+%Y-%m-%d %H:%M') UTC, deadline $(left) s" >"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>"$out/session.md"
 short=(GPT_ITERS=300 GPT_EVAL_INTERVAL=300 GPT_EVAL_ITERS=20 GPT_TIMEOUT=150)
 part tests tests 60 CPU_CASES=0  # the CUDA cases; CI runs the rest
+part profile profile 60
 for amp in "" bf16; do  # float32 as the tests run, then autocast bf16 as nanoGPT runs on GPUs
   part gpt-tandem "gpt-tandem-300${amp:+-$amp}" 60 "${short[@]}" GPT_AMP=$amp
   part gpt-torch "gpt-torch-300${amp:+-$amp}" 60 "${short[@]}" GPT_AMP=$amp
