@@ -13,47 +13,58 @@ namespace {
 
 // c_attn, once the heads are known to divide (checked first: a slice of rows that cut a head in
 // two would be the error a user could not read).
-const nn::Linear& c_attn_of(const nn::CausalSelfAttention& whole, const Group& group) {
-  TD_CHECK_VALUE(group != nullptr, "ParallelAttention: no tensor-parallel group");
-  divide(whole.n_head, group->size(), "ParallelAttention: n_head");
+const nn::Linear& c_attn_of(const nn::CausalSelfAttention& whole, const Plan& plan) {
+  TD_CHECK_VALUE(plan.group != nullptr, "ParallelAttention: no tensor-parallel group");
+  divide(whole.n_head, plan.group->size(), "ParallelAttention: n_head");
   return whole.c_attn;
+}
+
+// fn() with this rank's own stream standing in for `device`'s generator: the random numbers drawn
+// inside differ from rank to rank (checkpoint replays see the stream like any other generator).
+template <typename F>
+Tensor on_rank_stream(Generator& stream, Device device, F&& fn) {
+  ReplayGenerators scope({{device, stream.get_state()}});
+  Tensor y = fn();
+  stream.set_state(ReplayGenerators::find(device)->get_state());
+  return y;
+}
+
+// A dropout outside the regions: the same mask on every rank, unless every rank holds other
+// positions (sequence parallelism), when each draws from its own stream.
+Tensor region_dropout(const nn::Dropout& drop, const Plan& plan, const Tensor& x) {
+  if (!plan.options.sequence_parallel || !drop.is_training() || drop.p <= 0) return drop(x);
+  return on_rank_stream(*plan.rank_stream, x.device(), [&] { return drop(x); });
 }
 
 }  // namespace
 
-ParallelAttention::ParallelAttention(const nn::CausalSelfAttention& whole, Group group)
+ParallelAttention::ParallelAttention(const nn::CausalSelfAttention& whole, const Plan& p)
     : n_head(whole.n_head),
       n_embd(whole.n_embd),
       dropout(whole.dropout),
-      c_attn(c_attn_of(whole, group), group, {.stride = 3}),
-      c_proj(whole.c_proj, group),
-      resid_dropout(whole.resid_dropout.p) {
-  // Per-rank attention dropout: the probabilities of different heads must get different masks,
-  // as on one device, so the draws inside the region come from a stream of this rank's own
-  // (Megatron's model-parallel RNG); outside, every rank draws the same as the others.
-  const uint64_t seed = default_generator(whole.c_attn.weight.device()).get_state().seed;
-  region_generator = std::make_shared<Generator>(seed + 2718 + uint64_t(group->rank()));
-}
+      c_attn(c_attn_of(whole, p), p.group,
+             {.stride = 3, .sequence_parallel = p.options.sequence_parallel}),
+      c_proj(whole.c_proj, p.group, {.sequence_parallel = p.options.sequence_parallel}),
+      resid_dropout(whole.resid_dropout.p),
+      plan(p) {}
 
 Tensor ParallelAttention::forward(const Tensor& x) const {
   TD_CHECK_SHAPE(x.dim() == 3 && x.size(2) == n_embd, "ParallelAttention: input must be [B, T, ",
                  n_embd, "], not ", x.shape());
-  const int64_t B = x.size(0), T = x.size(1), D = n_embd / n_head;
-  const int64_t H = n_head / c_attn.group->size(), C = H * D;  // this rank's heads
-  const Tensor qkv = c_attn(x);                                // [B, T, 3·C]: q | k | v
+  const Tensor qkv = c_attn(x);  // [B, T, 3·C/t]: q | k | v of this rank's heads, all positions
+  const int64_t B = qkv.size(0), T = qkv.size(1), D = n_embd / n_head;
+  const int64_t H = n_head / plan.group->size(), C = H * D;
   auto heads = [&](int64_t i) {
     return qkv.narrow(2, i * C, C).view({B, T, H, D}).transpose(1, 2);
   };
   const double p = is_training() ? dropout : 0.0;
-  Tensor y;
-  {
-    std::optional<ReplayGenerators> region;
-    if (p > 0) region.emplace(std::vector{std::pair{x.device(), region_generator->get_state()}});
-    y = scaled_dot_product_attention(heads(0), heads(1), heads(2),
-                                     {.causal = true, .dropout_p = p});
-    if (p > 0) region_generator->set_state(ReplayGenerators::find(x.device())->get_state());
-  }
-  return resid_dropout(c_proj(y.transpose(1, 2).reshape({B, T, C})));
+  auto attend = [&] {
+    return scaled_dot_product_attention(heads(0), heads(1), heads(2),
+                                        {.causal = true, .dropout_p = p});
+  };
+  // Different heads must get different masks, as on one device: this rank's stream.
+  const Tensor y = p > 0 ? on_rank_stream(*plan.rank_stream, x.device(), attend) : attend();
+  return region_dropout(resid_dropout, plan, c_proj(y.transpose(1, 2).reshape({B, T, C})));
 }
 
 void ParallelAttention::visit(nn::Visitor& v) {
@@ -62,14 +73,15 @@ void ParallelAttention::visit(nn::Visitor& v) {
   v("resid_dropout", resid_dropout);
 }
 
-ParallelMLP::ParallelMLP(const nn::MLP& whole, Group group)
-    : c_fc(whole.c_fc, group),
+ParallelMLP::ParallelMLP(const nn::MLP& whole, const Plan& p)
+    : c_fc(whole.c_fc, p.group, {.sequence_parallel = p.options.sequence_parallel}),
       gelu(whole.gelu),
-      c_proj(whole.c_proj, group),
-      dropout(whole.dropout.p) {}
+      c_proj(whole.c_proj, p.group, {.sequence_parallel = p.options.sequence_parallel}),
+      dropout(whole.dropout.p),
+      plan(p) {}
 
 Tensor ParallelMLP::forward(const Tensor& x) const {
-  return dropout(c_proj(tandem::gelu(c_fc(x), gelu)));
+  return region_dropout(dropout, plan, c_proj(tandem::gelu(c_fc(x), gelu)));
 }
 
 void ParallelMLP::visit(nn::Visitor& v) {
@@ -78,11 +90,11 @@ void ParallelMLP::visit(nn::Visitor& v) {
   v("dropout", dropout);
 }
 
-ParallelBlock::ParallelBlock(const nn::Block& whole, const Group& group)
+ParallelBlock::ParallelBlock(const nn::Block& whole, const Plan& plan)
     : ln_1(nn::clone(whole.ln_1)),
-      attn(whole.attn, group),
+      attn(whole.attn, plan),
       ln_2(nn::clone(whole.ln_2)),
-      mlp(whole.mlp, group) {}
+      mlp(whole.mlp, plan) {}
 
 Tensor ParallelBlock::forward(const Tensor& x) const {
   const Tensor h = x + attn(ln_1(x));
@@ -96,19 +108,28 @@ void ParallelBlock::visit(nn::Visitor& v) {
   v("mlp", mlp);
 }
 
-ParallelGPTEmbedding::ParallelGPTEmbedding(const nn::GPTEmbedding& whole, const Group& group)
+ParallelGPTEmbedding::ParallelGPTEmbedding(const nn::GPTEmbedding& whole, const Plan& p)
     : block_size(whole.block_size),
-      wte(whole.wte, group),
+      wte(whole.wte, p.group),
       wpe(nn::clone(whole.wpe)),
-      drop(whole.drop.p) {}
+      drop(whole.drop.p),
+      plan(p) {}
 
 Tensor ParallelGPTEmbedding::forward(const Tensor& ids) const {
   TD_CHECK_SHAPE(ids.dim() == 2, "GPT: token ids must be [B, T], not ", ids.shape());
   const int64_t T = ids.size(1);
   TD_CHECK_SHAPE(T <= block_size, "GPT: a sequence of ", T,
                  " tokens is longer than the block size ", block_size);
-  const Tensor positions = arange(double(T), {.dtype = kInt64, .device = ids.device()});
-  return drop(wte(ids) + wpe(positions));
+  if (!plan.options.sequence_parallel) {
+    const Tensor positions = arange(double(T), {.dtype = kInt64, .device = ids.device()});
+    return drop(wte(ids) + wpe(positions));
+  }
+  // Each rank's partial lookups, summed over the group straight into this rank's positions.
+  const Tensor tokens = reduce_scatter_to_sequence_parallel_region(wte.partial(ids), plan.group);
+  const int64_t mine = tokens.size(1), first = plan.group->rank() * mine;
+  const Tensor positions =
+      arange(double(first), double(first + mine), 1, {.dtype = kInt64, .device = ids.device()});
+  return region_dropout(drop, plan, tokens + wpe(positions));
 }
 
 void ParallelGPTEmbedding::visit(nn::Visitor& v) {
@@ -118,29 +139,40 @@ void ParallelGPTEmbedding::visit(nn::Visitor& v) {
 }
 
 Tensor ParallelLMHead::forward(const Tensor& x) const {
-  // Every rank reads the whole x, so x's gradient is the sum of every rank's part (f).
-  return linear(copy_to_tensor_parallel_region(x, group), weight, Tensor());
+  // Every rank reads all of x, so x's gradient is the sum of every rank's part: f, or, with
+  // sequence parallelism, the all-gather whose backward reduce-scatters.
+  const Tensor whole = plan.options.sequence_parallel
+                           ? gather_from_sequence_parallel_region(x, plan.group)
+                           : copy_to_tensor_parallel_region(x, plan.group);
+  return linear(whole, weight, Tensor());
 }
 
-nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group) {
+nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,
+                                   TensorParallelOptions options) {
   TD_CHECK_VALUE(group != nullptr, "tensor_parallel_gpt: no tensor-parallel group");
+  Plan plan{group, options, nullptr};
   nn::Sequential out;
   for (const nn::NamedModule& item : gpt.items()) {
     nn::Module& m = item.module.get();
     if (auto* e = dynamic_cast<nn::GPTEmbedding*>(&m)) {
-      out.push_back(item.name, ParallelGPTEmbedding(*e, group));
+      const uint64_t seed = default_generator(e->wte.weight.device()).get_state().seed;
+      plan.rank_stream = std::make_shared<Generator>(seed + 2718 + uint64_t(group->rank()));
+      out.push_back(item.name, ParallelGPTEmbedding(*e, plan));
     } else if (auto* b = dynamic_cast<nn::Block*>(&m)) {
-      out.push_back(item.name, ParallelBlock(*b, group));
+      out.push_back(item.name, ParallelBlock(*b, plan));
     } else if (auto* ln = dynamic_cast<nn::LayerNorm*>(&m)) {
       out.push_back(item.name, nn::clone(*ln));
     } else if (dynamic_cast<nn::LMHead*>(&m) != nullptr) {
       // The tie, kept: the head's weight is this rank's slice of the table, the same tensor.
-      out.push_back(item.name, ParallelLMHead(out.at<ParallelGPTEmbedding>(0).wte.weight, group));
+      out.push_back(item.name, ParallelLMHead(out.at<ParallelGPTEmbedding>(0).wte.weight, plan));
     } else {
       TD_CHECK_VALUE(false, "tensor_parallel_gpt: item '", item.name, "' (", m.type_name(),
                      ") is not part of nn::gpt's model; the plan knows GPTEmbedding, Block, "
                      "LayerNorm and LMHead");
     }
+    TD_CHECK_VALUE(plan.rank_stream != nullptr,
+                   "tensor_parallel_gpt: the model must start with "
+                   "its GPTEmbedding (nn::gpt's order)");
   }
   return out;
 }

@@ -13,7 +13,9 @@
 //                        vocab_parallel_cross_entropy (gpt_loss below) without gathering them
 //
 // Per block, forward all-reduces two [B, T, C] tensors (after attn.c_proj and mlp.c_proj) and
-// backward two (before c_attn and c_fc), as Megatron's paper counts. The model is made from a
+// backward two (before c_attn and c_fc), as Megatron's paper counts; with sequence parallelism
+// each all-reduce becomes a reduce-scatter and an all-gather, and the LayerNorms, dropouts and
+// residual adds work on this rank's T/t positions. The model is made from a
 // whole GPT that every rank builds the same way (same seed): each rank copies its slices, so the
 // tensor-parallel model is one device's model cut up, and the shards put back together give one
 // device's parameters.
@@ -27,31 +29,49 @@
 
 namespace tandem::parallel::tp {
 
+struct TensorParallelOptions {
+  // Split the activations between the regions (LayerNorms, dropouts, residual adds) along the
+  // sequence too: all-gather before each column layer and reduce-scatter after each row layer in
+  // place of the all-reduces, and 1/t of those activations per rank. T must divide by t. The
+  // replicated parameters then get partial gradients: reduce_sequence_parallel_gradients.
+  bool sequence_parallel = false;
+};
+
+/// What every module of the plan shares: the group, the options, and the rank's own random
+/// stream (seeded seed + 2718 + rank, Megatron's model-parallel RNG) for the dropouts whose
+/// elements differ from rank to rank: attention over this rank's heads, and, with sequence
+/// parallelism, every dropout (this rank's positions). Other dropouts draw the same on every rank.
+struct Plan {
+  Group group;
+  TensorParallelOptions options;
+  std::shared_ptr<Generator> rank_stream;
+};
+
 /// Causal self-attention over this rank's H/t heads.
 struct ParallelAttention : nn::Module {
-  ParallelAttention(const nn::CausalSelfAttention& whole, Group group);
+  ParallelAttention(const nn::CausalSelfAttention& whole, const Plan& plan);
 
   int64_t n_head, n_embd;  // of the whole layer; this rank runs n_head / t heads
   double dropout;
   ColumnParallelLinear c_attn;
   RowParallelLinear c_proj;
   nn::Dropout resid_dropout;
-  // The attention dropout's stream: this rank's own (seeded seed + 2718 + rank, Megatron's), so
-  // that different heads get different masks, as on one device.
-  std::shared_ptr<Generator> region_generator;
+  Plan plan;
 
-  Tensor forward(const Tensor& x) const;  // [B, T, C] -> [B, T, C], every rank the same
+  /// [B, T, C] -> [B, T, C], every rank the same ([B, T/t, C] each way with sequence parallelism)
+  Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
   void visit(nn::Visitor& v) override;
 };
 
 struct ParallelMLP : nn::Module {
-  ParallelMLP(const nn::MLP& whole, Group group);
+  ParallelMLP(const nn::MLP& whole, const Plan& plan);
 
   ColumnParallelLinear c_fc;
   GeluApproximate gelu;
   RowParallelLinear c_proj;
   nn::Dropout dropout;
+  Plan plan;
 
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
@@ -59,7 +79,7 @@ struct ParallelMLP : nn::Module {
 };
 
 struct ParallelBlock : nn::Module {
-  ParallelBlock(const nn::Block& whole, const Group& group);
+  ParallelBlock(const nn::Block& whole, const Plan& plan);
 
   nn::LayerNorm ln_1;
   ParallelAttention attn;
@@ -71,25 +91,28 @@ struct ParallelBlock : nn::Module {
   void visit(nn::Visitor& v) override;
 };
 
-/// Token ids [B, T] -> [B, T, C]: the vocabulary-parallel wte plus the replicated wpe.
+/// Token ids [B, T] -> [B, T, C] (this rank's [B, T/t, C] with sequence parallelism): the
+/// vocabulary-parallel wte plus the replicated wpe.
 struct ParallelGPTEmbedding : nn::Module {
-  ParallelGPTEmbedding(const nn::GPTEmbedding& whole, const Group& group);
+  ParallelGPTEmbedding(const nn::GPTEmbedding& whole, const Plan& plan);
 
   int64_t block_size;
   VocabParallelEmbedding wte;
   nn::Embedding wpe;
   nn::Dropout drop;
+  Plan plan;
 
   Tensor forward(const Tensor& ids) const;
   Tensor operator()(const Tensor& ids) const { return forward(ids); }
   void visit(nn::Visitor& v) override;
 };
 
-/// x [B, T, C] -> this rank's logits [B, T, V/t], from the tied weight (this rank's wte rows).
+/// x [B, T, C] (or [B, T/t, C]) -> this rank's logits [B, T, V/t], from the tied weight (this
+/// rank's wte rows).
 struct ParallelLMHead : nn::Module {
-  ParallelLMHead(Tensor weight, Group group) : weight(std::move(weight)), group(std::move(group)) {}
+  ParallelLMHead(Tensor weight, Plan plan) : weight(std::move(weight)), plan(std::move(plan)) {}
   Tensor weight;  // [V/t, C], the same tensor as the embedding's
-  Group group;
+  Plan plan;
 
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
@@ -98,8 +121,10 @@ struct ParallelLMHead : nn::Module {
 
 /// The plan above, applied to `gpt` (nn::gpt's Sequential, the same on every rank): a Sequential
 /// with the same item names, each rank holding its slices (copies; `gpt` is left as it was).
-/// Heads and vocabulary must divide by the group's size: the errors name the padding.
-nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group);
+/// Heads and vocabulary (and, with sequence parallelism, the sequence) must divide by the group's
+/// size: the errors name the padding.
+nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,
+                                   TensorParallelOptions options = {});
 
 /// nanoGPT's loss from this rank's logits [B, T, V/t] and the targets [B, T] (−1: ignored).
 Tensor gpt_loss(const Tensor& logits, const Tensor& targets, const Group& group);

@@ -70,7 +70,10 @@ ColumnParallelLinear::ColumnParallelLinear(const nn::Linear& whole, Group g,
 Tensor ColumnParallelLinear::forward(const Tensor& x) const {
   TD_CHECK_SHAPE(x.dim() >= 1 && x.shape().back() == in_features, "ColumnParallelLinear: input ",
                  x.shape(), " does not end in in_features ", in_features);
-  const Tensor y = linear(copy_to_tensor_parallel_region(x, group), weight, bias);
+  const Tensor whole_input = options.sequence_parallel
+                                 ? gather_from_sequence_parallel_region(x, group)
+                                 : copy_to_tensor_parallel_region(x, group);
+  const Tensor y = linear(whole_input, weight, bias);
   return options.gather_output ? gather_from_tensor_parallel_region(y, group) : y;
 }
 
@@ -111,7 +114,10 @@ Tensor RowParallelLinear::forward(const Tensor& x) const {
                                 : " (in_features)");
   const Tensor mine = parallel_input ? x : scatter_to_tensor_parallel_region(x, group);
   // The bias is added once, after the sum: adding it on every rank would count it t times.
-  const Tensor y = reduce_from_tensor_parallel_region(linear(mine, weight, Tensor()), group);
+  const Tensor partial = linear(mine, weight, Tensor());
+  const Tensor y = options.sequence_parallel
+                       ? reduce_scatter_to_sequence_parallel_region(partial, group)
+                       : reduce_from_tensor_parallel_region(partial, group);
   return bias.defined() ? y + bias : y;
 }
 

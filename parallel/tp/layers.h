@@ -26,6 +26,9 @@ struct ColumnParallelOptions {
   // every block (Megatron's partition stride): c_attn's q | k | v is 3 blocks, so each rank gets
   // the q, k and v of the same heads.
   int64_t stride = 1;
+  // The input is this rank's positions of the sequence [B, T/t, in] (sequence parallelism): it is
+  // all-gathered (reduce-scattered in backward) instead of copied in (f).
+  bool sequence_parallel = false;
 };
 
 struct ColumnParallelLinear : nn::Module {
@@ -50,6 +53,8 @@ struct ColumnParallelLinear : nn::Module {
 
 struct RowParallelOptions {
   bool input_is_parallel = true;  // x is already this rank's slice (after a column layer)
+  // The output is reduce-scattered along the sequence, [B, T/t, out], instead of all-reduced.
+  bool sequence_parallel = false;
 };
 
 struct RowParallelLinear : nn::Module {

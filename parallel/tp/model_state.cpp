@@ -73,21 +73,46 @@ nn::StateDict full_parameters(nn::Module& model, const Group& group) {
   return out;
 }
 
-double clip_grad_norm_(nn::Module& model, double max_norm, const Group& group) {
-  TD_CHECK_VALUE(group != nullptr, "clip_grad_norm_: no tensor-parallel group");
+// The parameters of `model`, sliced (by a tensor-parallel layer) or replicated.
+std::pair<std::vector<Tensor>, std::vector<Tensor>> sliced_and_replicated(nn::Module& model) {
   const std::vector<Cut> cuts = cuts_of(model);
-  std::vector<Tensor> sliced, replicated, all = model.parameters();
-  for (const Tensor& p : all) {
+  std::vector<Tensor> sliced, replicated;
+  for (const Tensor& p : model.parameters()) {
     bool cut = false;
     for (const Cut& c : cuts) cut = cut || c.tensor.is_same(p);
     (cut ? sliced : replicated).push_back(p);
   }
+  return {sliced, replicated};
+}
+
+double clip_grad_norm_(nn::Module& model, double max_norm, const Group& group) {
+  TD_CHECK_VALUE(group != nullptr, "clip_grad_norm_: no tensor-parallel group");
+  const auto [sliced, replicated] = sliced_and_replicated(model);
+  const std::vector<Tensor> all = model.parameters();
   // The slices' squares summed over the group; the replicated tensors' once (each rank has all).
   Tensor squares = full({1}, optim::grad_square_sum(sliced), {.dtype = kFloat64});
   group->all_reduce(squares)->wait();
   const double norm = std::sqrt(squares.item() + optim::grad_square_sum(replicated));
   optim::scale_grads_to_norm(all, norm, max_norm);
   return norm;
+}
+
+void reduce_sequence_parallel_gradients(nn::Module& model, const Group& group) {
+  TD_CHECK_VALUE(group != nullptr, "reduce_sequence_parallel_gradients: no tensor-parallel group");
+  NoGradGuard no_grad;
+  std::vector<Tensor> grads;
+  for (const Tensor& p : sliced_and_replicated(model).second)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return;
+  std::vector<Tensor> flat;
+  for (const Tensor& g : grads) flat.push_back(g.contiguous().reshape({-1}));
+  Tensor sum = cat(flat, 0);
+  group->all_reduce(sum)->wait();
+  int64_t at = 0;
+  for (Tensor& g : grads) {
+    g.copy_(sum.narrow(0, at, g.numel()).reshape(g.shape()));
+    at += g.numel();
+  }
 }
 
 }  // namespace tandem::parallel::tp

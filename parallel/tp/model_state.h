@@ -18,4 +18,10 @@ nn::StateDict full_parameters(nn::Module& model, const Group& group);
 /// (one all-reduce of one number), the replicated tensors' counted once. Every rank calls it.
 double clip_grad_norm_(nn::Module& model, double max_norm, const Group& group);
 
+/// With sequence parallelism each rank's replicated parameters (LayerNorms, wpe, the row layers'
+/// biases) saw only its positions, so their gradients are partial: sums them over the group (one
+/// all-reduce of all of them), after backward and before clipping and the step. Every rank
+/// calls it (Megatron's allreduce of sequence-parallel gradients).
+void reduce_sequence_parallel_gradients(nn::Module& model, const Group& group);
+
 }  // namespace tandem::parallel::tp

@@ -43,6 +43,42 @@ Tensor my_slice_last(const Tensor& x, const Communicator& group, const char* op)
   return x.narrow(last, group.rank() * width, width).contiguous();
 }
 
+// Dims 0 and 1 swapped, contiguous: the sequence first, so that the communicator's chunks along
+// dim 0 are runs of positions.
+Tensor sequence_first(const Tensor& x, const char* op) {
+  TD_CHECK_SHAPE(x.dim() >= 2, op, ": activations must be [B, T, ...], not ", x.shape());
+  return x.transpose(0, 1).contiguous();
+}
+
+// Every rank's positions [B, T/t, ...] side by side along dim 1, in rank order: [B, T, ...].
+Tensor all_gathered_sequence(const Tensor& x, Communicator& group, const char* op) {
+  NoGradGuard no_grad;
+  const Tensor mine = sequence_first(x, op);
+  Tensor all = empty(
+      [&] {
+        Shape s = mine.shape();
+        s[0] *= group.size();
+        return s;
+      }(),
+      {.dtype = mine.dtype(), .device = mine.device()});
+  std::vector<Tensor> parts;
+  for (int r = 0; r < group.size(); ++r)
+    parts.push_back(all.narrow(0, r * mine.size(0), mine.size(0)));
+  group.all_gather(parts, mine)->wait();
+  return all.transpose(0, 1).contiguous();
+}
+
+// The sum over the group of [B, T, ...], this rank's positions of it: [B, T/t, ...].
+Tensor reduce_scattered_sequence(const Tensor& x, Communicator& group, const char* op) {
+  NoGradGuard no_grad;
+  const Tensor all = sequence_first(x, op);
+  Shape s = all.shape();
+  s[0] = divide(s[0], group.size(), tandem::str(op, ": the sequence length of ", x.shape()));
+  Tensor mine = empty(s, {.dtype = all.dtype(), .device = all.device()});
+  group.reduce_scatter(mine, all)->wait();
+  return mine.transpose(0, 1).contiguous();
+}
+
 }  // namespace
 
 int64_t divide(int64_t size, int64_t parts, const std::string& what) {
@@ -86,6 +122,24 @@ Tensor gather_from_tensor_parallel_region(const Tensor& x, const Group& group) {
   return record("tp_gather_from_region", all_gathered_last(x, *group), {x}, {},
                 [group](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
                   return {my_slice_last(dy, *group, "gather_from_tensor_parallel_region")};
+                });
+}
+
+Tensor gather_from_sequence_parallel_region(const Tensor& x, const Group& group) {
+  constexpr const char* kOp = "gather_from_sequence_parallel_region";
+  check_group(group, kOp);
+  return record("sp_gather_from_region", all_gathered_sequence(x, *group, kOp), {x}, {},
+                [group](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
+                  return {reduce_scattered_sequence(dy, *group, kOp)};
+                });
+}
+
+Tensor reduce_scatter_to_sequence_parallel_region(const Tensor& x, const Group& group) {
+  constexpr const char* kOp = "reduce_scatter_to_sequence_parallel_region";
+  check_group(group, kOp);
+  return record("sp_reduce_scatter_to_region", reduce_scattered_sequence(x, *group, kOp), {x}, {},
+                [group](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
+                  return {all_gathered_sequence(dy, *group, kOp)};
                 });
 }
 

@@ -9,6 +9,13 @@
 //   scatter_to_tensor_parallel_region this rank's last-dim slice  all-gather (last dim)
 //   gather_from_tensor_parallel_region all-gather (last dim)      this rank's slice
 //
+// With sequence parallelism the activations between the regions are split too, along the
+// sequence (dim 1 of [B, T, ...]: rank r holds positions [r·T/t, (r+1)·T/t)), and two more ops
+// take the all-reduces' place, moving the same bytes (Korthikanti et al. 2022):
+//
+//   gather_from_sequence_parallel_region     all-gather (dim 1)     reduce-scatter (dim 1)
+//   reduce_scatter_to_sequence_parallel_region reduce-scatter (dim 1) all-gather (dim 1)
+//
 // A column-parallel Linear starts with f (every rank reads the whole input, so the input's
 // gradient is the sum of every rank's part); a row-parallel Linear ends with g (each rank's
 // product is a partial sum of the output). Slices are in rank order, so the rank's slice of a
@@ -26,6 +33,8 @@ Tensor copy_to_tensor_parallel_region(const Tensor& x, const Group& group);
 Tensor reduce_from_tensor_parallel_region(const Tensor& x, const Group& group);
 Tensor scatter_to_tensor_parallel_region(const Tensor& x, const Group& group);
 Tensor gather_from_tensor_parallel_region(const Tensor& x, const Group& group);
+Tensor gather_from_sequence_parallel_region(const Tensor& x, const Group& group);
+Tensor reduce_scatter_to_sequence_parallel_region(const Tensor& x, const Group& group);
 
 /// The size of rank `rank`'s slice of a dimension of `size` split `parts` ways; ValueError naming
 /// `what` and the padding to add when it does not divide.

@@ -49,7 +49,7 @@ VocabParallelEmbedding::VocabParallelEmbedding(const nn::Embedding& whole, Group
   weight = rows_parameter(whole.weight, vocab_start, rows);
 }
 
-Tensor VocabParallelEmbedding::forward(const Tensor& ids) const {
+Tensor VocabParallelEmbedding::partial(const Tensor& ids) const {
   check_ids(ids, num_embeddings);
   const int64_t rows = weight.size(0);
   Tensor local, held;
@@ -61,8 +61,12 @@ Tensor VocabParallelEmbedding::forward(const Tensor& ids) const {
     held = in_range.unsqueeze(-1);                                   // [..., 1]: 1 where held
     local = where(eq(in_range, 1.0), shifted, zeros_like(shifted));  // row 0 stands in elsewhere
   }
-  // The rows this rank does not hold are zeroed (and get no gradient), then the group sums.
-  return reduce_from_tensor_parallel_region(embedding(weight, local) * held, group);
+  // The rows this rank does not hold are zeroed (and get no gradient).
+  return embedding(weight, local) * held;
+}
+
+Tensor VocabParallelEmbedding::forward(const Tensor& ids) const {
+  return reduce_from_tensor_parallel_region(partial(ids), group);  // the group fills in the rest
 }
 
 std::string VocabParallelEmbedding::extra_repr() const {

@@ -26,6 +26,8 @@ struct VocabParallelEmbedding : nn::Module {
   /// outside [0, num_embeddings) is an IndexError naming it, as for nn::Embedding.
   Tensor forward(const Tensor& ids) const;
   Tensor operator()(const Tensor& ids) const { return forward(ids); }
+  /// This rank's part of forward, before the group's sum: its rows, zeros for the others.
+  Tensor partial(const Tensor& ids) const;
   void visit(nn::Visitor& v) override { v("weight", weight); }
   std::string extra_repr() const override;
 };

@@ -2,7 +2,8 @@
 // per block, forward all-reduces two [B, T, C] tensors and backward two (Megatron-LM's count:
 // 4·(t−1)/t·2·BTC·bytes on the wire a rank, all-reduce counted as a ring does), and each rank
 // holds the sliced weights' 1/t plus the replicated LayerNorms and row-layer biases:
-// (12C² + 7C)/t + 6C parameters, from one device's 12C² + 13C.
+// (12C² + 7C)/t + 6C parameters, from one device's 12C² + 13C. With sequence parallelism each
+// all-reduce becomes an all-gather and a reduce-scatter of the same total bytes.
 #include <tandem/parallel/comm/thread_communicator.h>
 #include <tandem/parallel/tp/gpt.h>
 
@@ -25,7 +26,7 @@ nn::GPTConfig config() {
           .tensor = {.dtype = kFloat64}};
 }
 
-void expect_block_costs(int world) {
+void expect_block_costs(int world, bool sequence_parallel) {
   manual_seed(3);
   const nn::Block whole(config());
   const Tensor x = randn({kB, kT, kC}, {.dtype = kFloat64});
@@ -34,32 +35,55 @@ void expect_block_costs(int world) {
   spawn_threads(
       [&](std::shared_ptr<Communicator> g) {
         const Device dev = Device::cpu(g->rank());
-        ParallelBlock block(whole, g);
+        const Plan plan{g, {.sequence_parallel = sequence_parallel}, std::make_shared<Generator>()};
+        ParallelBlock block(whole, plan);
         block.to(dev);
         EXPECT_EQ(block.parameter_count(), (12 * kC * kC + 7 * kC) / world + 6 * kC)
             << "TP = " << world;
-        const Tensor in = x.to(dev).detach().requires_grad_();
+        // With sequence parallelism the block reads and writes this rank's positions.
+        const int64_t mine = sequence_parallel ? kT / world : kT;
+        const Tensor in = x.narrow(1, sequence_parallel ? g->rank() * mine : 0, mine)
+                              .to(dev)
+                              .detach()
+                              .requires_grad_();
         const CommStats before = g->stats();
         Tensor y = block(in);
         const CommStats forward = g->stats();
-        y.backward(dy.to(dev));
+        y.backward(dy.narrow(1, sequence_parallel ? g->rank() * mine : 0, mine).to(dev));
         const CommStats after = g->stats();
         const uint64_t tensor_bytes = uint64_t(kB * kT * kC) * sizeof(double);
         const uint64_t wire = 2 * tensor_bytes * uint64_t(world - 1) / uint64_t(world);
-        auto all_reduce = [](const CommStats& s) {
-          return s.ops.count("all_reduce") ? s.ops.at("all_reduce") : CommStats::Entry{};
+        auto op = [](const CommStats& s, const char* name) {
+          return s.ops.count(name) ? s.ops.at(name) : CommStats::Entry{};
         };
-        EXPECT_EQ(all_reduce(forward).calls - all_reduce(before).calls, 2u) << "forward";
-        EXPECT_EQ(all_reduce(after).calls - all_reduce(forward).calls, 2u) << "backward";
-        EXPECT_EQ(all_reduce(after).bytes - all_reduce(before).bytes, 4 * wire);
-        EXPECT_EQ(after.ops.size(), 1u) << "nothing but all-reduces: " << after.str();
+        auto calls = [&](const CommStats& a, const CommStats& b, const char* name) {
+          return op(b, name).calls - op(a, name).calls;
+        };
+        if (!sequence_parallel) {
+          EXPECT_EQ(calls(before, forward, "all_reduce"), 2u) << "forward";
+          EXPECT_EQ(calls(forward, after, "all_reduce"), 2u) << "backward";
+          EXPECT_EQ(after.ops.size(), 1u) << "nothing but all-reduces: " << after.str();
+        } else {  // each all-reduce becomes an all-gather and a reduce-scatter
+          for (const char* name : {"all_gather", "reduce_scatter"}) {
+            EXPECT_EQ(calls(before, forward, name), 2u) << name << ", forward";
+            EXPECT_EQ(calls(forward, after, name), 2u) << name << ", backward";
+          }
+          EXPECT_EQ(after.ops.count("all_reduce"), 0u) << after.str();
+        }
+        // The same bytes on the wire either way: 4 all-reduces' worth.
+        EXPECT_EQ(after.total_bytes() - before.total_bytes(), 4 * wire) << after.str();
       },
       world);
 }
 
 TEST(TensorParallelAccounting, ABlockAllReducesTwiceEachWayAndHoldsOneTthOfItsWeights) {
-  expect_block_costs(2);
-  expect_block_costs(4);
+  expect_block_costs(2, false);
+  expect_block_costs(4, false);
+}
+
+TEST(TensorParallelAccounting, SequenceParallelMovesTheSameBytesAsGathersAndScatters) {
+  expect_block_costs(2, true);
+  expect_block_costs(4, true);
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 // and 4 thread ranks (cpu:0..t-1), has one device's losses at every step and, its slices put back
 // together (full_parameters), one device's parameters under the same names, to 1e-12 relative
 // (‖difference‖ / ‖parameter‖ for each tensor).
-// The vocabulary-parallel loss alone is checked against cross_entropy, ignored targets included.
+// With sequence parallelism too (the activations between the regions split along the sequence,
+// the replicated tensors' gradients summed over the group). The vocabulary-parallel loss alone is
+// checked against cross_entropy, ignored targets included.
 #include <tandem/parallel/comm/thread_communicator.h>
 #include <tandem/parallel/tp/gpt.h>
 #include <tandem/parallel/tp/model_state.h>
@@ -88,14 +90,14 @@ Run one_device() {
   return run;
 }
 
-Run tensor_parallel(int world) {
+Run tensor_parallel(int world, TensorParallelOptions options = {}) {
   nn::Sequential whole = initial_gpt();
   std::vector<Run> runs(static_cast<size_t>(world));
   spawn_threads(
       [&](std::shared_ptr<Communicator> g) {
         const int r = g->rank();
         const Device dev = Device::cpu(r);
-        nn::Sequential model = tensor_parallel_gpt(whole, g);
+        nn::Sequential model = tensor_parallel_gpt(whole, g, options);
         model.to(dev);
         Run& run = runs[size_t(r)];
         run.losses = train(
@@ -103,7 +105,10 @@ Run tensor_parallel(int world) {
             [&](const Tensor& x, const Tensor& y) {
               return gpt_loss(model(x.to(dev)), y.to(dev), g);
             },
-            [&] { return clip_grad_norm_(model, kClip, g); });
+            [&] {
+              if (options.sequence_parallel) reduce_sequence_parallel_gradients(model, g);
+              return clip_grad_norm_(model, kClip, g);
+            });
         run.params = full_parameters(model, g);
       },
       world);
@@ -119,8 +124,8 @@ double relative_error(const Tensor& a, const Tensor& b) {
   return std::sqrt(sum((a - b) * (a - b)).item() / sum(b * b).item());
 }
 
-void expect_one_device(int world) {
-  const Run want = one_device(), got = tensor_parallel(world);
+void expect_one_device(int world, TensorParallelOptions options = {}) {
+  const Run want = one_device(), got = tensor_parallel(world, options);
   ASSERT_EQ(got.losses.size(), want.losses.size());
   for (size_t s = 0; s < want.losses.size(); ++s)
     EXPECT_NEAR(got.losses[s], want.losses[s], 1e-12 * std::abs(want.losses[s])) << "step " << s;
@@ -132,11 +137,16 @@ void expect_one_device(int world) {
     worst = std::max(worst, error);
     EXPECT_LE(error, 1e-12) << want.params[i].first << ", TP = " << world;
   }
-  std::printf("TP = %d: worst relative error of a parameter tensor %.3g\n", world, worst);
+  std::printf("TP = %d%s: worst relative error of a parameter tensor %.3g\n", world,
+              options.sequence_parallel ? " with sequence parallelism" : "", worst);
 }
 
 TEST(TensorParallelGPT, TwoRanksTrainAsOneDevice) { expect_one_device(2); }
 TEST(TensorParallelGPT, FourRanksTrainAsOneDevice) { expect_one_device(4); }
+TEST(TensorParallelGPT, SequenceParallelOnTwoAndFourRanksTrainsAsOneDevice) {
+  expect_one_device(2, {.sequence_parallel = true});
+  expect_one_device(4, {.sequence_parallel = true});
+}
 
 // The loss from V/t columns per rank against cross_entropy over all V, with ignored targets,
 // and its gradient against the matching columns of cross_entropy's.

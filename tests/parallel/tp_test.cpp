@@ -96,9 +96,10 @@ std::vector<std::pair<Tensor, Tensor>> batches() {  // before any rank thread st
 
 // Three AdamW steps (decay on the matrices) of `forward` over `params` on `dev`.
 template <typename Forward>
-void train(const nn::StateDict& params, Device dev, Forward&& forward) {
+void train(const std::vector<std::pair<Tensor, Tensor>>& data, const nn::StateDict& params,
+           Device dev, Forward&& forward) {
   optim::AdamW opt(optim::adamw_groups(params, {.lr = 1e-2, .weight_decay = 0.1}));
-  for (const auto& [x, target] : batches()) {
+  for (const auto& [x, target] : data) {
     opt.zero_grad();
     mse_loss(forward(x.to(dev)), target.to(dev)).backward();
     opt.step();
@@ -107,7 +108,8 @@ void train(const nn::StateDict& params, Device dev, Forward&& forward) {
 
 std::vector<Tensor> one_device() {
   Block b = initial_block();
-  train({{"fc1.weight", b.fc1.weight},
+  train(batches(),
+        {{"fc1.weight", b.fc1.weight},
          {"fc1.bias", b.fc1.bias},
          {"fc2.weight", b.fc2.weight},
          {"fc2.bias", b.fc2.bias}},
@@ -127,7 +129,8 @@ std::vector<Tensor> tensor_parallel(int world) {
         RowParallelLinear fc2(whole.fc2, g);
         fc1.to(Device::cpu(r));
         fc2.to(Device::cpu(r));
-        train({{"fc1.weight", fc1.weight},
+        train(data,
+              {{"fc1.weight", fc1.weight},
                {"fc1.bias", fc1.bias},
                {"fc2.weight", fc2.weight},
                {"fc2.bias", fc2.bias}},
