@@ -15,6 +15,7 @@
 #include <tandem/parallel/ddp/state_bytes.h>
 #include <tandem/parallel/ddp/zero_optimizer.h>
 #include <tandem/parallel/ddp/zero_shards.h>
+#include <tandem/parallel/device_mesh.h>
 #include <tandem/parallel/fsdp/fully_shard.h>
 #include <tandem/parallel/memory_summary.h>
 #include <tandem/parallel/pipeline/pipeline.h>

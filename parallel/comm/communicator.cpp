@@ -210,4 +210,23 @@ std::function<std::string()> Communicator::describer(const std::string& op, uint
   };
 }
 
+std::shared_ptr<Communicator> Communicator::new_group(const std::vector<int>& ranks) {
+  TD_CHECK_VALUE(!ranks.empty(), "new_group: no ranks");
+  for (size_t i = 0; i < ranks.size(); ++i)
+    TD_CHECK_VALUE(ranks[i] >= 0 && ranks[i] < size_ && (i == 0 || ranks[i] > ranks[i - 1]),
+                   "new_group: ranks must be ascending, without repeats, in [0, ", size_, "); got ",
+                   ranks[i], " at position ", i);
+  int index = -1;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i] == rank_) index = int(i);
+  return make_subgroup(ranks, index, "sub" + std::to_string(subgroups_++));
+}
+
+std::shared_ptr<Communicator> Communicator::make_subgroup(const std::vector<int>&, int,
+                                                          const std::string&) {
+  TD_CHECK_AS(DistributedError, false, "new_group: the ", backend(),
+              " backend has no sub-groups (the thread, shm and gloo backends have)");
+  return nullptr;
+}
+
 }  // namespace tandem::parallel

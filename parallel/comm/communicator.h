@@ -107,6 +107,12 @@ class Communicator {
   /// Receives the next message from rank `src` into `tensor`.
   virtual WorkPtr recv(Tensor& tensor, int src) = 0;
 
+  /// A group of some of this group's ranks (torch.distributed.new_group). Every rank of this
+  /// group calls it, with the same ascending list, in the same order of calls; a rank in `ranks`
+  /// gets a communicator over them (its rank there is its index in `ranks`), the others nullptr.
+  /// The sub-group has this group's backend and timeout and numbers its collectives afresh.
+  std::shared_ptr<Communicator> new_group(const std::vector<int>& ranks);
+
  protected:
   /// Checks a tensor handed to a collective: contiguous, a supported dtype. `what` names the call.
   void check_tensor(const Tensor& t, const std::string& what) const;
@@ -134,6 +140,11 @@ class Communicator {
   /// are added as "2.10 MB on the wire".
   std::function<std::string()> describer(const std::string& op, uint64_t seq, const Tensor* t,
                                          const std::string& extra = "", uint64_t wire = 0) const;
+  /// The backend's part of new_group, on every rank: `index` is this rank's place in `ranks`
+  /// (−1: not a member, return nullptr unless the backend needs every rank), `name` unique to the
+  /// call and the same on every rank. Default: a DistributedError naming the backend.
+  virtual std::shared_ptr<Communicator> make_subgroup(const std::vector<int>& ranks, int index,
+                                                      const std::string& name);
 
   const int rank_;
   const int size_;
@@ -142,6 +153,7 @@ class Communicator {
  private:
   mutable std::mutex stats_mu_;
   CommStats stats_;
+  uint64_t subgroups_ = 0;  // new_group calls so far: names the next one
 };
 
 }  // namespace tandem::parallel

@@ -17,6 +17,7 @@
 #include <tandem/parallel/comm/gloo_dtypes.h>
 #include <tandem/parallel/comm/gloo_rendezvous.h>
 #include <tandem/parallel/comm/host_staging.h>
+#include <tandem/parallel/store/prefix_store.h>
 #include <type_traits>
 
 namespace tandem::parallel {
@@ -30,6 +31,8 @@ using ::tandem::parallel::detail::unstage;
 }  // namespace
 
 struct GlooCommunicator::Impl {
+  std::shared_ptr<Store> store;  // where sub-groups meet (new_group)
+  GlooOptions options;           // the hostname resolved; a sub-group's are these
   std::shared_ptr<gloo::rendezvous::Context> context;
   std::unique_ptr<CollectiveQueue> queue;
   std::mutex mu;  // orders sequence numbers with the queue
@@ -48,6 +51,8 @@ GlooCommunicator::GlooCommunicator(std::shared_ptr<Store> store, int rank, int s
     : Communicator(rank, size, options.timeout), impl_(std::make_unique<Impl>()) {
   const std::string hostname =
       options.hostname.empty() ? local_address_towards(options.peer_hint) : options.hostname;
+  impl_->store = store;
+  impl_->options = {.hostname = hostname, .timeout = options.timeout};
   impl_->context = connect_full_mesh(std::move(store), rank, size, hostname, timeout_);
   impl_->queue = std::make_unique<CollectiveQueue>("gloo", rank, std::move(options.departed_ranks));
   impl_->sent.assign(size_t(size), 0);
@@ -227,6 +232,15 @@ WorkPtr GlooCommunicator::recv(Tensor& tensor, int src) {
       },
       n);
   return work;
+}
+
+// A sub-group connects its own full mesh, meeting under its own name in this group's store. (It
+// does not hear of departed ranks from a TCPStore: its members' numbers are not the world's.)
+std::shared_ptr<Communicator> GlooCommunicator::make_subgroup(const std::vector<int>& ranks,
+                                                              int index, const std::string& name) {
+  if (index < 0) return nullptr;
+  return std::make_shared<GlooCommunicator>(std::make_shared<PrefixStore>(name, impl_->store),
+                                            index, int(ranks.size()), impl_->options);
 }
 
 }  // namespace tandem::parallel

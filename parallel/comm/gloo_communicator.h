@@ -39,6 +39,10 @@ class GlooCommunicator : public Communicator {
   WorkPtr send(const Tensor& tensor, int dst) override;
   WorkPtr recv(Tensor& tensor, int src) override;
 
+ protected:
+  std::shared_ptr<Communicator> make_subgroup(const std::vector<int>& ranks, int index,
+                                              const std::string& name) override;
+
  private:
   struct Impl;
   // Gives the call the next sequence number and queues `run` (which performs the collective

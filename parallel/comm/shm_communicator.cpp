@@ -10,6 +10,7 @@
 #include <tandem/parallel/comm/host_staging.h>
 #include <tandem/parallel/comm/shm_communicator.h>
 #include <tandem/parallel/comm/shm_reduce.h>
+#include <tandem/parallel/store/prefix_store.h>
 #include <unistd.h>
 #include <cstring>
 #include <random>
@@ -308,6 +309,14 @@ WorkPtr ShmCommunicator::recv(Tensor& tensor, int src) {
       },
       uint32_t(n));
   return work;
+}
+
+// A sub-group meets under its own name in this group's store, and maps segments of its own.
+std::shared_ptr<Communicator> ShmCommunicator::make_subgroup(const std::vector<int>& ranks,
+                                                             int index, const std::string& name) {
+  if (index < 0) return nullptr;
+  return std::make_shared<ShmCommunicator>(std::make_shared<PrefixStore>(name, store_), index,
+                                           int(ranks.size()), options_);
 }
 
 }  // namespace tandem::parallel

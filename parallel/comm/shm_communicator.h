@@ -55,6 +55,10 @@ class ShmCommunicator : public Communicator {
   WorkPtr send(const Tensor& tensor, int dst) override;
   WorkPtr recv(Tensor& tensor, int src) override;
 
+ protected:
+  std::shared_ptr<Communicator> make_subgroup(const std::vector<int>& ranks, int index,
+                                              const std::string& name) override;
+
  private:
   // Numbers the collective and queues run() on the worker thread; a failure marks this rank
   // failed in its state words, so its peers stop waiting for it.

@@ -230,4 +230,11 @@ void spawn_threads(const std::function<void(std::shared_ptr<Communicator>)>& fn,
               " failed: ", failure);
 }
 
+std::shared_ptr<Communicator> ThreadCommunicator::make_subgroup(const std::vector<int>& ranks,
+                                                                int index,
+                                                                const std::string& name) {
+  if (index < 0) return nullptr;
+  return std::make_shared<ThreadCommunicator>(world_->subworld(name, int(ranks.size())), index);
+}
+
 }  // namespace tandem::parallel

@@ -43,6 +43,10 @@ class ThreadCommunicator : public Communicator {
 
   ThreadWorld& world() { return *world_; }
 
+ protected:
+  std::shared_ptr<Communicator> make_subgroup(const std::vector<int>& ranks, int index,
+                                              const std::string& name) override;
+
  private:
   // Numbers the collective and queues run(seq) on this rank's worker thread.
   WorkPtr enqueue(const std::string& op, const Tensor* t, const std::string& extra,

@@ -100,4 +100,11 @@ void ThreadWorld::abort(int rank, const std::string& what) {
   cv_.notify_all();
 }
 
+std::shared_ptr<ThreadWorld> ThreadWorld::subworld(const std::string& name, int size) {
+  std::lock_guard lk(mu_);
+  auto& world = subworlds_[name];
+  if (!world) world = std::make_shared<ThreadWorld>(size, timeout_);
+  return world;
+}
+
 }  // namespace tandem::parallel

@@ -55,6 +55,10 @@ class ThreadWorld {
   /// Rank `rank` failed with `what`: wake every waiter with an error that says so.
   void abort(int rank, const std::string& what);
 
+  /// The world of sub-group `name` (new_group), of `size` ranks: made by the first member to ask,
+  /// the same object for the others.
+  std::shared_ptr<ThreadWorld> subworld(const std::string& name, int size);
+
  private:
   // Waits on cv_ until `ready()` holds; throws on abort or timeout (`missing` names who is late).
   template <typename Ready, typename Missing>
@@ -68,6 +72,7 @@ class ThreadWorld {
   std::map<uint64_t, std::shared_ptr<Meeting>> meetings_;
   std::map<std::pair<int, int>, std::deque<Tensor>> mailboxes_;
   std::string aborted_;  // "rank 1 failed: ..." once a rank has failed
+  std::map<std::string, std::shared_ptr<ThreadWorld>> subworlds_;
 };
 
 }  // namespace tandem::parallel

@@ -9,6 +9,8 @@
 // the replicated tensors' gradients summed over the group). The vocabulary-parallel loss alone is
 // checked against cross_entropy, ignored targets included.
 #include <tandem/parallel/comm/thread_communicator.h>
+#include <tandem/parallel/ddp/distributed_data_parallel.h>
+#include <tandem/parallel/device_mesh.h>
 #include <tandem/parallel/tp/gpt.h>
 #include <tandem/parallel/tp/model_state.h>
 
@@ -54,7 +56,7 @@ std::vector<std::pair<Tensor, Tensor>> batches() {
   return out;
 }
 
-struct Run {
+struct Trained {
   std::vector<double> losses;
   nn::StateDict params;
 };
@@ -79,9 +81,9 @@ std::vector<double> train(const nn::StateDict& named, Loss&& loss_of, Clip&& cli
   return losses;
 }
 
-Run one_device() {
+Trained one_device() {
   nn::Sequential model = initial_gpt();
-  Run run;
+  Trained run;
   run.losses = train(
       model.named_parameters(),
       [&](const Tensor& x, const Tensor& y) { return nn::gpt_loss(model(x), y); },
@@ -90,16 +92,16 @@ Run one_device() {
   return run;
 }
 
-Run tensor_parallel(int world, TensorParallelOptions options = {}) {
+Trained tensor_parallel(int world, TensorParallelOptions options = {}) {
   nn::Sequential whole = initial_gpt();
-  std::vector<Run> runs(static_cast<size_t>(world));
+  std::vector<Trained> runs(static_cast<size_t>(world));
   spawn_threads(
       [&](std::shared_ptr<Communicator> g) {
         const int r = g->rank();
         const Device dev = Device::cpu(r);
         nn::Sequential model = tensor_parallel_gpt(whole, g, options);
         model.to(dev);
-        Run& run = runs[size_t(r)];
+        Trained& run = runs[size_t(r)];
         run.losses = train(
             model.named_parameters(),
             [&](const Tensor& x, const Tensor& y) {
@@ -125,7 +127,7 @@ double relative_error(const Tensor& a, const Tensor& b) {
 }
 
 void expect_one_device(int world, TensorParallelOptions options = {}) {
-  const Run want = one_device(), got = tensor_parallel(world, options);
+  const Trained want = one_device(), got = tensor_parallel(world, options);
   ASSERT_EQ(got.losses.size(), want.losses.size());
   for (size_t s = 0; s < want.losses.size(); ++s)
     EXPECT_NEAR(got.losses[s], want.losses[s], 1e-12 * std::abs(want.losses[s])) << "step " << s;
@@ -146,6 +148,45 @@ TEST(TensorParallelGPT, FourRanksTrainAsOneDevice) { expect_one_device(4); }
 TEST(TensorParallelGPT, SequenceParallelOnTwoAndFourRanksTrainsAsOneDevice) {
   expect_one_device(2, {.sequence_parallel = true});
   expect_one_device(4, {.sequence_parallel = true});
+}
+
+// Data × tensor parallelism on a 2 × 2 mesh: DDP over each "dp" group averages the gradients of
+// two tensor-parallel GPTs that each see half of every batch.
+TEST(TensorParallelGPT, DataTimesTensorParallelTwoByTwoTrainsAsOneDevice) {
+  static_assert(kBatch % 2 == 0);
+  const Trained want = one_device();
+  nn::Sequential whole = initial_gpt();
+  std::vector<Trained> runs(4);
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> world) {
+        const DeviceMesh mesh(world, {2, 2}, {"dp", "tp"});
+        const std::shared_ptr<Communicator>& tp = mesh.group("tp");
+        const Device dev = Device::cpu(world->rank());
+        nn::Sequential model = tensor_parallel_gpt(whole, tp);
+        model.to(dev);
+        DistributedDataParallel<nn::Sequential> ddp(model, {.group = mesh.group("dp")});
+        const int64_t half = kBatch / 2, first = mesh.coordinate("dp") * half;
+        auto mine = [&](const Tensor& t) { return t.narrow(0, first, half).to(dev); };
+        Trained& run = runs[size_t(world->rank())];
+        run.losses = train(
+            model.named_parameters(),
+            [&](const Tensor& x, const Tensor& y) { return gpt_loss(ddp(mine(x)), mine(y), tp); },
+            [&] { return clip_grad_norm_(model, kClip, tp); });
+        run.params = full_parameters(model, tp);
+      },
+      4);
+  // Ranks 0 and 2 hold the two halves of the batch (dp 0 and 1, tp 0): their mean loss is one
+  // device's; every rank ends with one device's parameters.
+  for (size_t s = 0; s < want.losses.size(); ++s)
+    EXPECT_NEAR((runs[0].losses[s] + runs[2].losses[s]) / 2, want.losses[s],
+                1e-12 * std::abs(want.losses[s]))
+        << "step " << s;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    ASSERT_EQ(runs[r].params.size(), want.params.size());
+    for (size_t i = 0; i < want.params.size(); ++i)
+      EXPECT_LE(relative_error(runs[r].params[i].second, want.params[i].second), 1e-12)
+          << want.params[i].first << ", rank " << r;
+  }
 }
 
 // The loss from V/t columns per rank against cross_entropy over all V, with ignored targets,
