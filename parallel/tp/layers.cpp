@@ -70,10 +70,11 @@ ColumnParallelLinear::ColumnParallelLinear(const nn::Linear& whole, Group g,
 Tensor ColumnParallelLinear::forward(const Tensor& x) const {
   TD_CHECK_SHAPE(x.dim() >= 1 && x.shape().back() == in_features, "ColumnParallelLinear: input ",
                  x.shape(), " does not end in in_features ", in_features);
-  const Tensor whole_input = options.sequence_parallel
-                                 ? gather_from_sequence_parallel_region(x, group)
-                                 : copy_to_tensor_parallel_region(x, group);
-  const Tensor y = linear(whole_input, weight, bias);
+  // Without sequence parallelism, f and the product are one op whose backward overlaps the
+  // all-reduce of x's gradient with the weight's (column_linear.cpp).
+  const Tensor y = options.sequence_parallel
+                       ? linear(gather_from_sequence_parallel_region(x, group), weight, bias)
+                       : column_parallel_linear(x, weight, bias, group);
   return options.gather_output ? gather_from_tensor_parallel_region(y, group) : y;
 }
 

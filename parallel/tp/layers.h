@@ -77,4 +77,10 @@ struct RowParallelLinear : nn::Module {
   std::string extra_repr() const override;
 };
 
+/// f then x·wᵀ + b as one op whose backward overlaps the all-reduce of x's gradient with the
+/// weight's and bias's gradients (column_linear.cpp). ColumnParallelLinear's forward without
+/// sequence parallelism.
+Tensor column_parallel_linear(const Tensor& x, const Tensor& w, const Tensor& b,
+                              const Group& group);
+
 }  // namespace tandem::parallel::tp

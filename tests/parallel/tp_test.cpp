@@ -74,6 +74,34 @@ TEST(TensorParallelRegions, ForwardAndBackwardAreTheirDefinitions) {
       kWorld);
 }
 
+// The fused f + column product (whose backward overlaps the all-reduce) against f then linear:
+// the same output and gradients, with and without a bias.
+TEST(TensorParallelRegions, FusedColumnProductIsFThenLinear) {
+  manual_seed(4);
+  const Tensor x0 = randn({3, 5, 6}, {.dtype = kFloat64}), w0 = randn({4, 6}, {.dtype = kFloat64}),
+               b0 = randn({4}, {.dtype = kFloat64}), dy = randn({3, 5, 4}, {.dtype = kFloat64});
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> g) {
+        const Device dev = Device::cpu(g->rank());
+        for (bool bias : {true, false}) {
+          auto run = [&](bool fused) {
+            Tensor x = x0.to(dev).detach().requires_grad_(),
+                   w = w0.to(dev).detach().requires_grad_(),
+                   b = bias ? b0.to(dev).detach().requires_grad_() : Tensor();
+            const Tensor y = fused ? column_parallel_linear(x, w, b, g)
+                                   : linear(copy_to_tensor_parallel_region(x, g), w, b);
+            y.backward(dy.to(dev) * double(g->rank() + 1));
+            return std::vector<Tensor>{y.detach(), x.grad(), w.grad(), bias ? b.grad() : Tensor()};
+          };
+          const auto fused = run(true), composed = run(false);
+          for (size_t i = 0; i < 3 + size_t(bias); ++i)
+            EXPECT_TRUE(all_close(fused[i], composed[i], 1e-15, 1e-13))
+                << "tensor " << i << ", bias " << bias;
+        }
+      },
+      2);
+}
+
 // ---- An MLP block, one device against tensor parallelism.
 struct Block {
   nn::Linear fc1{kH, 4 * kH, {.tensor = {.dtype = kFloat64}}};
