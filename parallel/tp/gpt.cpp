@@ -22,10 +22,13 @@ const nn::Linear& c_attn_of(const nn::CausalSelfAttention& whole, const Plan& pl
 // fn() with this rank's own stream standing in for `device`'s generator: the random numbers drawn
 // inside differ from rank to rank (checkpoint replays see the stream like any other generator).
 template <typename F>
-Tensor on_rank_stream(Generator& stream, Device device, F&& fn) {
-  ReplayGenerators scope({{device, stream.get_state()}});
+Tensor on_rank_stream(const std::shared_ptr<Generator>& stream, Device device, F&& fn) {
+  TD_CHECK_VALUE(stream != nullptr,
+                 "tensor parallelism: a dropout whose masks differ between ranks needs the "
+                 "plan's rank_stream, and this Plan has none (tensor_parallel_gpt makes one)");
+  ReplayGenerators scope({{device, stream->get_state()}});
   Tensor y = fn();
-  stream.set_state(ReplayGenerators::find(device)->get_state());
+  stream->set_state(ReplayGenerators::find(device)->get_state());
   return y;
 }
 
@@ -33,7 +36,7 @@ Tensor on_rank_stream(Generator& stream, Device device, F&& fn) {
 // positions (sequence parallelism), when each draws from its own stream.
 Tensor region_dropout(const nn::Dropout& drop, const Plan& plan, const Tensor& x) {
   if (!plan.options.sequence_parallel || !drop.is_training() || drop.p <= 0) return drop(x);
-  return on_rank_stream(*plan.rank_stream, x.device(), [&] { return drop(x); });
+  return on_rank_stream(plan.rank_stream, x.device(), [&] { return drop(x); });
 }
 
 }  // namespace
@@ -63,7 +66,7 @@ Tensor ParallelAttention::forward(const Tensor& x) const {
                                         {.causal = true, .dropout_p = p});
   };
   // Different heads must get different masks, as on one device: this rank's stream.
-  const Tensor y = p > 0 ? on_rank_stream(*plan.rank_stream, x.device(), attend) : attend();
+  const Tensor y = p > 0 ? on_rank_stream(plan.rank_stream, x.device(), attend) : attend();
   return region_dropout(resid_dropout, plan, c_proj(y.transpose(1, 2).reshape({B, T, C})));
 }
 
