@@ -8,14 +8,6 @@
 namespace tandem::parallel::tp {
 namespace {
 
-// A parameter: a copy of `t`'s slice [start, start + length) along `dim`.
-Tensor slice_parameter(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
-  NoGradGuard no_grad;
-  Tensor p = t.detach().narrow(dim, start, length).contiguous().clone();
-  p.requires_grad_();
-  return p;
-}
-
 Tensor whole_copy(const Tensor& t) {
   if (!t.defined()) return Tensor();
   NoGradGuard no_grad;
@@ -56,7 +48,7 @@ ColumnParallelLinear::ColumnParallelLinear(const nn::Linear& whole, Group g,
   auto mine = [&](const Tensor& t) {
     std::vector<Tensor> parts;
     for (int64_t b = 0; b < o.stride; ++b)
-      parts.push_back(slice_parameter(t, 0, b * block + group->rank() * rows, rows));
+      parts.push_back(sliced_parameter(t, 0, b * block + group->rank() * rows, rows));
     if (parts.size() == 1) return parts[0];
     NoGradGuard no_grad;
     Tensor p = cat(parts, 0);
@@ -101,7 +93,7 @@ RowParallelLinear::RowParallelLinear(const nn::Linear& whole, Group g, RowParall
       group(checked(g, "RowParallelLinear")),
       options(o) {
   const int64_t cols = divide(in_features, group->size(), "RowParallelLinear: in_features");
-  weight = slice_parameter(whole.weight, 1, group->rank() * cols, cols);
+  weight = sliced_parameter(whole.weight, 1, group->rank() * cols, cols);
   bias = whole_copy(whole.bias);
 }
 

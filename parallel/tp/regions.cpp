@@ -81,6 +81,13 @@ Tensor reduce_scattered_sequence(const Tensor& x, Communicator& group, const cha
 
 }  // namespace
 
+Tensor sliced_parameter(const Tensor& whole, int64_t dim, int64_t start, int64_t length) {
+  NoGradGuard no_grad;
+  Tensor p = whole.detach().narrow(dim, start, length).contiguous().clone();
+  p.requires_grad_();
+  return p;
+}
+
 int64_t divide(int64_t size, int64_t parts, const std::string& what) {
   TD_CHECK_VALUE(parts > 0 && size % parts == 0, what, " (", size,
                  ") does not divide by the tensor-parallel size ", parts, "; pad it by ",

@@ -36,6 +36,10 @@ Tensor gather_from_tensor_parallel_region(const Tensor& x, const Group& group);
 Tensor gather_from_sequence_parallel_region(const Tensor& x, const Group& group);
 Tensor reduce_scatter_to_sequence_parallel_region(const Tensor& x, const Group& group);
 
+/// A new parameter: a copy of `whole`'s slice [start, start + length) along `dim` (how every
+/// tensor-parallel layer takes its part of one device's tensor).
+Tensor sliced_parameter(const Tensor& whole, int64_t dim, int64_t start, int64_t length);
+
 /// The size of rank `rank`'s slice of a dimension of `size` split `parts` ways; ValueError naming
 /// `what` and the padding to add when it does not divide.
 int64_t divide(int64_t size, int64_t parts, const std::string& what);

@@ -12,14 +12,6 @@
 namespace tandem::parallel::tp {
 namespace {
 
-// Rows [start, start + rows) of `t`, copied, as a parameter.
-Tensor rows_parameter(const Tensor& t, int64_t start, int64_t rows) {
-  NoGradGuard no_grad;
-  Tensor p = t.detach().narrow(0, start, rows).contiguous().clone();
-  p.requires_grad_();
-  return p;
-}
-
 // Names the first id outside [0, vocab) (read on the host only once one is known to be there).
 void check_ids(const Tensor& ids, int64_t vocab) {
   TD_CHECK_DTYPE(ids.dtype() == kInt64, "VocabParallelEmbedding: ids must be int64, not ",
@@ -46,7 +38,7 @@ VocabParallelEmbedding::VocabParallelEmbedding(const nn::Embedding& whole, Group
   const int64_t rows =
       divide(num_embeddings, group->size(), "VocabParallelEmbedding: num_embeddings");
   vocab_start = group->rank() * rows;
-  weight = rows_parameter(whole.weight, vocab_start, rows);
+  weight = sliced_parameter(whole.weight, 0, vocab_start, rows);
 }
 
 Tensor VocabParallelEmbedding::partial(const Tensor& ids) const {
@@ -93,7 +85,7 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
   const int64_t V = logits.shape().back();
   // 16-bit logits are read in float32, as autocast runs cross_entropy.
   const DType math = logits.dtype() == kFloat64 ? kFloat64 : kFloat32;
-  Tensor loss, probs, target_onehot, weights;
+  Tensor loss, probs, column, mine, weights;
   {
     NoGradGuard no_grad;
     const Tensor l = logits.detach().reshape({-1, V}).to(math);  // [N, V/t]
@@ -106,8 +98,8 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
     group->all_reduce(sum_exp, ReduceOp::Sum)->wait();
     // The target's logit, from the one rank whose columns hold it.
     const Tensor shifted = t - double(vocab_start);
-    const Tensor mine = ge(shifted, 0.0).to(math) * lt(shifted, double(V)).to(math);  // [N]
-    const Tensor column = where(eq(mine, 1.0), shifted, zeros_like(shifted));
+    mine = ge(shifted, 0.0).to(math) * lt(shifted, double(V)).to(math);  // [N]: 1 where held
+    column = where(eq(mine, 1.0), shifted, zeros_like(shifted));
     Tensor target_logit = (gather(l, 1, column.reshape({N, 1})).reshape({N}) * mine).contiguous();
     group->all_reduce(target_logit, ReduceOp::Sum)->wait();
     // Mean over the positions that count (PyTorch's ignore_index).
@@ -115,19 +107,23 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
     weights = valid / sum(valid);  // [N]
     loss = sum((log(sum_exp) + row_max - target_logit) * weights);
     probs = e / sum_exp.reshape({N, 1});
-    const Tensor columns = arange(double(V), {.dtype = kInt64, .device = l.device()});
-    target_onehot =
-        eq(columns.reshape({1, V}), column.reshape({N, 1})).to(math) * mine.reshape({N, 1});
   }
   const Shape shape = logits.shape();
   const DType dtype = logits.dtype();
   return record("vocab_parallel_cross_entropy", loss, {logits},
-                {{"probs", probs}, {"target_onehot", target_onehot}, {"weights", weights}},
-                [shape, dtype](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
+                {{"probs", probs}, {"column", column}, {"mine", mine}, {"weights", weights}},
+                [shape, dtype, V](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
                   // d loss / d logit = (softmax − one-hot) · weight of the row: this rank's
-                  // columns of the whole gradient, with no communication.
-                  const Tensor w = s[2].reshape({-1, 1}) * dy;
-                  return {((s[0] - s[1]) * w).reshape(shape).to(dtype)};
+                  // columns of the whole gradient, with no communication. The one-hot is made
+                  // here, not kept from forward: it would hold as much as the logits.
+                  NoGradGuard no_grad;
+                  const Tensor& p = s[0];
+                  const Tensor columns = arange(double(V), {.dtype = kInt64, .device = p.device()});
+                  const Tensor one_hot =
+                      eq(columns.reshape({1, V}), s[1].reshape({-1, 1})).to(p.dtype()) *
+                      s[2].reshape({-1, 1});
+                  const Tensor w = s[3].reshape({-1, 1}) * dy;
+                  return {((p - one_hot) * w).reshape(shape).to(dtype)};
                 });
 }
 
