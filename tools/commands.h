@@ -61,7 +61,10 @@ struct TrainOptions {
   bool ddp = false;             // one rank of a DistributedDataParallel run (under `tandem launch`)
   std::string ddp_hook;  // --ddp: what a bucket sends (parallel/ddp/comm_hook.h); empty: allreduce
   int zero = 0;  // --ddp: ZeRO stage (parallel/ddp/zero_shards.h); 0: every rank keeps everything
-  std::string data_parallel;  // "cpu:0,cpu:1": DataParallel over these devices; empty: off
+  int tp = 1;    // --model gpt: tensor-parallel size (parallel/tp/gpt.h); > 1 implies --ddp
+  int dp = 0;    // --tp: data-parallel size; 0: the ranks left (world / tp)
+  bool sequence_parallel = false;  // --tp: the activations between the regions split by position
+  std::string data_parallel;       // "cpu:0,cpu:1": DataParallel over these devices; empty: off
   bool activation_checkpointing = false;  // recompute each block's activations in backward
   std::string pipeline;  // "cpu:0,cpu:1": the model cut into stages on these devices; empty: off
   int64_t chunks = 4;    // --pipeline: micro-batches per batch

@@ -4,8 +4,10 @@
 // generate continues a prompt from the checkpoint, reproducibly per seed; a resumed run is
 // bit-identical to one never interrupted; DataParallel, a pipeline (the tied embedding on both
 // end stages), activation checkpointing and DDP under `tandem launch` train the same model as one
-// device up to float32 rounding; bad input is a clear error.
+// device up to float32 rounding, and so does tensor parallelism (alone and on a data × tensor
+// mesh), whose checkpoints resume at any size; bad input is a clear error.
 #include <map>
+#include <tuple>
 
 #include "cli_test_support.h"
 
@@ -182,6 +184,78 @@ TEST(GptCommand, EveryParallelModeTrainsAsOneDevice) {
       const double diff = abs(t - b.at(name)).max().item();
       EXPECT_LT(diff, 1e-4) << mode << ": " << name << " differs by " << diff;
     }
+  }
+}
+
+// Tensor parallelism under `tandem launch` (parallel/tp's plan, rank r of each tp group holding
+// its heads, MLP features and vocabulary rows) trains one device's model up to float32 rounding,
+// alone (--tp 2) and on a 2 x 2 mesh with DDP and sequence parallelism; its checkpoint holds
+// whole tensors (Adam's moments too) that resume at any tensor-parallel size; and with dropout
+// (drawn from each rank's own stream inside the regions) a resumed run is bit-identical.
+TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
+  TempDir tmp;
+  write_text(tmp / "text.txt", 300);
+  const std::string two = "launch --standalone --nproc-per-node 2 -- " TANDEM_CLI " ",
+                    four = "launch --standalone --nproc-per-node 4 -- " TANDEM_CLI " ";
+  const auto run = [&](const std::string& launcher, int iters, const std::string& dir,
+                       const std::string& extra, const std::string& dropout = "0") {
+    const Result r = tandem_cli(launcher +
+                                    gpt_flags(tmp / "text.txt", iters,
+                                              {{"--n-layer", "2"},
+                                               {"--schedule", "none"},
+                                               {"--dropout", dropout},
+                                               {"--eval-interval", "10"},
+                                               {"--log-dir", (tmp / ("log-" + dir)).string()}}) +
+                                    " --checkpoint " + (tmp / dir).string() + extra,
+                                tmp / (dir + std::to_string(iters) + ".txt"));
+    EXPECT_EQ(r.code, 0) << r.output;
+    return r;
+  };
+  const auto expect_close = [&](const std::string& a, const std::string& b, const char* file) {
+    const SafetensorsFile x = load_safetensors((tmp / a / file).string());
+    const SafetensorsFile y = load_safetensors((tmp / b / file).string());
+    ASSERT_EQ(x.tensors.size(), y.tensors.size()) << a << " " << b << " " << file;
+    for (const auto& [name, t] : x.tensors)
+      EXPECT_LT(abs(t - y.at(name)).max().item(), 1e-4) << a << " vs " << b << ": " << name;
+  };
+  run("", 10, "one", "");
+  const Result tp = run(two, 10, "tp", " --tp 2");
+  EXPECT_NE(tp.output.find("tensor parallel: 1 x 2 mesh (dp, tp)"), std::string::npos) << tp.output;
+  const Result mesh = run(four, 10, "mesh", " --tp 2 --dp 2 --sequence-parallel");
+  EXPECT_NE(mesh.output.find("tensor parallel: 2 x 2 mesh (dp, tp); rank 0 at (0, 0) (shm, "
+                             "sequence parallel)"),
+            std::string::npos)
+      << mesh.output;
+  for (const char* mode : {"tp", "mesh"})
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+      expect_close("one", mode, file);
+
+  // Resume 10 more iterations: a TP = 2 checkpoint on one process, and one process's on TP = 2.
+  for (const char* dir : {"one", "tp"}) fs::copy(tmp / dir, tmp / (std::string(dir) + "-more"));
+  run("", 20, "tp-more", " --resume");
+  run(two, 20, "one-more", " --resume --tp 2");
+  run("", 20, "whole", "");
+  expect_close("whole", "tp-more", "model.safetensors");
+  expect_close("whole", "one-more", "model.safetensors");
+
+  // With dropout: 10 iterations, then 10 more, give the bits of 20 at once.
+  run(two, 20, "drop-whole", " --tp 2", "0.1");
+  run(two, 10, "drop-halves", " --tp 2", "0.1");
+  run(two, 20, "drop-halves", " --tp 2 --resume", "0.1");
+  expect_same_tensors(tmp / "drop-whole" / "model.safetensors",
+                      tmp / "drop-halves" / "model.safetensors");
+
+  for (const auto& [launcher, flags, message] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {two, " --tp 2 --dp 2", "--tp 2 --dp 2: the run has 2 ranks, which is not dp x tp"},
+           {four, " --tp 4", "n_head (2) does not divide by the tensor-parallel size 4"},
+           {"", " --tp 2 --zero 1", "--tp with --zero 1 is not built"},
+           {"", " --dp 2", "--dp and --sequence-parallel describe a --tp run"}}) {
+    const Result r = tandem_cli(launcher + gpt_flags(tmp / "text.txt", 5) + " --log-dir " +
+                                    (tmp / "log-bad").string() + flags,
+                                tmp / "bad.txt");
+    EXPECT_NE(r.code, 0) << flags;
+    EXPECT_NE(r.output.find(message), std::string::npos) << flags << "\n" << r.output;
   }
 }
 

@@ -167,6 +167,18 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
                   "its parameters too (fully_shard: each layer gathered while it computes, 1.5x "
                   "DDP's bytes)")
       ->type_name("STAGE");
+  cmd->add_option("--tp", t.tp,
+                  "--model gpt: tensor parallelism (Megatron-LM's plan) over groups of N ranks of "
+                  "a `tandem launch` run: heads, MLP features and vocabulary split N ways; the "
+                  "ranks' other factor (world / N) is data parallel (DDP); implies --ddp")
+      ->type_name("N");
+  cmd->add_option("--dp", t.dp,
+                  "--tp: the data-parallel size; world = dp x tp is checked (default: world / tp)")
+      ->type_name("N");
+  cmd->add_flag("--sequence-parallel", t.sequence_parallel,
+                "--tp: split the LayerNorms, dropouts and residual adds along the sequence too "
+                "(all-gather and reduce-scatter in place of all-reduce; 1/tp of those "
+                "activations per rank)");
   cmd->add_option("--data-parallel", t.data_parallel,
                   "train with DataParallel over DEVICES (cpu:0,cpu:1 or cuda:0,cuda:1), one "
                   "process; the model lives on the first; --batch-size is the global batch")

@@ -180,6 +180,12 @@ nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,
   return out;
 }
 
+std::shared_ptr<Generator> rank_stream(nn::Sequential& tp_gpt) {
+  TD_CHECK_VALUE(!tp_gpt.items().empty() && tp_gpt.items()[0].name == "transformer",
+                 "tp::rank_stream: not a model of tensor_parallel_gpt");
+  return tp_gpt.at<ParallelGPTEmbedding>(0).plan.rank_stream;
+}
+
 Tensor gpt_loss(const Tensor& logits, const Tensor& targets, const Group& group) {
   TD_CHECK_SHAPE(logits.dim() == 3, "tp::gpt_loss: logits must be [B, T, V/t], not ",
                  logits.shape());

@@ -126,6 +126,10 @@ struct ParallelLMHead : nn::Module {
 nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,
                                    TensorParallelOptions options = {});
 
+/// The rank's own random stream of a model tensor_parallel_gpt made (to save and restore with a
+/// checkpoint: every rank draws as many numbers from its stream, so one offset serves all).
+std::shared_ptr<Generator> rank_stream(nn::Sequential& tp_gpt);
+
 /// nanoGPT's loss from this rank's logits [B, T, V/t] and the targets [B, T] (−1: ignored).
 Tensor gpt_loss(const Tensor& logits, const Tensor& targets, const Group& group);
 

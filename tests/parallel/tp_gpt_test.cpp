@@ -7,7 +7,8 @@
 // (‖difference‖ / ‖parameter‖ for each tensor).
 // With sequence parallelism too (the activations between the regions split along the sequence,
 // the replicated tensors' gradients summed over the group). The vocabulary-parallel loss alone is
-// checked against cross_entropy, ignored targets included.
+// checked against cross_entropy, ignored targets included. A checkpoint's whole tensors (AdamW's
+// moments too) are one device's and load into any tensor-parallel size.
 #include <tandem/parallel/comm/thread_communicator.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/device_mesh.h>
@@ -59,13 +60,19 @@ std::vector<std::pair<Tensor, Tensor>> batches() {
 struct Trained {
   std::vector<double> losses;
   nn::StateDict params;
+  nn::StateDict whole;          // full_state_dict (tensor-parallel runs)
+  optim::OptimizerState state;  // AdamW's, whole
 };
 
+optim::AdamW adamw(const nn::StateDict& named) {
+  return optim::AdamW(optim::adamw_groups(named, {.lr = 1e-2, .beta2 = 0.99, .weight_decay = 0.1}));
+}
+
 // Three AdamW steps of `loss_of(x, y)` over `named` (decay on matrices only), the gradient
-// clipped by `clip()` (which returns the norm before clipping).
-template <typename Loss, typename Clip>
-std::vector<double> train(const nn::StateDict& named, Loss&& loss_of, Clip&& clip) {
-  optim::AdamW opt(optim::adamw_groups(named, {.lr = 1e-2, .beta2 = 0.99, .weight_decay = 0.1}));
+// clipped by `clip()` (which returns the norm before clipping); `done(optimizer)` after the last.
+template <typename Loss, typename Clip, typename Done>
+std::vector<double> train(const nn::StateDict& named, Loss&& loss_of, Clip&& clip, Done&& done) {
+  optim::AdamW opt = adamw(named);
   std::vector<double> losses;
   for (const auto& [x, y] : batches()) {
     opt.zero_grad();
@@ -78,6 +85,7 @@ std::vector<double> train(const nn::StateDict& named, Loss&& loss_of, Clip&& cli
     }
     opt.step();
   }
+  done(opt);
   return losses;
 }
 
@@ -87,7 +95,8 @@ Trained one_device() {
   run.losses = train(
       model.named_parameters(),
       [&](const Tensor& x, const Tensor& y) { return nn::gpt_loss(model(x), y); },
-      [&] { return optim::clip_grad_norm_(model.parameters(), kClip); });
+      [&] { return optim::clip_grad_norm_(model.parameters(), kClip); },
+      [&](const optim::Optimizer& opt) { run.state = opt.state_dict(); });
   run.params = model.named_parameters();
   return run;
 }
@@ -110,8 +119,10 @@ Trained tensor_parallel(int world, TensorParallelOptions options = {}) {
             [&] {
               if (options.sequence_parallel) reduce_sequence_parallel_gradients(model, g);
               return clip_grad_norm_(model, kClip, g);
-            });
+            },
+            [&](const optim::Optimizer& opt) { run.state = full_optimizer_state(model, opt, g); });
         run.params = full_parameters(model, g);
+        run.whole = full_state_dict(model, g);
       },
       world);
   for (int r = 1; r < world; ++r)
@@ -171,7 +182,7 @@ TEST(TensorParallelGPT, DataTimesTensorParallelTwoByTwoTrainsAsOneDevice) {
         run.losses = train(
             model.named_parameters(),
             [&](const Tensor& x, const Tensor& y) { return gpt_loss(ddp(mine(x)), mine(y), tp); },
-            [&] { return clip_grad_norm_(model, kClip, tp); });
+            [&] { return clip_grad_norm_(model, kClip, tp); }, [](const optim::Optimizer&) {});
         run.params = full_parameters(model, tp);
       },
       4);
@@ -187,6 +198,45 @@ TEST(TensorParallelGPT, DataTimesTensorParallelTwoByTwoTrainsAsOneDevice) {
       EXPECT_LE(relative_error(runs[r].params[i].second, want.params[i].second), 1e-12)
           << want.params[i].first << ", rank " << r;
   }
+}
+
+// What a checkpoint of a tensor-parallel run holds: one device's parameters and AdamW state (the
+// moments' slices put together as the weights' are), which loads into a run of another
+// tensor-parallel size, each rank taking its slices, and gathers back to the same tensors exactly.
+TEST(TensorParallelGPT, CheckpointHoldsOneDevicesStateAndLoadsIntoAnySize) {
+  const Trained want = one_device(), got = tensor_parallel(2);
+  ASSERT_EQ(got.state.tensors.size(), want.state.tensors.size());
+  EXPECT_EQ(got.state.param_groups_json, want.state.param_groups_json);
+  for (size_t i = 0; i < want.state.tensors.size(); ++i) {
+    const auto& [key, t] = want.state.tensors[i];
+    EXPECT_EQ(got.state.tensors[i].first, key);
+    EXPECT_EQ(got.state.tensors[i].second.shape(), t.shape()) << key;
+    if (t.dim() > 0) {
+      EXPECT_LE(relative_error(got.state.tensors[i].second, t), 1e-12) << key;
+    } else {
+      EXPECT_EQ(got.state.tensors[i].second.item(), t.item()) << key;
+    }
+  }
+  nn::Sequential whole = initial_gpt();
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> g) {
+        nn::Sequential model = tensor_parallel_gpt(whole, g);
+        model.to(Device::cpu(g->rank()));
+        optim::AdamW opt = adamw(model.named_parameters());
+        load_full_state_dict(model, got.whole, g);
+        load_full_optimizer_state(model, opt, got.state, g);
+        const nn::StateDict params = full_state_dict(model, g);
+        const optim::OptimizerState state = full_optimizer_state(model, opt, g);
+        ASSERT_EQ(params.size(), got.whole.size());
+        for (size_t i = 0; i < params.size(); ++i)
+          EXPECT_EQ(abs(params[i].second - got.whole[i].second).max().item(), 0.0)
+              << params[i].first;
+        ASSERT_EQ(state.tensors.size(), got.state.tensors.size());
+        for (size_t i = 0; i < state.tensors.size(); ++i)
+          EXPECT_EQ(abs(state.tensors[i].second - got.state.tensors[i].second).max().item(), 0.0)
+              << state.tensors[i].first;
+      },
+      4);
 }
 
 // The loss from V/t columns per rank against cross_entropy over all V, with ignored targets,

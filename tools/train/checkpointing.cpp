@@ -85,6 +85,8 @@ void save_checkpoint(const std::string& dir, const CheckpointContent& content,
                        {"generator", nn::to_string(state.generator)},
                        {"config", state.config_json}};
   if (!state.vocabulary.empty()) meta["vocabulary"] = state.vocabulary;
+  if (state.tp_rank_stream_offset)
+    meta["tp_rank_stream_offset"] = std::to_string(*state.tp_rank_stream_offset);
   check_finite(content.model, dir, state.epoch);
   const fs::path model_path = fs::path(dir) / kModelFile, opt_path = fs::path(dir) / kOptimizerFile;
   const fs::path model_next = model_path.string() + kNext, opt_next = opt_path.string() + kNext;
@@ -122,6 +124,8 @@ TrainState load_checkpoint(const std::string& dir, const Restore& restore) {
   state.config_json = field(m, "config", model_path);
   if (auto it = o.find("grad_scaler"); it != o.end()) state.grad_scaler_json = it->second;
   if (auto it = m.find("vocabulary"); it != m.end()) state.vocabulary = it->second;
+  if (m.count("tp_rank_stream_offset"))
+    state.tp_rank_stream_offset = uint64_t(int_field(m, "tp_rank_stream_offset", model_path));
   const int64_t optimizer_epoch = int_field(o, "epoch", optimizer_path);
   TD_CHECK_AS(DataError, optimizer_epoch == state.epoch, "train: --resume: ", model_path,
               " is from epoch ", state.epoch, " but ", optimizer_path, " is from epoch ",

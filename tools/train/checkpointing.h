@@ -12,6 +12,7 @@
 #include <tandem/nn/optim/optimizer.h>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace tandem::tools {
@@ -23,6 +24,8 @@ struct TrainState {
   std::string config_json;       // the run's resolved flags (train/config.h)
   std::string grad_scaler_json;  // --amp fp16: the gradient scaler's state (optimizer file only)
   std::string vocabulary;        // --model gpt: the tokenizer's characters, in id order (UTF-8)
+  // --tp: the offset of the ranks' own dropout streams (parallel/tp/gpt.h's Plan), equal on all
+  std::optional<uint64_t> tp_rank_stream_offset;
 };
 
 /// The model's and optimizer's state as a checkpoint holds them: whole tensors under the model's

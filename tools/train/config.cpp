@@ -62,6 +62,11 @@ nlohmann::ordered_json to_json(const TrainOptions& o) {
   j["pipeline_schedule"] = o.pipeline_schedule;
   j["amp"] = o.amp;
   j["zero"] = o.zero;
+  if (gpt) {
+    j["tp"] = o.tp;
+    j["dp"] = o.dp;
+    j["sequence_parallel"] = o.sequence_parallel;
+  }
   return j;
 }
 
@@ -154,6 +159,22 @@ TrainOptions resolve_config(TrainOptions o) {
   TD_CHECK_VALUE(o.max_steps >= 0, "train: --max-steps must be >= 0, but got ", o.max_steps);
   TD_CHECK_VALUE(!o.resume || !o.checkpoint.empty(),
                  "train: --resume needs --checkpoint DIR (the directory to resume from)");
+  TD_CHECK_VALUE(o.tp >= 1 && o.dp >= 0, "train: --tp must be >= 1 and --dp >= 0, but got --tp ",
+                 o.tp, " --dp ", o.dp);
+  TD_CHECK_VALUE(o.tp > 1 || (o.dp == 0 && !o.sequence_parallel),
+                 "train: --dp and --sequence-parallel describe a --tp run (tensor parallel size "
+                 "> 1); for data parallelism alone use --ddp");
+  if (o.tp > 1) {
+    TD_CHECK_VALUE(o.model == "gpt", "train: --tp ", o.tp, " needs --model gpt (Megatron's plan ",
+                   "splits its attention heads, MLP and vocabulary; ", o.model, " has no plan)");
+    TD_CHECK_VALUE(o.zero == 0, "train: --tp with --zero ", o.zero,
+                   " is not built: the data-parallel ranks of a tensor-parallel run keep whole "
+                   "slices (use --zero 0)");
+    TD_CHECK_VALUE(!o.activation_checkpointing,
+                   "train: --tp with --activation-checkpointing is not built: the plan cuts "
+                   "plain blocks");
+    o.ddp = true;  // a tensor-parallel run is a multi-process run, as --ddp's
+  }
   TD_CHECK_VALUE(o.ddp_hook.empty() || o.ddp, "train: --ddp-hook ", o.ddp_hook,
                  " needs --ddp (it says what DDP's buckets send)");
   if (!o.ddp_hook.empty()) parallel::comm_hook_named(o.ddp_hook);  // a bad name fails here

@@ -17,6 +17,7 @@
 #include <tandem/nn/optim/param_groups.h>
 #include <tandem/parallel/comm/broadcast_object.h>
 #include <tandem/parallel/process_group.h>
+#include <tandem/parallel/tp/gpt.h>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -98,9 +99,13 @@ int run_train_gpt(const TrainOptions& flags) {
   const GptOptions& g = o.gpt;
   Placement placement = resolve_placement(o);
   std::shared_ptr<parallel::Communicator> group;
-  if (placement.mode == Parallelism::DDP) group = join_ddp_group(placement, o.batch_size);
+  if (placement.mode == Parallelism::DDP) group = join_ddp_group(placement, o);
+  // --tp: the ranks as a (dp, tp) mesh; a batch splits over dp, and a tp group's ranks share rows.
+  std::shared_ptr<parallel::DeviceMesh> mesh = o.tp > 1 ? make_mesh(group, o) : nullptr;
   const Device device = placement.device;
-  const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
+  const int rank = group ? group->rank() : 0;
+  const int replica = mesh ? mesh->coordinate("dp") : rank;
+  const int replicas = mesh ? mesh->size("dp") : group ? group->size() : 1;
   const bool lead = rank == 0;
 
   // ---- data: the corpus's characters are the vocabulary (a resumed run keeps the saved one).
@@ -117,8 +122,15 @@ int run_train_gpt(const TrainOptions& flags) {
   manual_seed(o.seed);
   auto model = std::make_shared<nn::Sequential>(make_gpt(g, vocab, o.activation_checkpointing));
   const std::string params = with_commas(model->parameter_count());  // before a pipeline's copies
-  Setup setup = make_setup(model, placement, o);
+  if (mesh)  // every rank built the same whole GPT (same seed); each keeps its slices
+    model = std::make_shared<nn::Sequential>(parallel::tp::tensor_parallel_gpt(
+        *model, mesh->group("tp"), {.sequence_parallel = o.sequence_parallel}));
+  Setup setup = make_setup(model, placement, o, mesh);
   setup.loss = [](const Tensor& logits, const Tensor& y) { return nn::gpt_loss(logits, y); };
+  if (setup.tp)  // this rank's logits are its V/tp columns: never gathered
+    setup.loss = [tp = setup.tp](const Tensor& logits, const Tensor& y) {
+      return parallel::tp::gpt_loss(logits, y, tp);
+    };
   const std::unique_ptr<optim::Optimizer> optimizer_owner =
       make_gpt_optimizer(o, model->named_parameters(), g.beta2, setup);
   optim::Optimizer& optimizer = *optimizer_owner;
@@ -133,6 +145,10 @@ int run_train_gpt(const TrainOptions& flags) {
   if (o.resume) {
     const TrainState state = load_checkpoint(o.checkpoint, restore_into(setup, optimizer));
     default_generator(device).set_state(state.generator);
+    if (setup.tp && state.tp_rank_stream_offset) {
+      const std::shared_ptr<Generator> stream = parallel::tp::rank_stream(*model);
+      stream->set_state({stream->get_state().seed, *state.tp_rank_stream_offset});
+    }
     iter = state.global_step;
     resumed_scaler = state.grad_scaler_json;
     if (lead)
@@ -225,7 +241,11 @@ int run_train_gpt(const TrainOptions& flags) {
                .generator = default_generator(device).get_state(),
                .config_json = config,
                .grad_scaler_json = scaler->is_enabled() ? optim::to_json(scaler->state_dict()) : "",
-               .vocabulary = corpus.tokenizer.to_string()});
+               .vocabulary = corpus.tokenizer.to_string(),
+               .tp_rank_stream_offset =
+                   setup.tp ? std::optional<uint64_t>(
+                                  parallel::tp::rank_stream(*model)->get_state().offset)
+                            : std::nullopt});
         const bool last = iter == g.max_iters;
         report.headline =
             str(last ? "final" : "at iteration " + std::to_string(iter) + ":", " validation loss ",
@@ -249,8 +269,8 @@ int run_train_gpt(const TrainOptions& flags) {
     auto [x, y] = data::random_windows(corpus.train, o.batch_size, g.block_size,
                                        train_batch_seed(o.seed, iter));
     optimizer.zero_grad();
-    const StepResult r =
-        train_step(setup, rows_of(x, rank, world).to(device), rows_of(y, rank, world).to(device));
+    const StepResult r = train_step(setup, rows_of(x, replica, replicas).to(device),
+                                    rows_of(y, replica, replicas).to(device));
     const double loss = r.loss.item();
     TD_CHECK_AS(NonFiniteError, std::isfinite(loss), "train: the loss is ", loss, " at iteration ",
                 iter,
@@ -267,7 +287,7 @@ int run_train_gpt(const TrainOptions& flags) {
     }
     if (scheduler) scheduler->step();
     if (o.ddp && memory.empty()) {  // this rank's memory after its first step, beside the formula
-      memory = memory_line(setup, o, world);
+      memory = memory_line(setup, o, group->size());
       if (lead)
         std::printf("memory per rank (rank 0, %s): %s\n", device.str().c_str(), memory.c_str());
     }

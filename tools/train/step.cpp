@@ -6,6 +6,7 @@
 #include <tandem/core/memory_stats.h>
 #include <tandem/parallel/ddp/state_bytes.h>
 #include <tandem/parallel/process_group.h>
+#include <tandem/parallel/tp/model_state.h>
 #include <cmath>
 
 #include "step.h"
@@ -28,7 +29,7 @@ Tensor forward(Setup& s, const Tensor& x) {
     case Parallelism::None:
       return (*s.model)(x);
     case Parallelism::DDP:
-      return s.fsdp ? (*s.fsdp)(x) : (*s.ddp)(x);
+      return s.fsdp ? (*s.fsdp)(x) : s.ddp ? (*s.ddp)(x) : (*s.model)(x);  // --tp 2 --dp 1
     case Parallelism::DataParallel:
       return (*s.dp)(x);
     case Parallelism::Pipeline:
@@ -39,13 +40,20 @@ Tensor forward(Setup& s, const Tensor& x) {
 
 }  // namespace
 
-Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, const TrainOptions& o) {
+Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, const TrainOptions& o,
+                 std::shared_ptr<parallel::DeviceMesh> mesh) {
   Setup s{.mode = p.mode, .model = std::move(model), .device = p.device};
   s.model->to(p.device);
+  if (mesh) {
+    s.tp = mesh->group("tp");
+    s.sequence_parallel = o.sequence_parallel;
+    s.mesh = std::move(mesh);
+  }
   switch (p.mode) {
     case Parallelism::None:
       break;
     case Parallelism::DDP:
+      if (s.mesh && s.mesh->size("dp") == 1) break;  // tensor parallel alone
       if (o.zero == 3) {
         s.fsdp = std::make_unique<parallel::FullyShardedModule>(s.model);
         break;
@@ -53,6 +61,7 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
       s.ddp = std::make_unique<parallel::DistributedDataParallel<nn::Sequential>>(
           *s.model,
           parallel::DDPOptions{
+              .group = s.mesh ? s.mesh->group("dp") : nullptr,
               .comm_hook = o.ddp_hook.empty() ? nullptr : parallel::comm_hook_named(o.ddp_hook),
               .zero_stage = o.zero});
       break;
@@ -70,12 +79,25 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
   return s;
 }
 
-std::shared_ptr<parallel::Communicator> join_ddp_group(Placement& p, int64_t batch_size) {
+std::shared_ptr<parallel::Communicator> join_ddp_group(Placement& p, const TrainOptions& o) {
   if (p.device.is_cuda()) p.device = parallel::local_device();  // LOCAL_RANK
   auto group = parallel::init_process_group({.device = p.device});
-  TD_CHECK_VALUE(batch_size % group->size() == 0, "train --ddp: --batch-size ", batch_size,
-                 " (the global batch) does not split evenly over ", group->size(), " ranks");
+  if (o.tp == 1)
+    TD_CHECK_VALUE(o.batch_size % group->size() == 0, "train --ddp: --batch-size ", o.batch_size,
+                   " (the global batch) does not split evenly over ", group->size(), " ranks");
   return group;
+}
+
+std::shared_ptr<parallel::DeviceMesh> make_mesh(std::shared_ptr<parallel::Communicator> world,
+                                                const TrainOptions& o) {
+  const int n = world->size(), dp = o.dp > 0 ? o.dp : n / o.tp;
+  TD_CHECK_VALUE(n % o.tp == 0 && dp * o.tp == n, "train --tp ", o.tp,
+                 o.dp > 0 ? str(" --dp ", o.dp) : "", ": the run has ", n,
+                 " ranks, which is not dp x tp (launch dp x tp processes)");
+  TD_CHECK_VALUE(o.batch_size % dp == 0, "train --tp: --batch-size ", o.batch_size,
+                 " (the global batch) does not split evenly over ", dp, " data-parallel ranks");
+  return std::make_shared<parallel::DeviceMesh>(std::move(world), std::vector<int>{dp, o.tp},
+                                                std::vector<std::string>{"dp", "tp"});
 }
 
 std::unique_ptr<optim::GradScaler> make_grad_scaler(DType amp, parallel::Communicator* group,
@@ -94,10 +116,13 @@ std::unique_ptr<optim::GradScaler> make_grad_scaler(DType amp, parallel::Communi
 std::string describe_parallelism(Setup& s, const TrainOptions& o,
                                  const parallel::Communicator* group) {
   std::string line;
-  if (s.fsdp)
+  if (s.tp)
+    line = str(", tensor parallel: ", s.mesh->str(), " (", group->backend(),
+               s.sequence_parallel ? ", sequence parallel" : "", ")");
+  else if (s.fsdp)
     line = str(", fully sharded over ", group->size(), " ranks (", group->backend(),
                ", ZeRO stage 3: ", s.fsdp->units().size(), " units)");
-  if (s.ddp)
+  if (s.ddp && !s.tp)
     line = str(", DDP over ", group->size(), " ranks (", group->backend(),
                o.ddp_hook.empty() ? "" : ", " + o.ddp_hook,
                o.zero ? str(", ZeRO stage ", o.zero) : "", ")");
@@ -131,6 +156,9 @@ std::string memory_line(const Setup& s, const TrainOptions& o, int world) {
 }
 
 CheckpointContent checkpoint_content(Setup& s, optim::Optimizer& optimizer) {
+  if (s.tp)  // every rank of the group takes part; all hold the whole tensors then
+    return {parallel::tp::full_state_dict(*s.model, s.tp),
+            parallel::tp::full_optimizer_state(*s.model, optimizer, s.tp)};
   if (s.fsdp)
     return {s.fsdp->full_state_dict(/*rank0_only=*/true),
             s.fsdp->full_optimizer_state_dict(optimizer, /*rank0_only=*/true)};
@@ -139,6 +167,13 @@ CheckpointContent checkpoint_content(Setup& s, optim::Optimizer& optimizer) {
 }
 
 Restore restore_into(Setup& s, optim::Optimizer& optimizer) {
+  if (s.tp)  // a checkpoint of any tensor-parallel size: each rank takes its slices
+    return {[&s](const nn::StateDict& sd, const std::string& path) {
+              parallel::tp::load_full_state_dict(*s.model, sd, s.tp, path);
+            },
+            [&s, &optimizer](const optim::OptimizerState& state) {
+              parallel::tp::load_full_optimizer_state(*s.model, optimizer, state, s.tp);
+            }};
   if (s.fsdp)
     return {[&s](const nn::StateDict& sd, const std::string& path) {
               s.fsdp->load_full_state_dict(sd, path);
@@ -159,6 +194,7 @@ parallel::Communicator* sharded_gradients_group(Setup& s) {
 }
 
 double clip_gradients(Setup& s, double max_norm) {
+  if (s.tp) return parallel::tp::clip_grad_norm_(*s.model, max_norm, s.tp);
   if (s.pipe) return parallel::clip_grad_norm_(s.pipe->stages(), max_norm);
   if (s.zero) return s.zero->clip_grad_norm(max_norm);  // each rank holds its shard's gradients
   if (s.fsdp) return s.fsdp->clip_grad_norm(max_norm);
@@ -178,6 +214,8 @@ StepResult train_step(Setup& s, const Tensor& x, const Tensor& y) {
     loss = s.loss(logits, y);
   }
   (loss_scale(s) == 1 ? loss : s.scaler->scale(loss)).backward();
+  // The replicated tensors saw only this rank's positions: sum their gradients over the group.
+  if (s.sequence_parallel) parallel::tp::reduce_sequence_parallel_gradients(*s.model, s.tp);
   return {loss.detach(), logits};
 }
 

@@ -6,6 +6,9 @@
 //   None, DDP, DataParallel: forward through the model or its wrapper, cross-entropy, backward
 //                            (DDP all-reduces the gradients inside backward);
 //   Pipeline:                Pipeline::step does forward and backward micro-batch by micro-batch.
+// --tp is a DDP run whose model is the GPT cut by parallel::tp's plan over the mesh's "tp"
+// groups (DDP, if any, over its "dp" groups): the same cases, with the tensor-parallel loss, clip
+// and checkpoint.
 // Autocast covers the forward and the loss; under --amp fp16 backward starts from the loss times
 // the gradient scaler's scale, and the loss returned is unscaled in every mode.
 #pragma once
@@ -16,8 +19,10 @@
 #include <tandem/parallel/data_parallel/data_parallel.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/ddp/zero_optimizer.h>
+#include <tandem/parallel/device_mesh.h>
 #include <tandem/parallel/fsdp/fully_shard.h>
 #include <tandem/parallel/pipeline/pipeline.h>
+#include <tandem/parallel/tp/regions.h>
 #include <functional>
 #include <memory>
 
@@ -40,6 +45,11 @@ struct Setup {
   std::unique_ptr<parallel::DataParallel> dp;
   std::unique_ptr<parallel::Pipeline> pipe;
   parallel::ZeroOptimizer* zero = nullptr;  // --zero: the run's optimizer (optim_setup.h)
+  // --tp: the dp × tp mesh of the run's ranks and this rank's tensor-parallel group (`model` is
+  // then this rank's slices; `ddp` is over the mesh's "dp" group, null when dp = 1).
+  std::shared_ptr<parallel::DeviceMesh> mesh;
+  parallel::tp::Group tp;
+  bool sequence_parallel = false;
   // The loss of a batch's output against its targets: cross_entropy for the classifiers,
   // nn::gpt_loss (over every position) for the GPT.
   std::function<Tensor(const Tensor& output, const Tensor& target)> loss =
@@ -47,8 +57,15 @@ struct Setup {
 };
 
 /// --ddp: joins the process group from `tandem launch`'s environment (a CUDA run takes the
-/// device LOCAL_RANK names) and checks that the global batch splits over the ranks.
-std::shared_ptr<parallel::Communicator> join_ddp_group(Placement& placement, int64_t batch_size);
+/// device LOCAL_RANK names) and checks that the global batch splits over the ranks (for --tp,
+/// make_mesh checks it against the data-parallel ranks).
+std::shared_ptr<parallel::Communicator> join_ddp_group(Placement& placement,
+                                                       const TrainOptions& options);
+
+/// --tp: the ranks of `world` as a (dp, tp) mesh; ValueError when --tp (or --dp × --tp) does
+/// not match the world's size, or the global batch does not split over dp.
+std::shared_ptr<parallel::DeviceMesh> make_mesh(std::shared_ptr<parallel::Communicator> world,
+                                                const TrainOptions& options);
 
 /// --amp fp16's gradient scaler (off for float32 and bfloat16). Under DDP the ranks sum their
 /// found-inf flags through `group`, so that all skip a step together.
@@ -57,9 +74,9 @@ std::unique_ptr<optim::GradScaler> make_grad_scaler(DType amp, parallel::Communi
 
 /// Places `model` (on the run's device, or cut into one stage per device by parallel::split) and
 /// wraps it for `placement.mode`. Make the optimizer afterwards: it holds the placed parameters.
-/// --ddp needs the process group initialised.
+/// --ddp needs the process group initialised; --tp the mesh, and `model` cut already.
 Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& placement,
-                 const TrainOptions& options);
+                 const TrainOptions& options, std::shared_ptr<parallel::DeviceMesh> mesh = nullptr);
 
 /// ", DDP over 2 ranks (gloo), autocast bf16": how the run uses its devices, for its first line.
 std::string describe_parallelism(Setup& setup, const TrainOptions& options,
@@ -90,9 +107,9 @@ Restore restore_into(Setup& s, optim::Optimizer& optimizer);
 /// them all.
 parallel::Communicator* sharded_gradients_group(Setup& s);
 
-/// Whether every rank evaluates: under --zero 3 the forward's all-gathers are collective, so the
-/// ranks evaluate together (rank 0 reports); otherwise rank 0 alone.
-inline bool everyone_evaluates(const Setup& s) { return s.fsdp != nullptr; }
+/// Whether every rank evaluates: under --zero 3 and --tp the forward's collectives need every
+/// rank, so the ranks evaluate together (rank 0 reports); otherwise rank 0 alone.
+inline bool everyone_evaluates(const Setup& s) { return s.fsdp != nullptr || s.tp != nullptr; }
 
 /// Clips the gradients' global norm to max_norm (a weight two pipeline stages share counted once,
 /// parallel/pipeline/tied.h); returns the norm before clipping.

@@ -78,7 +78,7 @@ int run_train(const TrainOptions& flags) {
   // into one stage per device).
   Placement placement = resolve_placement(o);
   std::shared_ptr<parallel::Communicator> group;
-  if (placement.mode == Parallelism::DDP) group = join_ddp_group(placement, o.batch_size);
+  if (placement.mode == Parallelism::DDP) group = join_ddp_group(placement, o);
   const Device device = placement.device;
   const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
   const bool lead = rank == 0;  // rank 0 logs, evaluates, checkpoints and reports
