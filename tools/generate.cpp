@@ -24,8 +24,10 @@ namespace {
 
 // The next id after `context` [1, t]: the last position's logits, sharpened or flattened by the
 // temperature (0: the likeliest id), cut to the top k, then one draw.
-int64_t next_id(nn::Sequential& model, const Tensor& context, double temperature, int64_t top_k) {
-  const Tensor logits = model(context).select(1, context.size(1) - 1);  // [1, V]
+// Only the tokenizer's `vocab` ids are drawn (not a --vocab-multiple's padding).
+int64_t next_id(nn::Sequential& model, const Tensor& context, int64_t vocab, double temperature,
+                int64_t top_k) {
+  const Tensor logits = model(context).select(1, context.size(1) - 1).narrow(1, 0, vocab);
   if (temperature == 0) return int64_t(logits.argmax().item());
   Tensor scaled = logits / temperature;
   if (top_k > 0 && top_k < scaled.size(1)) {
@@ -56,7 +58,7 @@ int run_generate(const GenerateOptions& o) {
   const GptOptions g = gpt_options_from_json(config->second, path);
   const data::CharTokenizer tokenizer = data::CharTokenizer::from_string(vocab->second, path);
 
-  nn::Sequential model = make_gpt(g, tokenizer.vocab_size(), false);
+  nn::Sequential model = make_gpt(g, padded_vocab(g, tokenizer.vocab_size()), false);
   nn::load_model(path, model);
   const Device device(o.device);
   model.to(device);
@@ -73,7 +75,7 @@ int run_generate(const GenerateOptions& o) {
     const Tensor context =
         from_vector(std::vector<int64_t>(ids.end() - long(t), ids.end()), {1, int64_t(t)})
             .to(device);
-    ids.push_back(next_id(model, context, o.temperature, o.top_k));
+    ids.push_back(next_id(model, context, tokenizer.vocab_size(), o.temperature, o.top_k));
     std::printf("%s", tokenizer.decode({ids.back()}).c_str());
     std::fflush(stdout);
   }

@@ -238,6 +238,15 @@ TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
   expect_close("whole", "tp-more", "model.safetensors");
   expect_close("whole", "one-more", "model.safetensors");
 
+  // A vocabulary padded for a tensor-parallel size (the padding ids never drawn by generate).
+  const Result pad = run("", 10, "pad", " --vocab-multiple 64");
+  EXPECT_NE(pad.output.find("vocabulary 20 (padded to 64)"), std::string::npos) << pad.output;
+  const Result text = tandem_cli(
+      "generate --tokens 200 --temperature 2 --top-k 0 --checkpoint " + (tmp / "pad").string(),
+      tmp / "generated.txt");
+  EXPECT_EQ(text.code, 0) << text.output;
+  EXPECT_GE(text.output.size(), 200u) << text.output;
+
   // With dropout: 10 iterations, then 10 more, give the bits of 20 at once.
   run(two, 20, "drop-whole", " --tp 2", "0.1");
   run(two, 10, "drop-halves", " --tp 2", "0.1");
@@ -250,6 +259,9 @@ TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
            {two, " --tp 2 --dp 2", "--tp 2 --dp 2: the run has 2 ranks, which is not dp x tp"},
            {four, " --tp 4", "n_head (2) does not divide by the tensor-parallel size 4"},
            {"", " --tp 2 --zero 1", "--tp with --zero 1 is not built"},
+           {two, " --tp 2 --vocab-multiple 3",
+            "the vocabulary (21) does not divide by the tensor-parallel size; pad it with "
+            "--vocab-multiple 2"},
            {"", " --dp 2", "--dp and --sequence-parallel describe a --tp run"}}) {
     const Result r = tandem_cli(launcher + gpt_flags(tmp / "text.txt", 5) + " --log-dir " +
                                     (tmp / "log-bad").string() + flags,

@@ -66,6 +66,10 @@ void add_gpt_flags(CLI::App* cmd, tandem::tools::GptOptions& g) {
   opt("--min-lr", g.min_lr, "the lr the cosine decay ends at (at --max-iters)");
   opt("--beta2", g.beta2, "AdamW's beta2");
   opt("--grad-clip", g.grad_clip, "clip the gradients' global norm to this (0: off)");
+  opt("--vocab-multiple", g.vocab_multiple,
+      "pad the vocabulary (the corpus's characters) up to a multiple of N: --tp needs one that "
+      "divides by the tensor-parallel size (Megatron's --make-vocab-size-divisible-by)")
+      ->check(CLI::PositiveNumber);
   opt("--eval-interval", g.eval_interval, "estimate the losses every N iterations")
       ->check(CLI::PositiveNumber);
   opt("--eval-iters", g.eval_iters, "batches per loss estimate")->check(CLI::PositiveNumber);

@@ -28,6 +28,7 @@ void add_gpt(nlohmann::ordered_json& j, const GptOptions& g) {
   j["min_lr"] = g.min_lr;
   j["beta2"] = g.beta2;
   j["grad_clip"] = g.grad_clip;
+  j["vocab_multiple"] = g.vocab_multiple;
 }
 
 // The flags that apply to the run's model, in flag order.
@@ -122,6 +123,8 @@ void check_gpt(const TrainOptions& o) {
                  g.beta2);
   TD_CHECK_VALUE(g.grad_clip >= 0, "train: --grad-clip must be >= 0 (0: off), but got ",
                  g.grad_clip);
+  TD_CHECK_VALUE(g.vocab_multiple >= 1, "train: --vocab-multiple must be >= 1, but got ",
+                 g.vocab_multiple);
   TD_CHECK_VALUE(o.optimizer == "adamw",
                  "train: --model gpt trains with AdamW (nanoGPT's "
                  "optimizer, weight decay on matrices only); --optimizer ",
@@ -277,6 +280,7 @@ GptOptions gpt_options_from_json(const std::string& json, const std::string& pat
     g.block_size = j.at("block_size").get<int64_t>();
     g.dropout = j.at("dropout").get<double>();
     g.bias = j.at("bias").get<bool>();
+    g.vocab_multiple = j.value("vocab_multiple", int64_t{1});  // older checkpoints: unpadded
   } catch (const nlohmann::json::exception& e) {
     detail::fail<DataError>(path, ": the GPT's config is incomplete (", e.what(), ")");
   }

@@ -116,7 +116,10 @@ int run_train_gpt(const TrainOptions& flags) {
   const data::TextCorpus corpus =
       data::load_text_corpus(files, vocabulary ? &*vocabulary : nullptr);
   data::check_fits_windows(corpus, g.block_size);
-  const int64_t vocab = corpus.tokenizer.vocab_size();
+  const int64_t characters = corpus.tokenizer.vocab_size(), vocab = padded_vocab(g, characters);
+  TD_CHECK_VALUE(vocab % o.tp == 0, "train --tp ", o.tp, ": the vocabulary (", vocab,
+                 ") does not divide by the tensor-parallel size; pad it with --vocab-multiple ",
+                 o.tp, " (or a multiple of ", o.tp, ")");
 
   // ---- model, optimizer (decay on matrices only), schedule.
   manual_seed(o.seed);
@@ -176,7 +179,8 @@ int run_train_gpt(const TrainOptions& flags) {
                      o.resume ? iter : -1);
   const std::string data_line =
       str(corpus.source, ": ", with_commas(corpus.train.numel()), " train / ",
-          with_commas(corpus.val.numel()), " validation characters, vocabulary ", vocab);
+          with_commas(corpus.val.numel()), " validation characters, vocabulary ", characters,
+          vocab == characters ? "" : str(" (padded to ", vocab, ")"));
   const std::string parallel_line = describe_parallelism(setup, o, group.get());
   const int64_t tokens_per_iter = o.batch_size * g.block_size;
   if (lead) {

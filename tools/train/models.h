@@ -30,6 +30,10 @@ nn::Sequential make_model(const std::string& name, int64_t rows, int64_t cols, b
 /// initialised as nanoGPT's); with `checkpointed`, each block recomputes its activations in
 /// backward.
 nn::GPTConfig gpt_config(const GptOptions& gpt, int64_t vocab_size);
+/// The model's vocabulary for `characters` characters: rounded up to --vocab-multiple.
+inline int64_t padded_vocab(const GptOptions& gpt, int64_t characters) {
+  return (characters + gpt.vocab_multiple - 1) / gpt.vocab_multiple * gpt.vocab_multiple;
+}
 nn::Sequential make_gpt(const GptOptions& gpt, int64_t vocab_size, bool checkpointed);
 
 }  // namespace tandem::tools
