@@ -46,8 +46,9 @@ void reduce_16bit(void* in, void* inout, int* len, MPI_Datatype*) {
 }
 
 struct MpiTypes {
-  MPI_Datatype half = MPI_DATATYPE_NULL;  // 2 bytes, for bfloat16 and float16
-  MPI_Op ops[2][3] = {};                  // [bf16, f16][sum, max, min]
+  MPI_Datatype half = MPI_DATATYPE_NULL;     // 2 bytes, for bfloat16 and float16
+  MPI_Op ops[2][3] = {};                     // [bf16, f16][sum, max, min]
+  int thread_level = MPI_THREAD_SERIALIZED;  // what the library gave (MPI_Query_thread)
 
   MpiTypes() {
     mpi_check(MPI_Type_contiguous(2, MPI_BYTE, &half), "MPI_Type_contiguous");
@@ -72,7 +73,8 @@ MpiTypes& mpi_init() {
     MPI_Initialized(&ready);
     if (!ready) {
       int provided = 0;
-      mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided),
+      // Ask for MULTIPLE (sub-groups' queues call MPI at once); one group needs SERIALIZED.
+      mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
                 "MPI_Init_thread");
       TD_CHECK_AS(DistributedError, provided >= MPI_THREAD_SERIALIZED,
                   "mpi: this MPI library gives thread level ", provided,
@@ -83,7 +85,9 @@ MpiTypes& mpi_init() {
         if (!finalized) MPI_Finalize();
       });
     }
-    return new MpiTypes();  // lives as long as MPI does
+    auto* t = new MpiTypes();  // lives as long as MPI does
+    MPI_Query_thread(&t->thread_level);
+    return t;
   }();
   return *types;
 }
@@ -218,6 +222,24 @@ class MpiCommunicator : public Communicator {
                 "MPI_Alltoall");
       unstage(out, host_out);
     });
+  }
+
+  // new_group: MPI_Comm_split of this group's communicator, run on its queue (after the
+  // collectives queued before it, which every rank orders the same way). Each sub-group has a
+  // queue of its own, so two groups' collectives can be in MPI at once: MPI_THREAD_MULTIPLE.
+  std::shared_ptr<Communicator> make_subgroup(const std::vector<int>& ranks, int index,
+                                              const std::string&) override {
+    TD_CHECK_AS(DistributedError, mpi_init().thread_level >= MPI_THREAD_MULTIPLE,
+                "new_group: this MPI library gives thread level ", mpi_init().thread_level,
+                ", and sub-groups need MPI_THREAD_MULTIPLE (", int(MPI_THREAD_MULTIPLE),
+                "): each group's queue calls MPI from a thread of its own");
+    MPI_Comm sub = MPI_COMM_NULL;
+    enqueue("new_group", nullptr, str(ranks.size(), " of ", size_, " ranks"), [this, index, &sub] {
+      mpi_check(MPI_Comm_split(comm_, index >= 0 ? 0 : MPI_UNDEFINED, std::max(index, 0), &sub),
+                "MPI_Comm_split");
+    })->wait();
+    if (index < 0) return nullptr;
+    return std::make_shared<MpiCommunicator>(sub, index, int(ranks.size()), timeout_);
   }
 
   WorkPtr barrier() override {

@@ -1,9 +1,11 @@
 // parallel/comm/mpi_communicator.h — collectives over MPI (Open MPI from Debian), the seeds'
 // third backend. Ranks come from the MPI launcher (mpirun, srun with PMI), not from a store:
 //   mpirun -np 2 ./train        // parallel::init_process_group({.backend = "mpi"})
-// MPI is initialised with MPI_THREAD_SERIALIZED and every MPI call is made by one thread at a
-// time: the communicator's queue (collective_queue.h), which runs a call in the caller's thread
-// when it is idle and on its worker otherwise. Every collective in every dtype: bfloat16 and
+// Each communicator's MPI calls are made by one thread at a time: its queue
+// (collective_queue.h), which runs a call in the caller's thread when it is idle and on its
+// worker otherwise. MPI is initialised asking for MPI_THREAD_MULTIPLE and needs at least
+// MPI_THREAD_SERIALIZED; sub-groups (new_group: MPI_Comm_split) need MULTIPLE, since two
+// groups' queues may call MPI at once. Every collective in every dtype: bfloat16 and
 // float16 travel as 2-byte elements and are reduced by user operations that add in float; mean is
 // a sum, then a division. CPU tensors only (CUDA ones are staged through the host).
 // Messages: a send is buffered (it completes at once); the queue's worker keeps MPI progressing

@@ -6,6 +6,7 @@
 #include <tandem/parallel/comm/mpi_communicator.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/ddp/zero_optimizer.h>
+#include <tandem/parallel/device_mesh.h>
 #include <tandem/parallel/fsdp/fully_shard.h>
 #include <tandem/parallel/launcher_env.h>
 #include <tandem/parallel/process_group.h>
@@ -44,6 +45,40 @@ TEST(MpiCollectives, AGroupOfTheWrongSizeIsAClearError) {
 // Every rank trains its share of each batch with DDP over MPI, then with ZeRO-2 (reduce-scatter
 // and all-gather); each also trains the whole batch alone, and the two must agree (float64, 1e-10
 // absolute + 1e-8 relative).
+// new_group over MPI (MPI_Comm_split): the collective suite within a sub-group (ranks {0, 2} of
+// 3, rank 1 getting nullptr; both ranks of 2), the world's and a sub-group's collectives in
+// flight together, and a DeviceMesh whose groups reduce over their own ranks only.
+TEST(MpiCollectives, SubGroupsAndMeshesPassTheSuite) {
+  auto world = init_process_group({.backend = "mpi", .timeout = 60s});
+  const int n = world->size(), rank = world->rank();
+  const std::vector<int> members = n == 2 ? std::vector<int>{0, 1} : std::vector<int>{0, 2};
+  const bool member = std::find(members.begin(), members.end(), rank) != members.end();
+  const std::shared_ptr<Communicator> sub = world->new_group(members);
+  ASSERT_EQ(sub != nullptr, member) << "rank " << rank;
+  if (sub) {
+    EXPECT_EQ(sub->backend(), "mpi");
+    EXPECT_EQ(sub->size(), 2);
+    EXPECT_NO_THROW(tandem::testing::check_collectives(*sub));
+  }
+  Tensor a = full({100'003}, double(rank)), b = full({7}, double(rank));
+  const WorkPtr wa = world->all_reduce(a);
+  const WorkPtr wb = sub ? sub->all_reduce(b) : nullptr;
+  wa->wait();
+  if (wb) wb->wait();
+  EXPECT_EQ(a.max().item(), double(n * (n - 1) / 2));
+  if (sub) {
+    EXPECT_EQ(b.max().item(), double(members[0] + members[1]));
+  }
+  const DeviceMesh mesh(world, {n, 1}, {"dp", "tp"});
+  Tensor c = full({3}, double(rank)), d = full({3}, double(rank));
+  mesh.group("dp")->all_reduce(c)->wait();
+  mesh.group("tp")->all_reduce(d)->wait();
+  EXPECT_EQ(c.min().item(), double(n * (n - 1) / 2));
+  EXPECT_EQ(d.min().item(), double(rank));
+  world->barrier()->wait();
+  destroy_process_group();
+}
+
 TEST(MpiCollectives, DdpAndZeroOverMpiTrainAsOneDevice) {
   auto comm = init_process_group({.backend = "mpi", .timeout = 60s});
   const int world = comm->size(), rank = comm->rank();
