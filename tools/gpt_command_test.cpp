@@ -189,7 +189,8 @@ TEST(GptCommand, EveryParallelModeTrainsAsOneDevice) {
 
 // Tensor parallelism under `tandem launch` (parallel/tp's plan, rank r of each tp group holding
 // its heads, MLP features and vocabulary rows) trains one device's model up to float32 rounding,
-// alone (--tp 2) and on a 2 x 2 mesh with DDP and sequence parallelism; its checkpoint holds
+// alone (--tp 2) and on a 2 x 2 mesh with DDP and sequence parallelism or with fully_shard;
+// its checkpoint holds
 // whole tensors (Adam's moments too) that resume at any tensor-parallel size; and with dropout
 // (drawn from each rank's own stream inside the regions) a resumed run is bit-identical.
 TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
@@ -226,17 +227,23 @@ TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
                              "sequence parallel)"),
             std::string::npos)
       << mesh.output;
-  for (const char* mode : {"tp", "mesh"})
+  // fully_shard over "dp" of the tensor-parallel slices (ZeRO-3 × TP).
+  const Result fsdp = run(four, 10, "mesh-fsdp", " --tp 2 --zero 3");
+  EXPECT_NE(fsdp.output.find("(shm, fully sharded over dp)"), std::string::npos) << fsdp.output;
+  for (const char* mode : {"tp", "mesh", "mesh-fsdp"})
     for (const char* file : {"model.safetensors", "optimizer.safetensors"})
       expect_close("one", mode, file);
 
-  // Resume 10 more iterations: a TP = 2 checkpoint on one process, and one process's on TP = 2.
+  // Resume 10 more iterations: a TP = 2 checkpoint on one process and on TP x fully sharded DP,
+  // and one process's on TP = 2.
   for (const char* dir : {"one", "tp"}) fs::copy(tmp / dir, tmp / (std::string(dir) + "-more"));
+  fs::copy(tmp / "tp", tmp / "fsdp-more");
   run("", 20, "tp-more", " --resume");
   run(two, 20, "one-more", " --resume --tp 2");
+  run(four, 20, "fsdp-more", " --resume --tp 2 --zero 3");
   run("", 20, "whole", "");
-  expect_close("whole", "tp-more", "model.safetensors");
-  expect_close("whole", "one-more", "model.safetensors");
+  for (const char* dir : {"tp-more", "one-more", "fsdp-more"})
+    expect_close("whole", dir, "model.safetensors");
 
   // A vocabulary padded for a tensor-parallel size (the padding ids never drawn by generate).
   const Result pad = run("", 10, "pad", " --vocab-multiple 64");

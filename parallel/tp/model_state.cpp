@@ -9,6 +9,7 @@
 #include <tandem/parallel/tp/model_state.h>
 #include <tandem/parallel/tp/vocab_parallel.h>
 #include <cmath>
+#include <map>
 
 namespace tandem::parallel::tp {
 namespace {
@@ -72,102 +73,115 @@ const Cut* cut_of(const std::vector<Cut>& cuts, const Tensor& p) {
   return nullptr;
 }
 
-// Whether `t` is a state tensor shaped like the slice `p` (a moment), not a scalar (a step count).
-bool like(const Tensor& t, const Tensor& p) { return t.shape() == p.shape(); }
-
-// Whether `whole` is `p`'s whole tensor along the cut: p's shape but t times as long in c.dim.
-bool whole_of(const Tensor& whole, const Tensor& p, const Cut& c, int t) {
-  if (whole.dim() != p.dim()) return false;
-  for (int64_t d = 0; d < p.dim(); ++d)
-    if (whole.size(d) != (d == c.dim ? p.size(d) * t : p.size(d))) return false;
-  return true;
+// Each cut tensor of `model` by the names model.state_dict() gives it (a tied weight has two).
+std::map<std::string, Cut> cuts_by_name(nn::Module& model) {
+  const std::vector<Cut> cuts = cuts_of(model);
+  std::map<std::string, Cut> out;
+  for (const auto& [name, t] : model.state_dict())
+    if (const Cut* c = cut_of(cuts, t)) out.emplace(name, *c);
+  return out;
 }
 
-// Each entry whole, on the CPU; a tensor under two names (a tied weight) is gathered once.
-nn::StateDict whole_entries(const nn::StateDict& entries, nn::Module& model, const Group& group) {
-  NoGradGuard no_grad;
-  const std::vector<Cut> cuts = cuts_of(model);
-  nn::StateDict out;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const Tensor& p = entries[i].second;
-    Tensor whole;
-    for (size_t j = 0; j < i && !whole.defined(); ++j)
-      if (entries[j].second.is_same(p)) whole = out[j].second;
-    if (!whole.defined()) {
-      const Cut* c = cut_of(cuts, p);
-      whole = (c ? put_together(p.detach(), c->dim, c->stride, *group) : p.detach().clone())
-                  .to(Device::cpu());
-    }
-    out.emplace_back(entries[i].first, whole);
-  }
-  return out;
+// Whether `t` (a whole tensor, or a per-element optimizer state) can be cut as `c` cuts.
+bool divisible(const Tensor& t, const Cut& c, int ranks) {
+  return t.dim() > c.dim && t.size(c.dim) % (c.stride * ranks) == 0;
+}
+
+// The cut of optimizer state key `key` ("state.<i>.<name>"): its parameter's, for a tensor with
+// one value per element (Adam's moments); none for a scalar (a step count) or another key.
+const Cut* cut_of_state(const std::string& key, const Tensor& t, const std::vector<Cut>& cuts,
+                        const std::vector<Tensor>& params) {
+  size_t i = 0;
+  std::string name;
+  if (t.dim() == 0 || !optim::parse_state_key(key, i, name) || i >= params.size()) return nullptr;
+  return cut_of(cuts, params[i]);
 }
 
 }  // namespace
 
+nn::StateDict put_slices_together(nn::Module& model, const nn::StateDict& slices,
+                                  const Group& group) {
+  TD_CHECK_VALUE(group != nullptr, "put_slices_together: no tensor-parallel group");
+  NoGradGuard no_grad;
+  const std::map<std::string, Cut> cuts = cuts_by_name(model);
+  nn::StateDict out;
+  for (size_t i = 0; i < slices.size(); ++i) {  // the same names, in the same order, everywhere
+    const auto& [name, t] = slices[i];
+    Tensor whole;
+    for (size_t j = 0; j < i && !whole.defined(); ++j)  // a tied tensor: gathered once
+      if (slices[j].second.is_same(t)) whole = out[j].second;
+    if (!whole.defined()) {
+      const auto c = cuts.find(name);
+      whole = (c != cuts.end() ? put_together(t.detach(), c->second.dim, c->second.stride, *group)
+                               : t.detach().clone())
+                  .to(Device::cpu());
+    }
+    out.emplace_back(name, whole);
+  }
+  return out;
+}
+
 nn::StateDict full_parameters(nn::Module& model, const Group& group) {
-  TD_CHECK_VALUE(group != nullptr, "full_parameters: no tensor-parallel group");
-  return whole_entries(model.named_parameters(), model, group);
+  return put_slices_together(model, model.named_parameters(), group);
 }
 
 nn::StateDict full_state_dict(nn::Module& model, const Group& group) {
-  TD_CHECK_VALUE(group != nullptr, "full_state_dict: no tensor-parallel group");
-  return whole_entries(model.state_dict(), model, group);
+  return put_slices_together(model, model.state_dict(), group);
+}
+
+optim::OptimizerState put_slices_together(nn::Module& model, const optim::Optimizer& optimizer,
+                                          optim::OptimizerState slices, const Group& group) {
+  TD_CHECK_VALUE(group != nullptr, "put_slices_together: no tensor-parallel group");
+  NoGradGuard no_grad;
+  const std::vector<Cut> cuts = cuts_of(model);
+  const std::vector<Tensor> params = optimizer.parameters();
+  for (auto& [key, t] : slices.tensors) {  // the same keys, in the same order, on every rank
+    const Cut* c = cut_of_state(key, t, cuts, params);
+    t = (c ? put_together(t, c->dim, c->stride, *group) : t.clone()).to(Device::cpu());
+  }
+  return slices;
 }
 
 optim::OptimizerState full_optimizer_state(nn::Module& model, const optim::Optimizer& optimizer,
                                            const Group& group) {
-  TD_CHECK_VALUE(group != nullptr, "full_optimizer_state: no tensor-parallel group");
-  NoGradGuard no_grad;
+  return put_slices_together(model, optimizer, optimizer.state_dict(), group);
+}
+
+nn::StateDict slices_of(nn::Module& model, const nn::StateDict& whole, const Group& group) {
+  TD_CHECK_VALUE(group != nullptr, "slices_of: no tensor-parallel group");
+  const std::map<std::string, Cut> cuts = cuts_by_name(model);
+  nn::StateDict out;
+  for (const auto& [name, t] : whole) {
+    const auto c = cuts.find(name);
+    // A tensor that cannot be this model's whole (a wrong shape) goes through unsliced, for the
+    // load's error to name it.
+    const bool cut = c != cuts.end() && divisible(t, c->second, group->size());
+    out.emplace_back(name, cut ? slice_of(t, c->second.dim, c->second.stride, *group) : t);
+  }
+  return out;
+}
+
+optim::OptimizerState slices_of(nn::Module& model, const optim::Optimizer& optimizer,
+                                const optim::OptimizerState& whole, const Group& group) {
+  TD_CHECK_VALUE(group != nullptr, "slices_of: no tensor-parallel group");
   const std::vector<Cut> cuts = cuts_of(model);
   const std::vector<Tensor> params = optimizer.parameters();
-  optim::OptimizerState state = optimizer.state_dict();
-  for (auto& [key, t] : state.tensors) {  // the same keys, in the same order, on every rank
-    size_t i = 0;
-    std::string name;
-    const Cut* c = optim::parse_state_key(key, i, name) && i < params.size()
-                       ? cut_of(cuts, params[i])
-                       : nullptr;
-    t = (c && like(t, params[i]) ? put_together(t, c->dim, c->stride, *group) : t.clone())
-            .to(Device::cpu());
+  optim::OptimizerState out = whole;
+  for (auto& [key, t] : out.tensors) {
+    const Cut* c = cut_of_state(key, t, cuts, params);
+    if (c && divisible(t, *c, group->size())) t = slice_of(t, c->dim, c->stride, *group);
   }
-  return state;
+  return out;
 }
 
 void load_full_state_dict(nn::Module& model, const nn::StateDict& whole, const Group& group,
                           std::string_view source) {
-  TD_CHECK_VALUE(group != nullptr, "load_full_state_dict: no tensor-parallel group");
-  const std::vector<Cut> cuts = cuts_of(model);
-  const nn::StateDict mine = model.state_dict();
-  nn::StateDict sliced;
-  for (const auto& [name, t] : whole) {
-    const Tensor* p = nullptr;
-    for (const auto& [n, q] : mine)
-      if (n == name) p = &q;
-    const Cut* c = p ? cut_of(cuts, *p) : nullptr;
-    // A tensor that is not this model's whole slice (a wrong shape) goes through unsliced, for
-    // load_state_dict's error to name it.
-    sliced.emplace_back(
-        name, c && whole_of(t, *p, *c, group->size()) ? slice_of(t, c->dim, c->stride, *group) : t);
-  }
-  model.load_state_dict(sliced, /*strict=*/true, source);
+  model.load_state_dict(slices_of(model, whole, group), /*strict=*/true, source);
 }
 
 void load_full_optimizer_state(nn::Module& model, optim::Optimizer& optimizer,
                                const optim::OptimizerState& whole, const Group& group) {
-  TD_CHECK_VALUE(group != nullptr, "load_full_optimizer_state: no tensor-parallel group");
-  const std::vector<Cut> cuts = cuts_of(model);
-  const std::vector<Tensor> params = optimizer.parameters();
-  optim::OptimizerState mine = whole;
-  for (auto& [key, t] : mine.tensors) {
-    size_t i = 0;
-    std::string name;
-    const Cut* c = optim::parse_state_key(key, i, name) && i < params.size()
-                       ? cut_of(cuts, params[i])
-                       : nullptr;
-    if (c && whole_of(t, params[i], *c, group->size())) t = slice_of(t, c->dim, c->stride, *group);
-  }
-  optimizer.load_state_dict(mine);
+  optimizer.load_state_dict(slices_of(model, optimizer, whole, group));
 }
 
 // The parameters of `model`, sliced (by a tensor-parallel layer) or replicated.
@@ -182,14 +196,19 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> sliced_and_replicated(nn::Mo
   return {sliced, replicated};
 }
 
-double clip_grad_norm_(nn::Module& model, double max_norm, const Group& group) {
+double clip_grad_norm_(nn::Module& model, double max_norm, const Group& group,
+                       Communicator* shards) {
   TD_CHECK_VALUE(group != nullptr, "clip_grad_norm_: no tensor-parallel group");
   const auto [sliced, replicated] = sliced_and_replicated(model);
   const std::vector<Tensor> all = model.parameters();
   // The slices' squares summed over the group; the replicated tensors' once (each rank has all).
-  Tensor squares = full({1}, optim::grad_square_sum(sliced), {.dtype = kFloat64});
-  group->all_reduce(squares)->wait();
-  const double norm = std::sqrt(squares.item() + optim::grad_square_sum(replicated));
+  // Fully sharded, each rank holds 1/W of both kinds: their sums are first summed over `shards`.
+  Tensor squares = from_vector(
+      std::vector<double>{optim::grad_square_sum(sliced), optim::grad_square_sum(replicated)}, {2});
+  if (shards != nullptr) shards->all_reduce(squares)->wait();
+  Tensor sliced_squares = squares.narrow(0, 0, 1).contiguous();
+  group->all_reduce(sliced_squares)->wait();
+  const double norm = std::sqrt(sliced_squares.item() + squares.to_vector<double>()[1]);
   optim::scale_grads_to_norm(all, norm, max_norm);
   return norm;
 }

@@ -25,6 +25,19 @@ nn::StateDict full_state_dict(nn::Module& model, const Group& group);
 optim::OptimizerState full_optimizer_state(nn::Module& model, const optim::Optimizer& optimizer,
                                            const Group& group);
 
+/// The same two from given slices: entries under `model`'s names (keys of an optimizer over its
+/// parameters), each this rank's slice, such as a fully sharded model's (fully_shard over the
+/// data-parallel group, `model` its module) full_state_dict() and full_optimizer_state_dict().
+nn::StateDict put_slices_together(nn::Module& model, const nn::StateDict& slices,
+                                  const Group& group);
+optim::OptimizerState put_slices_together(nn::Module& model, const optim::Optimizer& optimizer,
+                                          optim::OptimizerState slices, const Group& group);
+/// The inverses: this rank's slice of each whole entry (no communication), to load into the
+/// model (or fully_shard's load_full_state_dict) and the optimizer.
+nn::StateDict slices_of(nn::Module& model, const nn::StateDict& whole, const Group& group);
+optim::OptimizerState slices_of(nn::Module& model, const optim::Optimizer& optimizer,
+                                const optim::OptimizerState& whole, const Group& group);
+
 /// The inverse of full_state_dict: loads whole tensors (a checkpoint of one device or of any
 /// tensor-parallel size) into `model`, each rank taking its slices. `source` names the file in
 /// errors. Needs no communication.
@@ -38,7 +51,10 @@ void load_full_optimizer_state(nn::Module& model, optim::Optimizer& optimizer,
 /// Scales every gradient of `model` so that the whole model's gradient has L2 norm at most
 /// max_norm; returns the norm before clipping. The slices' squares are summed over the group
 /// (one all-reduce of one number), the replicated tensors' counted once. Every rank calls it.
-double clip_grad_norm_(nn::Module& model, double max_norm, const Group& group);
+/// When fully_shard shards `model` over a data-parallel group, pass it as `shards`: each rank then
+/// holds 1/W of every tensor, and both sums are first summed over it.
+double clip_grad_norm_(nn::Module& model, double max_norm, const Group& group,
+                       Communicator* shards = nullptr);
 
 /// With sequence parallelism each rank's replicated parameters (LayerNorms, wpe, the row layers'
 /// biases) saw only its positions, so their gradients are partial: sums them over the group (one

@@ -12,6 +12,7 @@
 #include <tandem/parallel/comm/thread_communicator.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/device_mesh.h>
+#include <tandem/parallel/fsdp/fully_shard.h>
 #include <tandem/parallel/tp/gpt.h>
 #include <tandem/parallel/tp/model_state.h>
 
@@ -197,6 +198,57 @@ TEST(TensorParallelGPT, DataTimesTensorParallelTwoByTwoTrainsAsOneDevice) {
     for (size_t i = 0; i < want.params.size(); ++i)
       EXPECT_LE(relative_error(runs[r].params[i].second, want.params[i].second), 1e-12)
           << want.params[i].first << ", rank " << r;
+  }
+}
+
+// Fully sharded data × tensor parallelism on a 2 × 2 mesh: fully_shard over each "dp" group
+// shards the slices tensor_parallel_gpt made (each rank holds 1/2 of its 1/2); the clip sums the
+// squares over both groups; the checkpoint's whole tensors (put together over "tp" from fully
+// shard's whole-over-"dp" ones) are one device's parameters and AdamW state.
+TEST(TensorParallelGPT, FullyShardTimesTensorParallelTwoByTwoTrainsAsOneDevice) {
+  const Trained want = one_device();
+  nn::Sequential whole = initial_gpt();
+  std::vector<Trained> runs(4);
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> world) {
+        const DeviceMesh mesh(world, {2, 2}, {"dp", "tp"});
+        const std::shared_ptr<Communicator>& tp = mesh.group("tp");
+        const Device dev = Device::cpu(world->rank());
+        auto model = std::make_shared<nn::Sequential>(tensor_parallel_gpt(whole, tp));
+        model->to(dev);
+        FullyShardedModule fsdp(model, {.group = mesh.group("dp")});
+        const int64_t half = kBatch / 2, first = mesh.coordinate("dp") * half;
+        auto mine = [&](const Tensor& t) { return t.narrow(0, first, half).to(dev); };
+        Trained& run = runs[size_t(world->rank())];
+        run.losses = train(
+            fsdp.named_parameters(),
+            [&](const Tensor& x, const Tensor& y) { return gpt_loss(fsdp(mine(x)), mine(y), tp); },
+            [&] { return clip_grad_norm_(*model, kClip, tp, &fsdp.group()); },
+            [&](const optim::Optimizer& opt) {
+              run.state = put_slices_together(*model, opt, fsdp.full_optimizer_state_dict(opt), tp);
+            });
+        run.params = put_slices_together(*model, fsdp.full_state_dict(), tp);
+      },
+      4);
+  for (size_t s = 0; s < want.losses.size(); ++s)
+    EXPECT_NEAR((runs[0].losses[s] + runs[2].losses[s]) / 2, want.losses[s],
+                1e-12 * std::abs(want.losses[s]))
+        << "step " << s;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    for (const auto& [name, p] : want.params) {
+      const Tensor* got = nullptr;
+      for (const auto& [n, t] : runs[r].params)
+        if (n == name) got = &t;
+      ASSERT_NE(got, nullptr) << name;
+      EXPECT_LE(relative_error(*got, p), 1e-12) << name << ", rank " << r;
+    }
+    ASSERT_EQ(runs[r].state.tensors.size(), want.state.tensors.size());
+    for (size_t i = 0; i < want.state.tensors.size(); ++i) {
+      const auto& [key, t] = want.state.tensors[i];
+      if (t.dim() > 0) {
+        EXPECT_LE(relative_error(runs[r].state.tensors[i].second, t), 1e-12) << key << ", " << r;
+      }
+    }
   }
 }
 

@@ -170,9 +170,9 @@ TrainOptions resolve_config(TrainOptions o) {
   if (o.tp > 1) {
     TD_CHECK_VALUE(o.model == "gpt", "train: --tp ", o.tp, " needs --model gpt (Megatron's plan ",
                    "splits its attention heads, MLP and vocabulary; ", o.model, " has no plan)");
-    TD_CHECK_VALUE(o.zero == 0, "train: --tp with --zero ", o.zero,
+    TD_CHECK_VALUE(o.zero == 0 || o.zero == 3, "train: --tp with --zero ", o.zero,
                    " is not built: the data-parallel ranks of a tensor-parallel run keep whole "
-                   "slices (use --zero 0)");
+                   "slices (--zero 0) or shard them with fully_shard (--zero 3)");
     TD_CHECK_VALUE(!o.activation_checkpointing,
                    "train: --tp with --activation-checkpointing is not built: the plan cuts "
                    "plain blocks");

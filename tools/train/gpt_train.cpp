@@ -291,7 +291,7 @@ int run_train_gpt(const TrainOptions& flags) {
     }
     if (scheduler) scheduler->step();
     if (o.ddp && memory.empty()) {  // this rank's memory after its first step, beside the formula
-      memory = memory_line(setup, o, group->size());
+      memory = memory_line(setup, o, replicas);
       if (lead)
         std::printf("memory per rank (rank 0, %s): %s\n", device.str().c_str(), memory.c_str());
     }

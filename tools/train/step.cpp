@@ -55,7 +55,8 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
     case Parallelism::DDP:
       if (s.mesh && s.mesh->size("dp") == 1) break;  // tensor parallel alone
       if (o.zero == 3) {
-        s.fsdp = std::make_unique<parallel::FullyShardedModule>(s.model);
+        s.fsdp = std::make_unique<parallel::FullyShardedModule>(
+            s.model, parallel::FullyShardOptions{.group = s.mesh ? s.mesh->group("dp") : nullptr});
         break;
       }
       s.ddp = std::make_unique<parallel::DistributedDataParallel<nn::Sequential>>(
@@ -118,7 +119,8 @@ std::string describe_parallelism(Setup& s, const TrainOptions& o,
   std::string line;
   if (s.tp)
     line = str(", tensor parallel: ", s.mesh->str(), " (", group->backend(),
-               s.sequence_parallel ? ", sequence parallel" : "", ")");
+               s.sequence_parallel ? ", sequence parallel" : "",
+               s.fsdp ? ", fully sharded over dp" : "", ")");
   else if (s.fsdp)
     line = str(", fully sharded over ", group->size(), " ranks (", group->backend(),
                ", ZeRO stage 3: ", s.fsdp->units().size(), " units)");
@@ -156,6 +158,10 @@ std::string memory_line(const Setup& s, const TrainOptions& o, int world) {
 }
 
 CheckpointContent checkpoint_content(Setup& s, optim::Optimizer& optimizer) {
+  if (s.tp && s.fsdp)  // whole over dp (fully_shard), then over tp: every rank takes part
+    return {parallel::tp::put_slices_together(*s.model, s.fsdp->full_state_dict(), s.tp),
+            parallel::tp::put_slices_together(*s.model, optimizer,
+                                              s.fsdp->full_optimizer_state_dict(optimizer), s.tp)};
   if (s.tp)  // every rank of the group takes part; all hold the whole tensors then
     return {parallel::tp::full_state_dict(*s.model, s.tp),
             parallel::tp::full_optimizer_state(*s.model, optimizer, s.tp)};
@@ -167,6 +173,14 @@ CheckpointContent checkpoint_content(Setup& s, optim::Optimizer& optimizer) {
 }
 
 Restore restore_into(Setup& s, optim::Optimizer& optimizer) {
+  if (s.tp && s.fsdp)  // this rank's slices, of which fully_shard keeps its rows
+    return {[&s](const nn::StateDict& sd, const std::string& path) {
+              s.fsdp->load_full_state_dict(parallel::tp::slices_of(*s.model, sd, s.tp), path);
+            },
+            [&s, &optimizer](const optim::OptimizerState& state) {
+              s.fsdp->load_full_optimizer_state_dict(
+                  optimizer, parallel::tp::slices_of(*s.model, optimizer, state, s.tp));
+            }};
   if (s.tp)  // a checkpoint of any tensor-parallel size: each rank takes its slices
     return {[&s](const nn::StateDict& sd, const std::string& path) {
               parallel::tp::load_full_state_dict(*s.model, sd, s.tp, path);
@@ -194,7 +208,9 @@ parallel::Communicator* sharded_gradients_group(Setup& s) {
 }
 
 double clip_gradients(Setup& s, double max_norm) {
-  if (s.tp) return parallel::tp::clip_grad_norm_(*s.model, max_norm, s.tp);
+  if (s.tp)  // fully sharded: the squares summed over dp too
+    return parallel::tp::clip_grad_norm_(*s.model, max_norm, s.tp,
+                                         s.fsdp ? &s.fsdp->group() : nullptr);
   if (s.pipe) return parallel::clip_grad_norm_(s.pipe->stages(), max_norm);
   if (s.zero) return s.zero->clip_grad_norm(max_norm);  // each rank holds its shard's gradients
   if (s.fsdp) return s.fsdp->clip_grad_norm(max_norm);
