@@ -162,38 +162,58 @@ TEST(TensorParallelGPT, SequenceParallelOnTwoAndFourRanksTrainsAsOneDevice) {
   expect_one_device(4, {.sequence_parallel = true});
 }
 
-// Data × tensor parallelism on a 2 × 2 mesh: DDP over each "dp" group averages the gradients of
-// two tensor-parallel GPTs that each see half of every batch.
-TEST(TensorParallelGPT, DataTimesTensorParallelTwoByTwoTrainsAsOneDevice) {
+// One rank of a 2 × 2 (dp, tp) mesh: its groups, its slices of the GPT on its own device, and
+// its half of a batch (dp 0 the first rows, dp 1 the others).
+struct MeshRank {
+  DeviceMesh mesh;
+  Group tp;
+  Device dev;
+  std::shared_ptr<nn::Sequential> model;
+  Tensor mine(const Tensor& t) const {
+    const int64_t half = t.size(0) / 2;
+    return t.narrow(0, mesh.coordinate("dp") * half, half).to(dev);
+  }
+};
+
+// `train_rank(rank)` on each rank of a 2 × 2 mesh. Ranks 0 and 2 hold the two halves of the
+// batch (dp 0 and 1, tp 0): their mean loss must be one device's. Returns every rank's run.
+template <typename TrainRank>
+std::vector<Trained> on_two_by_two_mesh(const Trained& want, TrainRank&& train_rank) {
   static_assert(kBatch % 2 == 0);
-  const Trained want = one_device();
   nn::Sequential whole = initial_gpt();
   std::vector<Trained> runs(4);
   spawn_threads(
       [&](std::shared_ptr<Communicator> world) {
-        const DeviceMesh mesh(world, {2, 2}, {"dp", "tp"});
-        const std::shared_ptr<Communicator>& tp = mesh.group("tp");
-        const Device dev = Device::cpu(world->rank());
-        nn::Sequential model = tensor_parallel_gpt(whole, tp);
-        model.to(dev);
-        DistributedDataParallel<nn::Sequential> ddp(model, {.group = mesh.group("dp")});
-        const int64_t half = kBatch / 2, first = mesh.coordinate("dp") * half;
-        auto mine = [&](const Tensor& t) { return t.narrow(0, first, half).to(dev); };
-        Trained& run = runs[size_t(world->rank())];
-        run.losses = train(
-            model.named_parameters(),
-            [&](const Tensor& x, const Tensor& y) { return gpt_loss(ddp(mine(x)), mine(y), tp); },
-            [&] { return clip_grad_norm_(model, kClip, tp); }, [](const optim::Optimizer&) {});
-        run.params = full_parameters(model, tp);
+        DeviceMesh mesh(world, {2, 2}, {"dp", "tp"});
+        const Group tp = mesh.group("tp");
+        MeshRank rank{std::move(mesh), tp, Device::cpu(world->rank()),
+                      std::make_shared<nn::Sequential>(tensor_parallel_gpt(whole, tp))};
+        rank.model->to(rank.dev);
+        runs[size_t(world->rank())] = train_rank(rank);
       },
       4);
-  // Ranks 0 and 2 hold the two halves of the batch (dp 0 and 1, tp 0): their mean loss is one
-  // device's; every rank ends with one device's parameters.
   for (size_t s = 0; s < want.losses.size(); ++s)
     EXPECT_NEAR((runs[0].losses[s] + runs[2].losses[s]) / 2, want.losses[s],
                 1e-12 * std::abs(want.losses[s]))
         << "step " << s;
-  for (size_t r = 0; r < runs.size(); ++r) {
+  return runs;
+}
+
+// Data × tensor parallelism on a 2 × 2 mesh: DDP over each "dp" group averages the gradients of
+// two tensor-parallel GPTs that each see half of every batch.
+TEST(TensorParallelGPT, DataTimesTensorParallelTwoByTwoTrainsAsOneDevice) {
+  const Trained want = one_device();
+  const std::vector<Trained> runs = on_two_by_two_mesh(want, [](MeshRank& m) {
+    DistributedDataParallel<nn::Sequential> ddp(*m.model, {.group = m.mesh.group("dp")});
+    Trained run;
+    run.losses = train(
+        m.model->named_parameters(),
+        [&](const Tensor& x, const Tensor& y) { return gpt_loss(ddp(m.mine(x)), m.mine(y), m.tp); },
+        [&] { return clip_grad_norm_(*m.model, kClip, m.tp); }, [](const optim::Optimizer&) {});
+    run.params = full_parameters(*m.model, m.tp);
+    return run;
+  });
+  for (size_t r = 0; r < runs.size(); ++r) {  // every rank ends with one device's parameters
     ASSERT_EQ(runs[r].params.size(), want.params.size());
     for (size_t i = 0; i < want.params.size(); ++i)
       EXPECT_LE(relative_error(runs[r].params[i].second, want.params[i].second), 1e-12)
@@ -207,33 +227,21 @@ TEST(TensorParallelGPT, DataTimesTensorParallelTwoByTwoTrainsAsOneDevice) {
 // shard's whole-over-"dp" ones) are one device's parameters and AdamW state.
 TEST(TensorParallelGPT, FullyShardTimesTensorParallelTwoByTwoTrainsAsOneDevice) {
   const Trained want = one_device();
-  nn::Sequential whole = initial_gpt();
-  std::vector<Trained> runs(4);
-  spawn_threads(
-      [&](std::shared_ptr<Communicator> world) {
-        const DeviceMesh mesh(world, {2, 2}, {"dp", "tp"});
-        const std::shared_ptr<Communicator>& tp = mesh.group("tp");
-        const Device dev = Device::cpu(world->rank());
-        auto model = std::make_shared<nn::Sequential>(tensor_parallel_gpt(whole, tp));
-        model->to(dev);
-        FullyShardedModule fsdp(model, {.group = mesh.group("dp")});
-        const int64_t half = kBatch / 2, first = mesh.coordinate("dp") * half;
-        auto mine = [&](const Tensor& t) { return t.narrow(0, first, half).to(dev); };
-        Trained& run = runs[size_t(world->rank())];
-        run.losses = train(
-            fsdp.named_parameters(),
-            [&](const Tensor& x, const Tensor& y) { return gpt_loss(fsdp(mine(x)), mine(y), tp); },
-            [&] { return clip_grad_norm_(*model, kClip, tp, &fsdp.group()); },
-            [&](const optim::Optimizer& opt) {
-              run.state = put_slices_together(*model, opt, fsdp.full_optimizer_state_dict(opt), tp);
-            });
-        run.params = put_slices_together(*model, fsdp.full_state_dict(), tp);
-      },
-      4);
-  for (size_t s = 0; s < want.losses.size(); ++s)
-    EXPECT_NEAR((runs[0].losses[s] + runs[2].losses[s]) / 2, want.losses[s],
-                1e-12 * std::abs(want.losses[s]))
-        << "step " << s;
+  const std::vector<Trained> runs = on_two_by_two_mesh(want, [](MeshRank& m) {
+    FullyShardedModule fsdp(m.model, {.group = m.mesh.group("dp")});
+    Trained run;
+    run.losses = train(
+        fsdp.named_parameters(),
+        [&](const Tensor& x, const Tensor& y) {
+          return gpt_loss(fsdp(m.mine(x)), m.mine(y), m.tp);
+        },
+        [&] { return clip_grad_norm_(*m.model, kClip, m.tp, &fsdp.group()); },
+        [&](const optim::Optimizer& opt) {
+          run.state = put_slices_together(*m.model, opt, fsdp.full_optimizer_state_dict(opt), m.tp);
+        });
+    run.params = put_slices_together(*m.model, fsdp.full_state_dict(), m.tp);
+    return run;
+  });
   for (size_t r = 0; r < runs.size(); ++r) {
     for (const auto& [name, p] : want.params) {
       const Tensor* got = nullptr;
