@@ -62,10 +62,10 @@ ColumnParallelLinear::ColumnParallelLinear(const nn::Linear& whole, Group g,
 Tensor ColumnParallelLinear::forward(const Tensor& x) const {
   TD_CHECK_SHAPE(x.dim() >= 1 && x.shape().back() == in_features, "ColumnParallelLinear: input ",
                  x.shape(), " does not end in in_features ", in_features);
-  // Without sequence parallelism, f and the product are one op whose backward overlaps the
-  // all-reduce of x's gradient with the weight's (column_linear.cpp).
+  // The communication before the product and the product are one op whose backward overlaps
+  // the communication of x's gradient with the weight's (column_linear.cpp).
   const Tensor y = options.sequence_parallel
-                       ? linear(gather_from_sequence_parallel_region(x, group), weight, bias)
+                       ? sequence_parallel_column_linear(x, weight, bias, group)
                        : column_parallel_linear(x, weight, bias, group);
   return options.gather_output ? gather_from_tensor_parallel_region(y, group) : y;
 }

@@ -82,5 +82,10 @@ struct RowParallelLinear : nn::Module {
 /// sequence parallelism.
 Tensor column_parallel_linear(const Tensor& x, const Tensor& w, const Tensor& b,
                               const Group& group);
+/// With sequence parallelism: x is this rank's positions [B, T/t, in], all-gathered along the
+/// sequence before the product; backward gathers them again (only they are saved: 1/t of the
+/// input, as Megatron-LM) while dX is computed, and reduce-scatters dX while dW is computed.
+Tensor sequence_parallel_column_linear(const Tensor& x, const Tensor& w, const Tensor& b,
+                                       const Group& group);
 
 }  // namespace tandem::parallel::tp

@@ -52,34 +52,49 @@ Tensor sequence_first(const Tensor& x, const char* op) {
 
 // Every rank's positions [B, T/t, ...] side by side along dim 1, in rank order: [B, T, ...].
 Tensor all_gathered_sequence(const Tensor& x, Communicator& group, const char* op) {
-  NoGradGuard no_grad;
-  const Tensor mine = sequence_first(x, op);
-  Tensor all = empty(
-      [&] {
-        Shape s = mine.shape();
-        s[0] *= group.size();
-        return s;
-      }(),
-      {.dtype = mine.dtype(), .device = mine.device()});
-  std::vector<Tensor> parts;
-  for (int r = 0; r < group.size(); ++r)
-    parts.push_back(all.narrow(0, r * mine.size(0), mine.size(0)));
-  group.all_gather(parts, mine)->wait();
-  return all.transpose(0, 1).contiguous();
+  return start_sequence_gather(x, group, op).finish();
 }
 
 // The sum over the group of [B, T, ...], this rank's positions of it: [B, T/t, ...].
 Tensor reduce_scattered_sequence(const Tensor& x, Communicator& group, const char* op) {
+  return start_sequence_reduce_scatter(x, group, op).finish();
+}
+
+}  // namespace
+
+SequenceGather start_sequence_gather(const Tensor& x, Communicator& group, const char* op) {
+  NoGradGuard no_grad;
+  const Tensor mine = sequence_first(x, op);
+  Shape s = mine.shape();
+  s[0] *= group.size();
+  Tensor all = empty(s, {.dtype = mine.dtype(), .device = mine.device()});
+  std::vector<Tensor> parts;
+  for (int r = 0; r < group.size(); ++r)
+    parts.push_back(all.narrow(0, r * mine.size(0), mine.size(0)));
+  return {all, group.all_gather(parts, mine)};
+}
+
+Tensor SequenceGather::finish() {
+  work->wait();
+  NoGradGuard no_grad;
+  return all.transpose(0, 1).contiguous();
+}
+
+SequenceReduceScatter start_sequence_reduce_scatter(const Tensor& x, Communicator& group,
+                                                    const char* op) {
   NoGradGuard no_grad;
   const Tensor all = sequence_first(x, op);
   Shape s = all.shape();
   s[0] = divide(s[0], group.size(), tandem::str(op, ": the sequence length of ", x.shape()));
   Tensor mine = empty(s, {.dtype = all.dtype(), .device = all.device()});
-  group.reduce_scatter(mine, all)->wait();
-  return mine.transpose(0, 1).contiguous();
+  return {mine, group.reduce_scatter(mine, all)};
 }
 
-}  // namespace
+Tensor SequenceReduceScatter::finish() {
+  work->wait();
+  NoGradGuard no_grad;
+  return mine.transpose(0, 1).contiguous();
+}
 
 Tensor sliced_parameter(const Tensor& whole, int64_t dim, int64_t start, int64_t length) {
   NoGradGuard no_grad;

@@ -36,6 +36,24 @@ Tensor gather_from_tensor_parallel_region(const Tensor& x, const Group& group);
 Tensor gather_from_sequence_parallel_region(const Tensor& x, const Group& group);
 Tensor reduce_scatter_to_sequence_parallel_region(const Tensor& x, const Group& group);
 
+/// An all-gather along the sequence in flight (for fused ops that compute while it travels):
+/// finish() waits and returns every rank's positions side by side, [B, T, ...].
+struct SequenceGather {
+  Tensor all;  // [T, B, ...]: the sequence first, so the communicator's chunks are positions
+  WorkPtr work;
+  Tensor finish();
+};
+SequenceGather start_sequence_gather(const Tensor& x, Communicator& group, const char* op);
+/// A reduce-scatter along the sequence in flight: finish() waits and returns this rank's
+/// positions of the sum, [B, T/t, ...].
+struct SequenceReduceScatter {
+  Tensor mine;  // [T/t, B, ...]
+  WorkPtr work;
+  Tensor finish();
+};
+SequenceReduceScatter start_sequence_reduce_scatter(const Tensor& x, Communicator& group,
+                                                    const char* op);
+
 /// A new parameter: a copy of `whole`'s slice [start, start + length) along `dim` (how every
 /// tensor-parallel layer takes its part of one device's tensor).
 Tensor sliced_parameter(const Tensor& whole, int64_t dim, int64_t start, int64_t length);

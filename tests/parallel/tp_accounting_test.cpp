@@ -3,7 +3,9 @@
 // 4·(t−1)/t·2·BTC·bytes on the wire a rank, all-reduce counted as a ring does), and each rank
 // holds the sliced weights' 1/t plus the replicated LayerNorms and row-layer biases:
 // (12C² + 7C)/t + 6C parameters, from one device's 12C² + 13C. With sequence parallelism each
-// all-reduce becomes an all-gather and a reduce-scatter of the same total bytes.
+// all-reduce becomes an all-gather and a reduce-scatter of the same total bytes, and backward
+// all-gathers each column layer's input once more (Megatron-LM's: a rank keeps only its
+// positions of it, 1/t of the memory).
 #include <tandem/parallel/comm/thread_communicator.h>
 #include <tandem/parallel/tp/gpt.h>
 
@@ -63,15 +65,18 @@ void expect_block_costs(int world, bool sequence_parallel) {
           EXPECT_EQ(calls(before, forward, "all_reduce"), 2u) << "forward";
           EXPECT_EQ(calls(forward, after, "all_reduce"), 2u) << "backward";
           EXPECT_EQ(after.ops.size(), 1u) << "nothing but all-reduces: " << after.str();
-        } else {  // each all-reduce becomes an all-gather and a reduce-scatter
-          for (const char* name : {"all_gather", "reduce_scatter"}) {
-            EXPECT_EQ(calls(before, forward, name), 2u) << name << ", forward";
-            EXPECT_EQ(calls(forward, after, name), 2u) << name << ", backward";
-          }
+        } else {  // each all-reduce becomes an all-gather and a reduce-scatter, and backward
+                  // gathers each column layer's input again (only its positions were saved)
+          EXPECT_EQ(calls(before, forward, "all_gather"), 2u) << "forward";
+          EXPECT_EQ(calls(before, forward, "reduce_scatter"), 2u) << "forward";
+          EXPECT_EQ(calls(forward, after, "all_gather"), 4u) << "backward";
+          EXPECT_EQ(calls(forward, after, "reduce_scatter"), 2u) << "backward";
           EXPECT_EQ(after.ops.count("all_reduce"), 0u) << after.str();
         }
-        // The same bytes on the wire either way: 4 all-reduces' worth.
-        EXPECT_EQ(after.total_bytes() - before.total_bytes(), 4 * wire) << after.str();
+        // 4 all-reduces' worth of bytes on the wire (an all-gather or a reduce-scatter is half
+        // of one), and with sequence parallelism the two gathers again in backward.
+        EXPECT_EQ(after.total_bytes() - before.total_bytes(), (sequence_parallel ? 5 : 4) * wire)
+            << after.str();
       },
       world);
 }
@@ -81,7 +86,7 @@ TEST(TensorParallelAccounting, ABlockAllReducesTwiceEachWayAndHoldsOneTthOfItsWe
   expect_block_costs(4, false);
 }
 
-TEST(TensorParallelAccounting, SequenceParallelMovesTheSameBytesAsGathersAndScatters) {
+TEST(TensorParallelAccounting, SequenceParallelGathersScattersAndGathersInputsAgain) {
   expect_block_costs(2, true);
   expect_block_costs(4, true);
 }
