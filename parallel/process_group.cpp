@@ -27,7 +27,24 @@ namespace {
 struct Group {
   std::shared_ptr<Store> store;  // the rendezvous store itself (TCPStore or FileStore)
   std::shared_ptr<Communicator> comm;
+  std::shared_ptr<Heartbeat> heartbeat;
 };
+
+// The heartbeat's store: a connection of its own to a TCPStore (a beat must not wait behind a
+// long request of the program's), whose requests give up at the deadline; a FileStore as it is.
+std::shared_ptr<Store> heartbeat_store(const std::shared_ptr<Store>& store, const std::string& ns,
+                                       std::chrono::milliseconds deadline) {
+  std::shared_ptr<Store> own = store;
+  if (auto tcp = std::dynamic_pointer_cast<TCPStore>(store))
+    own = std::make_shared<TCPStore>(
+        TCPStoreOptions{.host = tcp->host(), .port = tcp->port(), .timeout = deadline});
+  return std::make_shared<PrefixStore>(ns + "/heartbeat", own);
+}
+
+bool heartbeat_wanted(const ProcessGroupOptions& o) {
+  const char* env = std::getenv("TANDEM_HEARTBEAT");
+  return o.heartbeat.has_value() && !(env != nullptr && std::string(env) == "0");
+}
 
 std::mutex g_mu;
 Group g_group;
@@ -132,7 +149,8 @@ std::shared_ptr<Communicator> init_process_group(ProcessGroupOptions o) {
 
   Group group;
   group.store = detail::make_store(o.init_method, o.rank, o.timeout);
-  auto ns = std::make_shared<PrefixStore>("pg" + std::to_string(g_generation++), group.store);
+  const std::string generation = "pg" + std::to_string(g_generation++);
+  auto ns = std::make_shared<PrefixStore>(generation, group.store);
   if (backend == "cpu" || backend == "shm") {
     // CPU ranks that share a host meet in shared memory; any rank elsewhere means TCP (Gloo).
     const bool local = all_ranks_on_one_host(*ns, o.rank, o.world_size);
@@ -157,6 +175,10 @@ std::shared_ptr<Communicator> init_process_group(ProcessGroupOptions o) {
   } else {
     group.comm = make_nccl_communicator(ns, o.rank, o.world_size, device, o.timeout);
   }
+  if (heartbeat_wanted(o))  // after the rendezvous: every rank is alive to start beating
+    group.heartbeat =
+        std::make_shared<Heartbeat>(heartbeat_store(group.store, generation, o.heartbeat->deadline),
+                                    o.rank, o.world_size, *o.heartbeat);
   g_group = group;
   return group.comm;
 }
@@ -190,6 +212,15 @@ int get_world_size() {
   return g_group.comm ? g_group.comm->size() : 1;
 }
 
+void end_heartbeat() {
+  std::shared_ptr<Heartbeat> heartbeat;
+  {
+    std::lock_guard lk(g_mu);
+    heartbeat = std::move(g_group.heartbeat);
+  }
+  heartbeat.reset();
+}
+
 void destroy_process_group() {
   Group old;
   {
@@ -197,8 +228,9 @@ void destroy_process_group() {
     old = std::move(g_group);
     g_group = {};
   }
-  old.comm.reset();   // finishes queued collectives
-  old.store.reset();  // rank 0: the server lingers until the others have said goodbye
+  old.heartbeat.reset();  // says this rank leaves: its silence from now on is no death
+  old.comm.reset();       // finishes queued collectives
+  old.store.reset();      // rank 0: the server lingers until the others have said goodbye
 }
 
 }  // namespace tandem::parallel

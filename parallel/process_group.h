@@ -12,6 +12,7 @@
 
 #include <tandem/core/device.h>
 #include <tandem/parallel/comm/communicator.h>
+#include <tandem/parallel/heartbeat.h>
 #include <tandem/parallel/store/store.h>
 #include <chrono>
 #include <memory>
@@ -27,6 +28,11 @@ struct ProcessGroupOptions {
   int world_size = -1;                 // -1: from the environment (WORLD_SIZE, …)
   std::optional<Device> device;        // unset: local_device() (cuda:LOCAL_RANK or cpu:LOCAL_RANK)
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};  // rendezvous and collectives
+  /// Each rank beats through the store and watches a neighbour (heartbeat.h): a rank that dies
+  /// or freezes ends the others within the deadline (2 s), not at `timeout`. std::nullopt, or
+  /// TANDEM_HEARTBEAT=0 in the environment (a debugger paused on one rank looks frozen), turns
+  /// it off. Not for "mpi": mpirun ends the job when a rank dies.
+  std::optional<HeartbeatOptions> heartbeat = HeartbeatOptions{};
 };
 
 /// Joins the group: rendezvous through the store, then connects the backend. Every rank calls
@@ -42,6 +48,10 @@ int get_rank();        // 0 when no group is initialised
 int get_world_size();  // 1 when no group is initialised
 /// Leaves the group (rank 0 keeps the store up until the others have left, or 10 s).
 void destroy_process_group();
+/// Tells the group that this process ends normally (its heartbeat's goodbye) and stops beating,
+/// leaving the group itself as it is: for a process about to std::_Exit, which runs no
+/// destructors (spawn's workers call it when their function returns).
+void end_heartbeat();
 
 /// The device this process should use: cuda:LOCAL_RANK when this node has a CUDA device for each
 /// of its LOCAL_WORLD_SIZE ranks (WORLD_SIZE when that is unset), else cpu:LOCAL_RANK (LOCAL_RANK

@@ -1,6 +1,7 @@
 // parallel/spawn.cpp — parallel::spawn on top of the supervisor, and the worker environment that
 // `tandem launch` uses too.
 #include <tandem/core/check.h>
+#include <tandem/parallel/process_group.h>
 #include <tandem/parallel/spawn.h>
 #include <tandem/parallel/store/socket.h>
 #include <tandem/parallel/supervisor.h>
@@ -51,6 +52,9 @@ void spawn(const std::function<void(int rank)>& fn, int nprocs, SpawnOptions opt
         .env = detail::worker_env(r, r, nprocs, nprocs, 0, options.master_addr, port),
         .run = [&fn, r] {
           fn(r);
+          // The worker ends with _exit (no static destructors): say goodbye to the heartbeat
+          // here, or the others would take its silence for a death.
+          end_heartbeat();
           return 0;
         }});
   }
