@@ -225,7 +225,7 @@ std::shared_ptr<Communicator> Communicator::new_group(const std::vector<int>& ra
 std::shared_ptr<Communicator> Communicator::make_subgroup(const std::vector<int>&, int,
                                                           const std::string&) {
   TD_CHECK_AS(DistributedError, false, "new_group: the ", backend(),
-              " backend has no sub-groups (the thread, shm, gloo and mpi backends have)");
+              " backend has no sub-groups (the thread, shm, gloo, mpi and nccl backends have)");
   return nullptr;
 }
 

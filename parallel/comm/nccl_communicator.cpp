@@ -12,6 +12,7 @@
 #include <tandem/core/cuda/stream.h>
 #include <tandem/core/tensor_checks.h>
 #include <tandem/parallel/comm/nccl_communicator.h>
+#include <algorithm>
 #include <deque>
 #include <thread>
 
@@ -81,6 +82,17 @@ class NcclCommunicator : public Communicator {
         0;  // calls return ncclInProgress instead of blocking; we poll with a deadline
     nccl_check(ncclCommInitRankConfig(&comm_, size, id, rank, &config), "ncclCommInitRankConfig");
     wait_ready("ncclCommInitRankConfig", Clock::now() + timeout);
+    cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate",
+               rank);
+    watcher_ = std::thread([this] { watch(); });
+  }
+
+  // A sub-group's communicator (new_group): `comm` from ncclCommSplit, still initialising.
+  NcclCommunicator(ncclComm_t comm, int rank, int size, Device device,
+                   std::chrono::milliseconds timeout)
+      : Communicator(rank, size, timeout), device_(device), comm_(comm) {
+    cuda_check(cudaSetDevice(device.index()), "cudaSetDevice", rank);
+    wait_ready("ncclCommSplit", Clock::now() + timeout);
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate",
                rank);
     watcher_ = std::thread([this] { watch(); });
@@ -202,6 +214,26 @@ class NcclCommunicator : public Communicator {
     return launch("recv", &t, "from rank " + std::to_string(src), {t}, [&] {
       return ncclRecv(t.data_ptr(), size_t(t.numel()), nccl_dtype(t.dtype()), src, comm_, stream_);
     });
+  }
+
+  // new_group: ncclCommSplit, which every rank of this communicator calls (a rank outside
+  // `ranks` with NCCL_SPLIT_NOCOLOR, getting no communicator). Non-blocking like this one: the
+  // split is polled until done, the child until ready.
+  std::shared_ptr<Communicator> make_subgroup(const std::vector<int>& ranks, int index,
+                                              const std::string&) override {
+    std::lock_guard lk(mu_);
+    TD_CHECK_AS(DistributedError, !aborted_, "nccl new_group on rank ", rank_,
+                ": the communicator was aborted after an earlier failure; restart the job");
+    cuda_check(cudaSetDevice(device_.index()), "cudaSetDevice", rank_);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t sub = nullptr;
+    nccl_check(ncclCommSplit(comm_, index >= 0 ? 0 : NCCL_SPLIT_NOCOLOR, std::max(index, 0), &sub,
+                             &config),
+               "ncclCommSplit");
+    wait_ready("ncclCommSplit", Clock::now() + timeout_);
+    if (index < 0) return nullptr;
+    return std::make_shared<NcclCommunicator>(sub, index, int(ranks.size()), device_, timeout_);
   }
 
   WorkPtr barrier() override {

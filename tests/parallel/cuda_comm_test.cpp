@@ -80,6 +80,13 @@ TEST_F(CudaCollectives, NcclSingleRankRunsEveryCollective) {
         require(out.to(Device::cpu()).to_vector<float>() == std::vector<float>(3, 4.f),
                 "reduce_scatter");
         comm->barrier()->wait();
+        // A sub-group (ncclCommSplit) of the one rank reduces on its own.
+        const std::shared_ptr<Communicator> sub = comm->new_group({0});
+        require(sub != nullptr && sub->backend() == "nccl" && sub->size() == 1, "new_group");
+        Tensor s = full({5}, 3.0, {.device = gpu});
+        sub->all_reduce(s)->wait();
+        require(s.to(Device::cpu()).to_vector<float>() == std::vector<float>(5, 3.f),
+                "new_group all_reduce");
         // A CPU tensor is a clear error naming both devices.
         Tensor cpu = ones({2});
         try {
