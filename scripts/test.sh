@@ -16,4 +16,4 @@ cmake --build build
 ctest --test-dir build --output-on-failure --parallel 2
 bash scripts/check_targets.sh  # the CPU kernels compile warning-free for the other host kind
 bash scripts/sanitize.sh       # clang, ASan + UBSan: every CPU test again
-bash scripts/fuzz.sh 20        # each libFuzzer target for 20 s on its seed corpus
+bash scripts/fuzz.sh 10        # each libFuzzer target for 10 s on its seed corpus
