@@ -21,6 +21,7 @@
 
 namespace tandem::parallel {
 
+using ::tandem::detail::env_int;
 using ::tandem::detail::env_str;
 namespace {
 
@@ -42,8 +43,7 @@ std::shared_ptr<Store> heartbeat_store(const std::shared_ptr<Store>& store, cons
 }
 
 bool heartbeat_wanted(const ProcessGroupOptions& o) {
-  const char* env = std::getenv("TANDEM_HEARTBEAT");
-  return o.heartbeat.has_value() && !(env != nullptr && std::string(env) == "0");
+  return o.heartbeat.has_value() && env_int("TANDEM_HEARTBEAT", 1) != 0;
 }
 
 std::mutex g_mu;

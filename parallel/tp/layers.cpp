@@ -39,19 +39,13 @@ ColumnParallelLinear::ColumnParallelLinear(const nn::Linear& whole, Group g,
   TD_CHECK_VALUE(!(o.gather_output && o.stride > 1),
                  "ColumnParallelLinear: gather_output with stride ", o.stride,
                  " would put rank-ordered blocks where the whole layout is expected");
-  const int64_t block = out_features / o.stride;
-  const int64_t rows = divide(block, group->size(),
-                              o.stride == 1 ? tandem::str("ColumnParallelLinear: out_features")
-                                            : tandem::str("ColumnParallelLinear: each of the ",
-                                                          o.stride, " blocks of out_features"));
+  divide(out_features / o.stride, group->size(),
+         o.stride == 1 ? tandem::str("ColumnParallelLinear: out_features")
+                       : tandem::str("ColumnParallelLinear: each of the ", o.stride,
+                                     " blocks of out_features"));
   // Rows [b·block + r·rows, +rows) of every block b, in block order.
   auto mine = [&](const Tensor& t) {
-    std::vector<Tensor> parts;
-    for (int64_t b = 0; b < o.stride; ++b)
-      parts.push_back(sliced_parameter(t, 0, b * block + group->rank() * rows, rows));
-    if (parts.size() == 1) return parts[0];
-    NoGradGuard no_grad;
-    Tensor p = cat(parts, 0);
+    Tensor p = rank_slice(t, 0, o.stride, group->rank(), group->size());
     p.requires_grad_();
     return p;
   };

@@ -60,11 +60,7 @@ Tensor put_together(const Tensor& slice, int64_t dim, int64_t stride, Communicat
 
 // This rank's part of `whole`: the inverse of put_together.
 Tensor slice_of(const Tensor& whole, int64_t dim, int64_t stride, const Communicator& group) {
-  const int64_t block = whole.size(dim) / stride, part = block / group.size();
-  std::vector<Tensor> pieces;
-  for (int64_t b = 0; b < stride; ++b)
-    pieces.push_back(whole.narrow(dim, b * block + group.rank() * part, part));
-  return cat(pieces, dim).contiguous();
+  return rank_slice(whole, dim, stride, group.rank(), group.size());
 }
 
 const Cut* cut_of(const std::vector<Cut>& cuts, const Tensor& p) {

@@ -96,6 +96,15 @@ Tensor SequenceReduceScatter::finish() {
   return mine.transpose(0, 1).contiguous();
 }
 
+Tensor rank_slice(const Tensor& whole, int64_t dim, int64_t blocks, int rank, int parts) {
+  NoGradGuard no_grad;
+  const int64_t block = whole.size(dim) / blocks, part = block / parts;
+  std::vector<Tensor> pieces;
+  for (int64_t b = 0; b < blocks; ++b)
+    pieces.push_back(whole.detach().narrow(dim, b * block + rank * part, part));
+  return cat(pieces, dim).contiguous();
+}
+
 Tensor sliced_parameter(const Tensor& whole, int64_t dim, int64_t start, int64_t length) {
   NoGradGuard no_grad;
   Tensor p = whole.detach().narrow(dim, start, length).contiguous().clone();

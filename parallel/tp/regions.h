@@ -54,6 +54,12 @@ struct SequenceReduceScatter {
 SequenceReduceScatter start_sequence_reduce_scatter(const Tensor& x, Communicator& group,
                                                     const char* op);
 
+/// This rank's part of `whole` when its dimension `dim` is `blocks` blocks, each split `parts`
+/// ways in rank order: rows [b·block + rank·part, +part) of every block b, side by side (a copy).
+/// How a column layer of stride `blocks` takes its rows, and how a checkpoint's whole tensor is
+/// cut back into one.
+Tensor rank_slice(const Tensor& whole, int64_t dim, int64_t blocks, int rank, int parts);
+
 /// A new parameter: a copy of `whole`'s slice [start, start + length) along `dim` (how every
 /// tensor-parallel layer takes its part of one device's tensor).
 Tensor sliced_parameter(const Tensor& whole, int64_t dim, int64_t start, int64_t length);
