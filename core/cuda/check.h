@@ -23,8 +23,10 @@ std::string current_device_name();
   } while (0)
 
 #define TD_CUDA_CHECK(expr) TD_CUDA_LIBRARY_CHECK("CUDA", cudaSuccess, cudaGetErrorString, expr)
-#define TD_CUBLAS_CHECK(expr) \
-  TD_CUDA_LIBRARY_CHECK("cuBLAS", CUBLAS_STATUS_SUCCESS, cublasGetStatusString, expr)
+// (cuBLAS is opened at run time: include kernels/cuda/cublas.h, which says why.)
+#define TD_CUBLAS_CHECK(expr)                                                                      \
+  TD_CUDA_LIBRARY_CHECK("cuBLAS", CUBLAS_STATUS_SUCCESS, ::tandem::cuda::cublas().GetStatusString, \
+                        expr)
 #define TD_CUDNN_CHECK(expr) \
   TD_CUDA_LIBRARY_CHECK("cuDNN", CUDNN_STATUS_SUCCESS, cudnnGetErrorString, expr)
 /// After a kernel launch: reports a bad launch configuration at the launch site.

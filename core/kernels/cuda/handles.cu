@@ -15,7 +15,7 @@ namespace {
 struct CublasHandles {
   std::unordered_map<int, cublasHandle_t> by_device;
   ~CublasHandles() {
-    for (auto& [device, h] : by_device) cublasDestroy(h);
+    for (auto& [device, h] : by_device) cublas().Destroy(h);
   }
 };
 
@@ -34,12 +34,12 @@ cublasHandle_t cublas_handle(int device) {
   if (it == handles.by_device.end()) {
     DeviceGuard guard(device);  // the handle belongs to the device current at creation
     cublasHandle_t h = nullptr;
-    TD_CUBLAS_CHECK(cublasCreate(&h));
+    TD_CUBLAS_CHECK(cublas().Create(&h));
     it = handles.by_device.emplace(device, h).first;
     // Default math never rounds float inputs to TF32, so float GEMMs match the CPU's.
-    TD_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    TD_CUBLAS_CHECK(cublas().SetMathMode(h, CUBLAS_DEFAULT_MATH));
   }
-  TD_CUBLAS_CHECK(cublasSetStream(it->second, current_stream(device)));
+  TD_CUBLAS_CHECK(cublas().SetStream(it->second, current_stream(device)));
   return it->second;
 }
 

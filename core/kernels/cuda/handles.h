@@ -3,8 +3,8 @@
 // bound to the thread's current stream for that device on every fetch.
 #pragma once
 
-#include <cublas_v2.h>
 #include <cudnn.h>
+#include <tandem/core/kernels/cuda/cublas.h>
 
 namespace tandem::cuda {
 

@@ -18,26 +18,26 @@ namespace {
 cublasStatus_t gemm_call(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                          int k, const float* alpha, const float* a, int lda, const float* b,
                          int ldb, const float* beta, float* c, int ldc) {
-  return cublasSgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  return cublas().Sgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 cublasStatus_t gemm_call(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                          int k, const double* alpha, const double* a, int lda, const double* b,
                          int ldb, const double* beta, double* c, int ldc) {
-  return cublasDgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  return cublas().Dgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 cublasStatus_t gemm_batched_call(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
                                  int m, int n, int k, const float* alpha, const float* a, int lda,
                                  long long sa, const float* b, int ldb, long long sb,
                                  const float* beta, float* c, int ldc, long long sc, int batch) {
-  return cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc,
-                                   sc, batch);
+  return cublas().SgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c,
+                                      ldc, sc, batch);
 }
 cublasStatus_t gemm_batched_call(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
                                  int m, int n, int k, const double* alpha, const double* a, int lda,
                                  long long sa, const double* b, int ldb, long long sb,
                                  const double* beta, double* c, int ldc, long long sc, int batch) {
-  return cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc,
-                                   sc, batch);
+  return cublas().DgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c,
+                                      ldc, sc, batch);
 }
 
 // cuBLAS takes sizes and leading dimensions as int.
@@ -76,11 +76,11 @@ void gemm(const Tensor& a_in, const Tensor& b_in, Tensor& c, bool trans_a, bool 
     const cudaDataType_t type = c.dtype() == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
     const float one = 1, zero = 0;
     if (batch == 1) {
-      TD_CUBLAS_CHECK(cublasGemmEx(h, op_b, op_a, ni, mi, ki, &one, b.data_ptr(), type, ldb,
-                                   a.data_ptr(), type, lda, &zero, c.data_ptr(), type, ni,
-                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      TD_CUBLAS_CHECK(cublas().GemmEx(h, op_b, op_a, ni, mi, ki, &one, b.data_ptr(), type, ldb,
+                                      a.data_ptr(), type, lda, &zero, c.data_ptr(), type, ni,
+                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     } else {
-      TD_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      TD_CUBLAS_CHECK(cublas().GemmStridedBatchedEx(
           h, op_b, op_a, ni, mi, ki, &one, b.data_ptr(), type, ldb, stride_b, a.data_ptr(), type,
           lda, stride_a, &zero, c.data_ptr(), type, ni, m * n, as_int(batch, "batch"),
           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
