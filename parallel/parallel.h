@@ -18,6 +18,7 @@
 #include <tandem/parallel/device_mesh.h>
 #include <tandem/parallel/fsdp/fully_shard.h>
 #include <tandem/parallel/memory_summary.h>
+#include <tandem/parallel/pipeline/distributed_pipeline.h>
 #include <tandem/parallel/pipeline/pipeline.h>
 #include <tandem/parallel/pipeline/split.h>
 #include <tandem/parallel/process_group.h>

@@ -66,7 +66,9 @@ struct TrainOptions {
   std::string ddp_hook;  // --ddp: what a bucket sends (parallel/ddp/comm_hook.h); empty: allreduce
   int zero = 0;  // --ddp: ZeRO stage (parallel/ddp/zero_shards.h); 0: every rank keeps everything
   int tp = 1;    // --model gpt: tensor-parallel size (parallel/tp/gpt.h); > 1 implies --ddp
-  int dp = 0;    // --tp: data-parallel size; 0: the ranks left (world / tp)
+  int pp =
+      1;  // --model gpt: pipeline stages, one per rank (parallel/pipeline/distributed_pipeline.h)
+  int dp = 0;  // --tp/--pp: data-parallel size; 0: the ranks left (world / (tp x pp))
   bool sequence_parallel = false;  // --tp: the activations between the regions split by position
   std::string data_parallel;       // "cpu:0,cpu:1": DataParallel over these devices; empty: off
   bool activation_checkpointing = false;  // recompute each block's activations in backward

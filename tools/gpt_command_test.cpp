@@ -193,13 +193,16 @@ TEST(GptCommand, EveryParallelModeTrainsAsOneDevice) {
 // its checkpoint holds
 // whole tensors (Adam's moments too) that resume at any tensor-parallel size; and with dropout
 // (drawn from each rank's own stream inside the regions) a resumed run is bit-identical.
-TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
+// Runs of `tandem train --model gpt` (2 layers, no schedule) on one text, each checkpointing into
+// a directory of its own, and their checkpoints compared.
+struct CheckpointedRuns {
   TempDir tmp;
-  write_text(tmp / "text.txt", 300);
   const std::string two = "launch --standalone --nproc-per-node 2 -- " TANDEM_CLI " ",
                     four = "launch --standalone --nproc-per-node 4 -- " TANDEM_CLI " ";
-  const auto run = [&](const std::string& launcher, int iters, const std::string& dir,
-                       const std::string& extra, const std::string& dropout = "0") {
+  CheckpointedRuns() { write_text(tmp / "text.txt", 300); }
+
+  Result run(const std::string& launcher, int iters, const std::string& dir,
+             const std::string& extra, const std::string& dropout = "0") {
     const Result r = tandem_cli(launcher +
                                     gpt_flags(tmp / "text.txt", iters,
                                               {{"--n-layer", "2"},
@@ -211,24 +214,32 @@ TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
                                 tmp / (dir + std::to_string(iters) + ".txt"));
     EXPECT_EQ(r.code, 0) << r.output;
     return r;
-  };
-  const auto expect_close = [&](const std::string& a, const std::string& b, const char* file) {
+  }
+  // Directories a and b hold `file`s with the same tensors, to float32 rounding.
+  void expect_close(const std::string& a, const std::string& b, const char* file) {
     const SafetensorsFile x = load_safetensors((tmp / a / file).string());
     const SafetensorsFile y = load_safetensors((tmp / b / file).string());
     ASSERT_EQ(x.tensors.size(), y.tensors.size()) << a << " " << b << " " << file;
     for (const auto& [name, t] : x.tensors)
       EXPECT_LT(abs(t - y.at(name)).max().item(), 1e-4) << a << " vs " << b << ": " << name;
-  };
+  }
+};
+
+TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
+  CheckpointedRuns runs;
+  TempDir& tmp = runs.tmp;
+  const auto run = [&](auto&&... args) { return runs.run(args...); };
+  const auto expect_close = [&](auto&&... args) { runs.expect_close(args...); };
   run("", 10, "one", "");
-  const Result tp = run(two, 10, "tp", " --tp 2");
+  const Result tp = run(runs.two, 10, "tp", " --tp 2");
   EXPECT_NE(tp.output.find("tensor parallel: 1 x 2 mesh (dp, tp)"), std::string::npos) << tp.output;
-  const Result mesh = run(four, 10, "mesh", " --tp 2 --dp 2 --sequence-parallel");
+  const Result mesh = run(runs.four, 10, "mesh", " --tp 2 --dp 2 --sequence-parallel");
   EXPECT_NE(mesh.output.find("tensor parallel: 2 x 2 mesh (dp, tp); rank 0 at (0, 0) (shm, "
                              "sequence parallel)"),
             std::string::npos)
       << mesh.output;
   // fully_shard over "dp" of the tensor-parallel slices (ZeRO-3 × TP).
-  const Result fsdp = run(four, 10, "mesh-fsdp", " --tp 2 --zero 3");
+  const Result fsdp = run(runs.four, 10, "mesh-fsdp", " --tp 2 --zero 3");
   EXPECT_NE(fsdp.output.find("(shm, fully sharded over dp)"), std::string::npos) << fsdp.output;
   for (const char* mode : {"tp", "mesh", "mesh-fsdp"})
     for (const char* file : {"model.safetensors", "optimizer.safetensors"})
@@ -239,8 +250,8 @@ TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
   for (const char* dir : {"one", "tp"}) fs::copy(tmp / dir, tmp / (std::string(dir) + "-more"));
   fs::copy(tmp / "tp", tmp / "fsdp-more");
   run("", 20, "tp-more", " --resume");
-  run(two, 20, "one-more", " --resume --tp 2");
-  run(four, 20, "fsdp-more", " --resume --tp 2 --zero 3");
+  run(runs.two, 20, "one-more", " --resume --tp 2");
+  run(runs.four, 20, "fsdp-more", " --resume --tp 2 --zero 3");
   run("", 20, "whole", "");
   for (const char* dir : {"tp-more", "one-more", "fsdp-more"})
     expect_close("whole", dir, "model.safetensors");
@@ -255,24 +266,60 @@ TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
   EXPECT_GE(text.output.size(), 200u) << text.output;
 
   // With dropout: 10 iterations, then 10 more, give the bits of 20 at once.
-  run(two, 20, "drop-whole", " --tp 2", "0.1");
-  run(two, 10, "drop-halves", " --tp 2", "0.1");
-  run(two, 20, "drop-halves", " --tp 2 --resume", "0.1");
+  run(runs.two, 20, "drop-whole", " --tp 2", "0.1");
+  run(runs.two, 10, "drop-halves", " --tp 2", "0.1");
+  run(runs.two, 20, "drop-halves", " --tp 2 --resume", "0.1");
   expect_same_tensors(tmp / "drop-whole" / "model.safetensors",
                       tmp / "drop-halves" / "model.safetensors");
 
   for (const auto& [launcher, flags, message] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
-           {two, " --tp 2 --dp 2", "--tp 2 --dp 2: the run has 2 ranks, which is not dp x tp"},
-           {four, " --tp 4", "n_head (2) does not divide by the tensor-parallel size 4"},
+           {runs.two, " --tp 2 --dp 2", "--tp 2 --dp 2: the run has 2 ranks, which is not dp x tp"},
+           {runs.four, " --tp 4", "n_head (2) does not divide by the tensor-parallel size 4"},
            {"", " --tp 2 --zero 1", "--tp with --zero 1 is not built"},
-           {two, " --tp 2 --vocab-multiple 3",
+           {runs.two, " --tp 2 --vocab-multiple 3",
             "the vocabulary (21) does not divide by the tensor-parallel size; pad it with "
             "--vocab-multiple 2"},
            {"", " --dp 2", "--dp and --sequence-parallel describe a --tp run"}}) {
     const Result r = tandem_cli(launcher + gpt_flags(tmp / "text.txt", 5) + " --log-dir " +
                                     (tmp / "log-bad").string() + flags,
                                 tmp / "bad.txt");
+    EXPECT_NE(r.code, 0) << flags;
+    EXPECT_NE(r.output.find(message), std::string::npos) << flags << "\n" << r.output;
+  }
+}
+
+// Pipeline parallelism under `tandem launch` (a stage of blocks per rank, parallel's
+// DistributedPipeline), alone, with tensor parallelism and with data parallelism, trains one
+// device's model up to float32 rounding; its checkpoint is one device's (the stages' tensors and
+// AdamW's state gathered on rank 0) and resumes on one process, and one process's on 4 stages.
+TEST(GptCommand, PipelineParallelTrainsAsOneDeviceAndResumesOnAnyLayout) {
+  CheckpointedRuns runs;
+  runs.run("", 10, "one", "");
+  const Result pp = runs.run(runs.four, 10, "pp-tp", " --pp 2 --tp 2 --pipeline-schedule 1f1b");
+  EXPECT_NE(pp.output.find("pipeline x tensor parallel: 1 x 2 x 2 mesh (dp, pp, tp)"),
+            std::string::npos)
+      << pp.output;
+  runs.run(runs.four, 10, "dp-pp", " --pp 2 --dp 2 --chunks 2");
+  for (const char* mode : {"pp-tp", "dp-pp"})
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+      runs.expect_close("one", mode, file);
+  for (const char* dir : {"one", "pp-tp"})
+    fs::copy(runs.tmp / dir, runs.tmp / (std::string(dir) + "-more"));
+  runs.run("", 20, "pp-tp-more", " --resume");
+  runs.run(runs.four, 20, "one-more", " --resume --pp 4 --chunks 2");
+  runs.run("", 20, "whole", "");
+  for (const char* dir : {"pp-tp-more", "one-more"})
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+      runs.expect_close("whole", dir, file);
+  for (const auto& [launcher, flags, message] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {runs.two, " --pp 4", "--pp 4: the run has 2 ranks, which is not dp x pp x tp"},
+           {"", " --pp 2 --zero 1", "--pp with --zero 1 is not built"},
+           {"", " --pp 2 --pipeline cpu:0,cpu:1", "--pp (a stage per rank) and --pipeline"}}) {
+    const Result r = tandem_cli(launcher + gpt_flags(runs.tmp / "text.txt", 5) + " --log-dir " +
+                                    (runs.tmp / "log-bad").string() + flags,
+                                runs.tmp / "bad.txt");
     EXPECT_NE(r.code, 0) << flags;
     EXPECT_NE(r.output.find(message), std::string::npos) << flags << "\n" << r.output;
   }

@@ -176,8 +176,14 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
                   "a `tandem launch` run: heads, MLP features and vocabulary split N ways; the "
                   "ranks' other factor (world / N) is data parallel (DDP); implies --ddp")
       ->type_name("N");
+  cmd->add_option("--pp", t.pp,
+                  "--model gpt: pipeline parallelism over N ranks of a `tandem launch` run, each "
+                  "a stage of consecutive blocks (--chunks micro-batches, --pipeline-schedule); "
+                  "with --tp the ranks are a dp x pp x tp mesh; implies --ddp")
+      ->type_name("N");
   cmd->add_option("--dp", t.dp,
-                  "--tp: the data-parallel size; world = dp x tp is checked (default: world / tp)")
+                  "--tp/--pp: the data-parallel size; world = dp x pp x tp is checked (default: "
+                  "world / (pp x tp))")
       ->type_name("N");
   cmd->add_flag("--sequence-parallel", t.sequence_parallel,
                 "--tp: split the LayerNorms, dropouts and residual adds along the sequence too "

@@ -14,12 +14,15 @@ DecayGroups weight_decay_groups(const nn::StateDict& named_parameters) {
   return groups;
 }
 
-std::vector<Adam::Group> adamw_groups(const nn::StateDict& named_parameters, AdamOptions options) {
+std::vector<Adam::Group> adamw_groups(const nn::StateDict& named_parameters, AdamOptions options,
+                                      bool keep_empty_groups) {
   DecayGroups split = weight_decay_groups(named_parameters);
   std::vector<Adam::Group> groups;
-  if (!split.decay.empty()) groups.push_back({std::move(split.decay), options});
+  if (keep_empty_groups || !split.decay.empty())
+    groups.push_back({std::move(split.decay), options});
   options.weight_decay = 0;
-  if (!split.no_decay.empty()) groups.push_back({std::move(split.no_decay), options});
+  if (keep_empty_groups || !split.no_decay.empty())
+    groups.push_back({std::move(split.no_decay), options});
   return groups;
 }
 

@@ -16,14 +16,6 @@
 namespace tandem::parallel {
 namespace {
 
-// n samples in m micro-batches whose sizes differ by at most one, larger first
-// (torch.tensor_split's rule: 10 in 4 → 3 3 2 2).
-std::vector<int64_t> micro_batch_sizes(int64_t n, int64_t m) {
-  std::vector<int64_t> sizes(static_cast<size_t>(m), n / m);
-  for (int64_t i = 0; i < n % m; ++i) ++sizes[size_t(i)];
-  return sizes;
-}
-
 bool defers_weight_grads(const PipelineOptions& o) {
   if (o.weight_grads == PipelineWeightGrads::Auto) return o.schedule == PipelineSchedule::GPipe;
   return o.weight_grads == PipelineWeightGrads::Deferred;

@@ -4,6 +4,12 @@
 #include <algorithm>
 
 namespace tandem::parallel {
+
+std::vector<int64_t> micro_batch_sizes(int64_t n, int64_t m) {
+  std::vector<int64_t> sizes(static_cast<size_t>(m), n / m);
+  for (int64_t i = 0; i < n % m; ++i) ++sizes[size_t(i)];
+  return sizes;
+}
 namespace {
 
 // 1F1B: the later a stage, the fewer forwards it runs before its first backward: the last stage

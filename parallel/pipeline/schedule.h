@@ -42,6 +42,10 @@ std::vector<PipelineAction> stage_actions(PipelineSchedule schedule, int64_t sta
                                           int64_t micro_batches,
                                           bool deferred_weight_grads = false);
 
+/// The sizes of the micro-batches a batch of n samples is cut into, m of them, differing by at
+/// most one, larger first (torch.tensor_split's rule: 10 in 4 → 3 3 2 2).
+std::vector<int64_t> micro_batch_sizes(int64_t n, int64_t m);
+
 /// "F3", "B3" or "W"; "F0 F1 B0 …" for a list (as in the table above).
 std::string to_string(const PipelineAction& action);
 std::string to_string(const std::vector<PipelineAction>& actions);

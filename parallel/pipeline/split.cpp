@@ -45,13 +45,12 @@ std::vector<int64_t> balance_by_parameters(nn::Sequential& seq, int64_t stages) 
   return sizes;
 }
 
-std::vector<Stage> split(nn::Sequential& seq, const std::vector<Device>& devices,
-                         std::vector<int64_t> balance) {
-  TD_CHECK_VALUE(!devices.empty(), "split: no devices given");
+std::vector<int64_t> stage_sizes(nn::Sequential& seq, int64_t stages,
+                                 std::vector<int64_t> balance) {
   const int64_t n = int64_t(seq.size());
-  if (balance.empty()) balance = balance_by_parameters(seq, int64_t(devices.size()));
-  TD_CHECK_VALUE(balance.size() == devices.size(), "split: balance has ", balance.size(),
-                 " stages but there are ", devices.size(), " devices");
+  if (balance.empty()) return balance_by_parameters(seq, stages);
+  TD_CHECK_VALUE(int64_t(balance.size()) == stages, "split: balance has ", balance.size(),
+                 " stages but there are ", stages);
   int64_t total = 0;
   for (size_t k = 0; k < balance.size(); ++k) {
     TD_CHECK_VALUE(balance[k] >= 1, "split: balance[", k, "] = ", balance[k],
@@ -60,6 +59,13 @@ std::vector<Stage> split(nn::Sequential& seq, const std::vector<Device>& devices
   }
   TD_CHECK_VALUE(total == n, "split: balance sums to ", total, " modules but the Sequential has ",
                  n);
+  return balance;
+}
+
+std::vector<Stage> split(nn::Sequential& seq, const std::vector<Device>& devices,
+                         std::vector<int64_t> balance) {
+  TD_CHECK_VALUE(!devices.empty(), "split: no devices given");
+  balance = stage_sizes(seq, int64_t(devices.size()), std::move(balance));
   // Which tensors more than one stage uses, by their first name, before the moves make copies.
   std::map<const TensorImpl*, std::string> first_name;
   std::map<std::string, std::set<size_t>> users;                 // first name -> stages

@@ -35,6 +35,11 @@ struct Stage {
 std::vector<Stage> split(nn::Sequential& seq, const std::vector<Device>& devices,
                          std::vector<int64_t> balance = {});
 
+/// The module count of each of `stages` stages: `balance` checked (as split() checks it) when
+/// given, balance_by_parameters otherwise.
+std::vector<int64_t> stage_sizes(nn::Sequential& seq, int64_t stages,
+                                 std::vector<int64_t> balance = {});
+
 /// The module counts split() chooses for `seq` over `stages` stages when no balance is given.
 std::vector<int64_t> balance_by_parameters(nn::Sequential& seq, int64_t stages);
 

@@ -181,9 +181,17 @@ nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,
 }
 
 std::shared_ptr<Generator> rank_stream(nn::Sequential& tp_gpt) {
-  TD_CHECK_VALUE(!tp_gpt.items().empty() && tp_gpt.items()[0].name == "transformer",
-                 "tp::rank_stream: not a model of tensor_parallel_gpt");
-  return tp_gpt.at<ParallelGPTEmbedding>(0).plan.rank_stream;
+  // The first module of the plan it holds (a pipeline stage may begin with any block).
+  for (const auto& item : tp_gpt.items()) {
+    const std::shared_ptr<nn::Module> m = item.module.ptr();
+    if (auto* e = dynamic_cast<ParallelGPTEmbedding*>(m.get())) return e->plan.rank_stream;
+    if (auto* b = dynamic_cast<ParallelBlock*>(m.get())) return b->attn.plan.rank_stream;
+    if (auto* h = dynamic_cast<ParallelLMHead*>(m.get())) return h->plan.rank_stream;
+  }
+  TD_CHECK_VALUE(false,
+                 "tp::rank_stream: not a model of tensor_parallel_gpt (nor a stage of one "
+                 "with an embedding or a block)");
+  return nullptr;
 }
 
 Tensor gpt_loss(const Tensor& logits, const Tensor& targets, const Group& group) {

@@ -126,8 +126,9 @@ struct ParallelLMHead : nn::Module {
 nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,
                                    TensorParallelOptions options = {});
 
-/// The rank's own random stream of a model tensor_parallel_gpt made (to save and restore with a
-/// checkpoint: every rank draws as many numbers from its stream, so one offset serves all).
+/// The rank's own random stream of a model tensor_parallel_gpt made, or of a pipeline stage of
+/// one (to save and restore with a checkpoint: every rank draws as many numbers from its stream,
+/// so one offset serves all; a pipeline's stages draw different amounts).
 std::shared_ptr<Generator> rank_stream(nn::Sequential& tp_gpt);
 
 /// nanoGPT's loss from this rank's logits [B, T, V/t] and the targets [B, T] (−1: ignored).

@@ -6,8 +6,10 @@
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/core/check.h>
 #include <tandem/nn/optim/optimizer.h>
+#include <tandem/parallel/tp/gpt.h>
 #include <tandem/parallel/tp/model_state.h>
 #include <tandem/parallel/tp/vocab_parallel.h>
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -33,6 +35,9 @@ class FindCuts : public nn::Visitor {
       cuts.push_back({r->weight, 1, 1});
     } else if (auto* e = dynamic_cast<VocabParallelEmbedding*>(&m)) {
       cuts.push_back({e->weight, 0, 1});
+    } else if (auto* h = dynamic_cast<ParallelLMHead*>(&m)) {
+      // wte's slice again, but a pipeline's last stage holds lm_head alone.
+      cuts.push_back({h->weight, 0, 1});
     }
     m.visit(*this);
   }
@@ -192,16 +197,26 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> sliced_and_replicated(nn::Mo
   return {sliced, replicated};
 }
 
-double clip_grad_norm_(nn::Module& model, double max_norm, const Group& group,
-                       Communicator* shards) {
+double clip_grad_norm_(nn::Module& model, double max_norm, const Group& group, Communicator* shards,
+                       Communicator* stages, const std::vector<Tensor>& counted_elsewhere) {
   TD_CHECK_VALUE(group != nullptr, "clip_grad_norm_: no tensor-parallel group");
-  const auto [sliced, replicated] = sliced_and_replicated(model);
+  auto [sliced, replicated] = sliced_and_replicated(model);
+  auto counted = [&](std::vector<Tensor>& ps) {
+    std::erase_if(ps, [&](const Tensor& p) {
+      return std::any_of(counted_elsewhere.begin(), counted_elsewhere.end(),
+                         [&](const Tensor& e) { return e.is_same(p); });
+    });
+  };
+  counted(sliced);
+  counted(replicated);
   const std::vector<Tensor> all = model.parameters();
   // The slices' squares summed over the group; the replicated tensors' once (each rank has all).
-  // Fully sharded, each rank holds 1/W of both kinds: their sums are first summed over `shards`.
+  // Fully sharded, each rank holds 1/W of both kinds: their sums are first summed over `shards`;
+  // a pipeline stage holds its layers only: both are summed over the stages as well.
   Tensor squares = from_vector(
       std::vector<double>{optim::grad_square_sum(sliced), optim::grad_square_sum(replicated)}, {2});
   if (shards != nullptr) shards->all_reduce(squares)->wait();
+  if (stages != nullptr) stages->all_reduce(squares)->wait();
   Tensor sliced_squares = squares.narrow(0, 0, 1).contiguous();
   group->all_reduce(sliced_squares)->wait();
   const double norm = std::sqrt(sliced_squares.item() + squares.to_vector<double>()[1]);

@@ -52,9 +52,13 @@ void load_full_optimizer_state(nn::Module& model, optim::Optimizer& optimizer,
 /// max_norm; returns the norm before clipping. The slices' squares are summed over the group
 /// (one all-reduce of one number), the replicated tensors' counted once. Every rank calls it.
 /// When fully_shard shards `model` over a data-parallel group, pass it as `shards`: each rank then
-/// holds 1/W of every tensor, and both sums are first summed over it.
+/// holds 1/W of every tensor, and both sums are first summed over it. When `model` is one stage
+/// of a pipeline (DistributedPipeline::stage()), pass the pipeline's group as `stages`: the sums
+/// are summed over the stages too, less `counted_elsewhere` (a tied weight's copies on the stages
+/// that do not count it: those DistributedPipeline::parameters_once() leaves out).
 double clip_grad_norm_(nn::Module& model, double max_norm, const Group& group,
-                       Communicator* shards = nullptr);
+                       Communicator* shards = nullptr, Communicator* stages = nullptr,
+                       const std::vector<Tensor>& counted_elsewhere = {});
 
 /// With sequence parallelism each rank's replicated parameters (LayerNorms, wpe, the row layers'
 /// biases) saw only its positions, so their gradients are partial: sums them over the group (one

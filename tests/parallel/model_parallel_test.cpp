@@ -84,7 +84,7 @@ TEST(ModelParallel, BadBalancesAreClearErrors) {
               }),
               HasSubstr("balance[0] = 0"));
   EXPECT_THAT(error_message<ValueError>([&] { split(model, two, {13}); }),
-              HasSubstr("balance has 1 stages but there are 2 devices"));
+              HasSubstr("balance has 1 stages but there are 2"));
   nn::Sequential tiny;
   tiny.push_back(nn::Linear(2, 2));
   EXPECT_THAT(error_message<ValueError>([&] { split(tiny, two); }),

@@ -17,6 +17,7 @@
 #include <tandem/parallel/tp/model_state.h>
 
 #include "parallel/ddp_models.h"
+#include "parallel/token_batch.h"
 #include "support/expect.h"
 
 namespace tandem::parallel::tp {
@@ -48,13 +49,8 @@ nn::Sequential initial_gpt() {
 
 std::vector<std::pair<Tensor, Tensor>> batches() {
   std::vector<std::pair<Tensor, Tensor>> out;
-  for (int s = 0; s < kSteps; ++s) {
-    std::vector<int64_t> ids;
-    data::SplitMix64 rng(uint64_t(s + 3));
-    for (int64_t i = 0; i < kBatch * (kT + 1); ++i) ids.push_back(int64_t(rng.next() % kVocab));
-    const Tensor tokens = from_vector(ids, {kBatch, kT + 1});
-    out.emplace_back(tokens.narrow(1, 0, kT).contiguous(), tokens.narrow(1, 1, kT).contiguous());
-  }
+  for (int s = 0; s < kSteps; ++s)
+    out.push_back(tandem::testing::random_token_batch(kBatch, kT, kVocab, uint64_t(s + 3)));
   return out;
 }
 

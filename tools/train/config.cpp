@@ -65,6 +65,7 @@ nlohmann::ordered_json to_json(const TrainOptions& o) {
   j["zero"] = o.zero;
   if (gpt) {
     j["tp"] = o.tp;
+    j["pp"] = o.pp;
     j["dp"] = o.dp;
     j["sequence_parallel"] = o.sequence_parallel;
   }
@@ -162,11 +163,24 @@ TrainOptions resolve_config(TrainOptions o) {
   TD_CHECK_VALUE(o.max_steps >= 0, "train: --max-steps must be >= 0, but got ", o.max_steps);
   TD_CHECK_VALUE(!o.resume || !o.checkpoint.empty(),
                  "train: --resume needs --checkpoint DIR (the directory to resume from)");
-  TD_CHECK_VALUE(o.tp >= 1 && o.dp >= 0, "train: --tp must be >= 1 and --dp >= 0, but got --tp ",
-                 o.tp, " --dp ", o.dp);
-  TD_CHECK_VALUE(o.tp > 1 || (o.dp == 0 && !o.sequence_parallel),
+  TD_CHECK_VALUE(o.tp >= 1 && o.pp >= 1 && o.dp >= 0,
+                 "train: --tp and --pp must be >= 1 and --dp >= 0, but got --tp ", o.tp, " --pp ",
+                 o.pp, " --dp ", o.dp);
+  TD_CHECK_VALUE((o.tp > 1 || !o.sequence_parallel) && (o.tp > 1 || o.pp > 1 || o.dp == 0),
                  "train: --dp and --sequence-parallel describe a --tp run (tensor parallel size "
-                 "> 1); for data parallelism alone use --ddp");
+                 "> 1; --dp a --pp run too); for data parallelism alone use --ddp");
+  if (o.pp > 1) {
+    TD_CHECK_VALUE(o.model == "gpt", "train: --pp ", o.pp, " needs --model gpt (", o.model,
+                   " runs its pipelines in one process: --pipeline DEVICES)");
+    TD_CHECK_VALUE(o.zero == 0, "train: --pp with --zero ", o.zero,
+                   " is not built: a stage's data-parallel ranks keep its whole slices");
+    TD_CHECK_VALUE(!o.activation_checkpointing,
+                   "train: --pp with --activation-checkpointing is not built");
+    TD_CHECK_VALUE(o.pipeline.empty(),
+                   "train: --pp (a stage per rank) and --pipeline (stages on one process's "
+                   "devices) are two pipelines; choose one");
+    o.ddp = true;  // a pipeline of ranks is a multi-process run, as --ddp's
+  }
   if (o.tp > 1) {
     TD_CHECK_VALUE(o.model == "gpt", "train: --tp ", o.tp, " needs --model gpt (Megatron's plan ",
                    "splits its attention heads, MLP and vocabulary; ", o.model, " has no plan)");

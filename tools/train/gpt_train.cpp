@@ -70,8 +70,7 @@ std::pair<double, double> estimate_loss(Setup& s, const data::TextCorpus& corpus
     for (int64_t k = 0; k < o.gpt.eval_iters; ++k) {
       auto [x, y] = data::random_windows(tokens, o.batch_size, o.gpt.block_size,
                                          eval_batch_seed(o.seed, split, k));
-      const Tensor logits = predict(s, x.to(s.device));
-      mean[split] += s.loss(logits, y.to(logits.device())).item();
+      mean[split] += eval_loss(s, x.to(s.device), y.to(s.device));
     }
     mean[split] /= double(o.gpt.eval_iters);
   }
@@ -100,8 +99,9 @@ int run_train_gpt(const TrainOptions& flags) {
   Placement placement = resolve_placement(o);
   std::shared_ptr<parallel::Communicator> group;
   if (placement.mode == Parallelism::DDP) group = join_ddp_group(placement, o);
-  // --tp: the ranks as a (dp, tp) mesh; a batch splits over dp, and a tp group's ranks share rows.
-  std::shared_ptr<parallel::DeviceMesh> mesh = o.tp > 1 ? make_mesh(group, o) : nullptr;
+  // --tp/--pp: the ranks as a (dp, tp) or (dp, pp, tp) mesh; a batch splits over dp, and the
+  // ranks of a tp group, or of a pipeline, share rows.
+  std::shared_ptr<parallel::DeviceMesh> mesh = o.tp > 1 || o.pp > 1 ? make_mesh(group, o) : nullptr;
   const Device device = placement.device;
   const int rank = group ? group->rank() : 0;
   const int replica = mesh ? mesh->coordinate("dp") : rank;
@@ -125,10 +125,15 @@ int run_train_gpt(const TrainOptions& flags) {
   manual_seed(o.seed);
   auto model = std::make_shared<nn::Sequential>(make_gpt(g, vocab, o.activation_checkpointing));
   const std::string params = with_commas(model->parameter_count());  // before a pipeline's copies
-  if (mesh)  // every rank built the same whole GPT (same seed); each keeps its slices
+  // Each pipeline stage its own dropout streams (Megatron's seed + 100 × stage): the stages'
+  // processes would otherwise draw the same masks for different layers.
+  if (o.pp > 1) manual_seed(o.seed + 100 * uint64_t(mesh->coordinate("pp")));
+  if (mesh)  // every rank built the same whole GPT (same seed); each keeps its slices (all of
+    // the model's with --tp 1: a copy), and make_setup its stage's of those with --pp
     model = std::make_shared<nn::Sequential>(parallel::tp::tensor_parallel_gpt(
         *model, mesh->group("tp"), {.sequence_parallel = o.sequence_parallel}));
   Setup setup = make_setup(model, placement, o, mesh);
+  model = setup.model;  // with --pp, this rank's stage
   setup.loss = [](const Tensor& logits, const Tensor& y) { return nn::gpt_loss(logits, y); };
   if (setup.tp)  // this rank's logits are its V/tp columns: never gathered
     setup.loss = [tp = setup.tp](const Tensor& logits, const Tensor& y) {
@@ -148,6 +153,11 @@ int run_train_gpt(const TrainOptions& flags) {
   if (o.resume) {
     const TrainState state = load_checkpoint(o.checkpoint, restore_into(setup, optimizer));
     default_generator(device).set_state(state.generator);
+    if (setup.stages) {  // each stage its own seed (as above), at the first stage's offset
+      GeneratorState own = state.generator;
+      own.seed += 100 * uint64_t(setup.stages->stage_index());
+      default_generator(device).set_state(own);
+    }
     if (setup.tp && state.tp_rank_stream_offset) {
       const std::shared_ptr<Generator> stream = parallel::tp::rank_stream(*model);
       stream->set_state({stream->get_state().seed, *state.tp_rank_stream_offset});

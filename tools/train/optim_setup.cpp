@@ -38,8 +38,10 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, std::vec
 std::unique_ptr<optim::Optimizer> make_gpt_optimizer(const TrainOptions& o,
                                                      const nn::StateDict& named, double beta2,
                                                      Setup& s) {
+  // A pipeline stage keeps both groups, empty or not: its checkpoint lines up with one device's.
   auto groups = optim::adamw_groups(
-      named, {.lr = *o.lr, .beta1 = 0.9, .beta2 = beta2, .weight_decay = o.weight_decay});
+      named, {.lr = *o.lr, .beta1 = 0.9, .beta2 = beta2, .weight_decay = o.weight_decay},
+      s.stages != nullptr);
   if (!s.ddp || o.zero == 0) return std::make_unique<optim::AdamW>(std::move(groups));
   auto zero = parallel::zero_optimizer<optim::AdamW>(*s.ddp, std::move(groups));
   s.zero = zero.get();

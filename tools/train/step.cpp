@@ -5,6 +5,7 @@
 #include <tandem/core/check.h>
 #include <tandem/core/memory_stats.h>
 #include <tandem/parallel/ddp/state_bytes.h>
+#include <tandem/parallel/pipeline/pipeline_state.h>
 #include <tandem/parallel/process_group.h>
 #include <tandem/parallel/tp/model_state.h>
 #include <cmath>
@@ -22,6 +23,25 @@ struct AmpScope : AutocastGuard {
 
 double loss_scale(const Setup& s) {
   return s.scaler && s.scaler->is_enabled() ? s.scaler->get_scale() : 1;
+}
+
+// --pp with dp > 1: the data-parallel ranks' gradients averaged, in one all-reduce (what DDP
+// does inside backward; a pipeline runs a backward per micro-batch, so it is done once after).
+void average_over_dp(Setup& s) {
+  parallel::Communicator& dp = *s.mesh->group("dp");
+  if (dp.size() == 1) return;
+  NoGradGuard no_grad;
+  std::vector<Tensor> grads, flat;
+  for (const Tensor& p : s.model->parameters())
+    if (p.grad().defined()) grads.push_back(p.grad());
+  for (const Tensor& g : grads) flat.push_back(g.contiguous().reshape({-1}));
+  Tensor all = cat(flat, 0);
+  dp.all_reduce(all, ReduceOp::Mean)->wait();
+  int64_t at = 0;
+  for (Tensor& g : grads) {
+    g.copy_(all.narrow(0, at, g.numel()).reshape(g.shape()));
+    at += g.numel();
+  }
 }
 
 Tensor forward(Setup& s, const Tensor& x) {
@@ -43,6 +63,13 @@ Tensor forward(Setup& s, const Tensor& x) {
 Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, const TrainOptions& o,
                  std::shared_ptr<parallel::DeviceMesh> mesh) {
   Setup s{.mode = p.mode, .model = std::move(model), .device = p.device};
+  if (o.pp > 1) {  // this rank keeps its stage: the model's other modules are let go
+    s.stages = std::make_unique<parallel::DistributedPipeline>(
+        *s.model, mesh->group("pp"),
+        parallel::DistributedPipelineOptions{
+            .chunks = o.chunks, .schedule = parallel::parse_schedule(o.pipeline_schedule)});
+    s.model = std::shared_ptr<nn::Sequential>(std::shared_ptr<void>(), &s.stages->stage());
+  }
   s.model->to(p.device);
   if (mesh) {
     s.tp = mesh->group("tp");
@@ -54,6 +81,7 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
       break;
     case Parallelism::DDP:
       if (s.mesh && s.mesh->size("dp") == 1) break;  // tensor parallel alone
+      if (s.stages) break;  // averaged over dp after each step (average_over_dp)
       if (o.zero == 3) {
         s.fsdp = std::make_unique<parallel::FullyShardedModule>(
             s.model, parallel::FullyShardOptions{.group = s.mesh ? s.mesh->group("dp") : nullptr});
@@ -91,12 +119,23 @@ std::shared_ptr<parallel::Communicator> join_ddp_group(Placement& p, const Train
 
 std::shared_ptr<parallel::DeviceMesh> make_mesh(std::shared_ptr<parallel::Communicator> world,
                                                 const TrainOptions& o) {
-  const int n = world->size(), dp = o.dp > 0 ? o.dp : n / o.tp;
-  TD_CHECK_VALUE(n % o.tp == 0 && dp * o.tp == n, "train --tp ", o.tp,
-                 o.dp > 0 ? str(" --dp ", o.dp) : "", ": the run has ", n,
-                 " ranks, which is not dp x tp (launch dp x tp processes)");
-  TD_CHECK_VALUE(o.batch_size % dp == 0, "train --tp: --batch-size ", o.batch_size,
+  const int n = world->size(), model_ranks = o.tp * o.pp;
+  const int dp = o.dp > 0 ? o.dp : n / model_ranks;
+  const std::string flags =
+      str(o.tp > 1 ? str("--tp ", o.tp) : "", o.tp > 1 && o.pp > 1 ? " " : "",
+          o.pp > 1 ? str("--pp ", o.pp) : "", o.dp > 0 ? str(" --dp ", o.dp) : "");
+  const std::string shape = o.pp > 1 ? "dp x pp x tp" : "dp x tp";
+  TD_CHECK_VALUE(n % model_ranks == 0 && dp * model_ranks == n, "train ", flags, ": the run has ",
+                 n, " ranks, which is not ", shape, " (launch ", shape, " processes)");
+  TD_CHECK_VALUE(o.batch_size % dp == 0, "train ", flags, ": --batch-size ", o.batch_size,
                  " (the global batch) does not split evenly over ", dp, " data-parallel ranks");
+  TD_CHECK_VALUE(o.pp == 1 || o.batch_size / dp >= o.chunks, "train ", flags, ": --chunks ",
+                 o.chunks, " is more than the ", o.batch_size / dp,
+                 " rows of a data-parallel rank's batch; every micro-batch needs one");
+  if (o.pp > 1)
+    return std::make_shared<parallel::DeviceMesh>(std::move(world),
+                                                  std::vector<int>{dp, o.pp, o.tp},
+                                                  std::vector<std::string>{"dp", "pp", "tp"});
   return std::make_shared<parallel::DeviceMesh>(std::move(world), std::vector<int>{dp, o.tp},
                                                 std::vector<std::string>{"dp", "tp"});
 }
@@ -117,7 +156,12 @@ std::unique_ptr<optim::GradScaler> make_grad_scaler(DType amp, parallel::Communi
 std::string describe_parallelism(Setup& s, const TrainOptions& o,
                                  const parallel::Communicator* group) {
   std::string line;
-  if (s.tp)
+  if (s.stages)
+    line = str(", pipeline", s.mesh->size("tp") > 1 ? " x tensor" : "",
+               " parallel: ", s.mesh->str(), " (", group->backend(), ", ", o.pipeline_schedule,
+               ", ", o.chunks, " chunks; this stage ", s.model->size(), " modules",
+               s.sequence_parallel ? ", sequence parallel" : "", ")");
+  else if (s.tp)
     line = str(", tensor parallel: ", s.mesh->str(), " (", group->backend(),
                s.sequence_parallel ? ", sequence parallel" : "",
                s.fsdp ? ", fully sharded over dp" : "", ")");
@@ -158,6 +202,9 @@ std::string memory_line(const Setup& s, const TrainOptions& o, int world) {
 }
 
 CheckpointContent checkpoint_content(Setup& s, optim::Optimizer& optimizer) {
+  if (s.stages)  // every stage's whole tensors, on the pipeline's first rank (rank 0 among them)
+    return {parallel::full_state_dict(*s.stages, s.tp),
+            parallel::full_optimizer_state(*s.stages, optimizer, s.tp)};
   if (s.tp && s.fsdp)  // whole over dp (fully_shard), then over tp: every rank takes part
     return {parallel::tp::put_slices_together(*s.model, s.fsdp->full_state_dict(), s.tp),
             parallel::tp::put_slices_together(*s.model, optimizer,
@@ -173,6 +220,13 @@ CheckpointContent checkpoint_content(Setup& s, optim::Optimizer& optimizer) {
 }
 
 Restore restore_into(Setup& s, optim::Optimizer& optimizer) {
+  if (s.stages)  // a checkpoint of any layout: each rank takes its stage's slices
+    return {[&s](const nn::StateDict& sd, const std::string& path) {
+              parallel::load_full_state_dict(*s.stages, sd, s.tp, path);
+            },
+            [&s, &optimizer](const optim::OptimizerState& state) {
+              parallel::load_full_optimizer_state(*s.stages, optimizer, state, s.tp);
+            }};
   if (s.tp && s.fsdp)  // this rank's slices, of which fully_shard keeps its rows
     return {[&s](const nn::StateDict& sd, const std::string& path) {
               s.fsdp->load_full_state_dict(parallel::tp::slices_of(*s.model, sd, s.tp), path);
@@ -208,6 +262,9 @@ parallel::Communicator* sharded_gradients_group(Setup& s) {
 }
 
 double clip_gradients(Setup& s, double max_norm) {
+  if (s.stages)  // summed over the stages too, the tied embedding counted on the first
+    return parallel::tp::clip_grad_norm_(*s.model, max_norm, s.tp, nullptr, s.stages->group().get(),
+                                         s.stages->counted_elsewhere());
   if (s.tp)  // fully sharded: the squares summed over dp too
     return parallel::tp::clip_grad_norm_(*s.model, max_norm, s.tp,
                                          s.fsdp ? &s.fsdp->group() : nullptr);
@@ -218,6 +275,16 @@ double clip_gradients(Setup& s, double max_norm) {
 }
 
 StepResult train_step(Setup& s, const Tensor& x, const Tensor& y) {
+  if (s.stages) {  // forward and backward micro-batch by micro-batch, stage by stage
+    parallel::DistributedPipelineResult r;
+    {
+      AmpScope amp(s.device, s.amp);
+      r = s.stages->step(x, y, s.loss, loss_scale(s));
+    }
+    if (s.sequence_parallel) parallel::tp::reduce_sequence_parallel_gradients(*s.model, s.tp);
+    average_over_dp(s);
+    return {r.loss, r.output};
+  }
   if (s.mode == Parallelism::Pipeline) {  // forward and backward, micro-batch by micro-batch
     AmpScope amp(s.device, s.amp);
     const parallel::PipelineResult r = s.pipe->step(x, y, s.loss, loss_scale(s));
@@ -233,6 +300,21 @@ StepResult train_step(Setup& s, const Tensor& x, const Tensor& y) {
   // The replicated tensors saw only this rank's positions: sum their gradients over the group.
   if (s.sequence_parallel) parallel::tp::reduce_sequence_parallel_gradients(*s.model, s.tp);
   return {loss.detach(), logits};
+}
+
+double eval_loss(Setup& s, const Tensor& x, const Tensor& y) {
+  NoGradGuard no_grad;
+  AmpScope amp(s.device, s.amp);
+  if (!s.stages) {
+    const Tensor logits = s.mode == Parallelism::DDP && !s.fsdp ? (*s.model)(x) : forward(s, x);
+    return s.loss(logits, y.to(logits.device())).item();
+  }
+  // The last stage has the logits: its loss goes to every stage.
+  const Tensor out = s.stages->evaluate(x);
+  Tensor loss = from_vector(std::vector<double>{s.stages->is_last() ? s.loss(out, y).item() : 0},
+                            {1}, s.device);
+  s.stages->group()->broadcast(loss, s.stages->stages() - 1)->wait();
+  return loss.item();
 }
 
 Tensor predict(Setup& s, const Tensor& x) {

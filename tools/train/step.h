@@ -8,7 +8,9 @@
 //   Pipeline:                Pipeline::step does forward and backward micro-batch by micro-batch.
 // --tp is a DDP run whose model is the GPT cut by parallel::tp's plan over the mesh's "tp"
 // groups (DDP, if any, over its "dp" groups): the same cases, with the tensor-parallel loss, clip
-// and checkpoint.
+// and checkpoint. --pp cuts that model again into one stage per rank of the mesh's "pp" groups
+// (parallel::DistributedPipeline): its step() is the forward and backward, and the gradients are
+// averaged over "dp" after it.
 // Autocast covers the forward and the loss; under --amp fp16 backward starts from the loss times
 // the gradient scaler's scale, and the loss returned is unscaled in every mode.
 #pragma once
@@ -21,6 +23,7 @@
 #include <tandem/parallel/ddp/zero_optimizer.h>
 #include <tandem/parallel/device_mesh.h>
 #include <tandem/parallel/fsdp/fully_shard.h>
+#include <tandem/parallel/pipeline/distributed_pipeline.h>
 #include <tandem/parallel/pipeline/pipeline.h>
 #include <tandem/parallel/tp/regions.h>
 #include <functional>
@@ -50,6 +53,9 @@ struct Setup {
   std::shared_ptr<parallel::DeviceMesh> mesh;
   parallel::tp::Group tp;
   bool sequence_parallel = false;
+  // --pp: this rank's stage of the pipeline over the mesh's "pp" group; `model` is then the
+  // stage's modules (the rest of the whole model was dropped).
+  std::unique_ptr<parallel::DistributedPipeline> stages;
   // The loss of a batch's output against its targets: cross_entropy for the classifiers,
   // nn::gpt_loss (over every position) for the GPT.
   std::function<Tensor(const Tensor& output, const Tensor& target)> loss =
@@ -62,8 +68,8 @@ struct Setup {
 std::shared_ptr<parallel::Communicator> join_ddp_group(Placement& placement,
                                                        const TrainOptions& options);
 
-/// --tp: the ranks of `world` as a (dp, tp) mesh; ValueError when --tp (or --dp × --tp) does
-/// not match the world's size, or the global batch does not split over dp.
+/// --tp/--pp: the ranks of `world` as a (dp, tp) mesh, or (dp, pp, tp) with --pp; ValueError when
+/// they do not match the world's size, or the global batch does not split over dp.
 std::shared_ptr<parallel::DeviceMesh> make_mesh(std::shared_ptr<parallel::Communicator> world,
                                                 const TrainOptions& options);
 
@@ -119,5 +125,9 @@ double clip_gradients(Setup& s, double max_norm);
 /// rank evaluates alone, on its own model: no collective; under --zero 3 through the sharded
 /// model, collectively).
 Tensor predict(Setup& s, const Tensor& x);
+
+/// The loss of the model's output for x against y, without a graph (evaluation). Under --pp
+/// every rank calls it: the last stage computes it and every stage returns it.
+double eval_loss(Setup& s, const Tensor& x, const Tensor& y);
 
 }  // namespace tandem::tools
