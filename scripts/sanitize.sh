@@ -42,5 +42,8 @@ if [ "$sanitize" = thread ]; then
   threaded+='|Trace|Launch|Subprocess|TrainCommand|BadInput/Distributed|EndToEnd|tools\.|examples\.'
   ctest --test-dir $dir --output-on-failure --parallel 2 -R "$threaded"
 else
-  ctest --test-dir $dir --output-on-failure --parallel 2
+  # Not the PyTorch round trips: their time is PyTorch's import in a Python that ASan does not
+  # instrument, and their Tandem side (writing and reading safetensors) runs here in the others.
+  ctest --test-dir $dir --output-on-failure --parallel 2 \
+    -E '^(SafetensorsTorch|GPTMatchesPyTorch)\.|^Checkpoint\.PyTorchLoads'
 fi
