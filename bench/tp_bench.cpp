@@ -1,4 +1,5 @@
-// bench/tp_bench.cpp — tensor parallelism on this host, as ratios measured in one run.
+// bench/tp_bench.cpp — tensor (and pipeline) parallelism on this host, as ratios measured in one
+// run.
 //
 //   tp_bench [--rounds N]
 //
@@ -6,9 +7,10 @@
 //    with half of the intra-op threads — against one device with all of them: a 4096-wide MLP
 //    block (Linear 4096→16384, GELU, Linear 16384→4096, 128 tokens) and nanoGPT's CPU-recipe GPT
 //    (4 layers, 4 heads, 128 wide, context 64, batch 12), the latter with and without sequence
-//    parallelism. On a host with 2 cores TP = 2 can at best match one device: the same flops on
-//    the same cores, plus the all-reduces; the ratio says what the communication and the smaller
-//    products cost.
+//    parallelism, and as PP = 2: two pipeline stages (DistributedPipeline, 1F1B, 4 micro-batches),
+//    whose bubble alone is (K − 1)/(M + K − 1) = 1/5 of the step. On a host with 2 cores TP = 2 can
+//    at best match one device: the same flops on the same cores, plus the all-reduces; the ratio
+//    says what the communication and the smaller products cost.
 // 2. Memory per rank of one GPT block (s = 256 positions, b = 4, h = 256, a = 4 heads): its
 //    parameters, and the activations its forward keeps for backward (bytes allocated by the
 //    forward and still held), beside Korthikanti et al. 2022's per-layer formula in float32:
@@ -134,13 +136,29 @@ void gpt(int rounds) {
       };
     };
   };
+  // PP = 2: two stages of the same GPT (DistributedPipeline), 1F1B over 4 micro-batches.
+  auto pipelined = [&](std::shared_ptr<Communicator> g, Device dev) {
+    auto model = std::make_shared<nn::Sequential>(nn::clone(whole));
+    auto pipe = std::make_shared<DistributedPipeline>(
+        *model, g, DistributedPipelineOptions{.chunks = 4, .schedule = PipelineSchedule::OneFOneB});
+    pipe->stage().to(dev);
+    auto opt = std::make_shared<optim::AdamW>(optim::adamw_groups(
+        pipe->stage().named_parameters(), {.lr = 1e-3, .beta2 = 0.99, .weight_decay = 0.1}, true));
+    return [model, pipe, opt, g, x = x.to(dev), y = y.to(dev)] {
+      opt->zero_grad();
+      pipe->step(x, y, [](const Tensor& out, const Tensor& t) { return nn::gpt_loss(out, t); });
+      clip_grad_norm_across(pipe->parameters_once(), *g, 1.0);
+      opt->step();
+    };
+  };
   const double one = step_ms(1, rounds, make_with(false)),
                two = step_ms(2, rounds, make_with(false));
-  const double sp = step_ms(2, rounds, make_with(true));
+  const double sp = step_ms(2, rounds, make_with(true)), pp = step_ms(2, rounds, pipelined);
   std::printf(
       "GPT (nanoGPT CPU recipe, batch %lld x %lld): one device %.2f ms, TP = 2 %.2f ms "
-      "(ratio %.2f), TP = 2 + sequence parallel %.2f ms (ratio %.2f)\n",
-      (long long)kB, (long long)kT, one, two, two / one, sp, sp / one);
+      "(ratio %.2f), TP = 2 + sequence parallel %.2f ms (ratio %.2f), PP = 2 (1F1B, 4 "
+      "micro-batches) %.2f ms (ratio %.2f)\n",
+      (long long)kB, (long long)kT, one, two, two / one, sp, sp / one, pp, pp / one);
 }
 
 // One block's parameters and forward activations per rank, beside the formulas.

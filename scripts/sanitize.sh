@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/sanitize.sh [address,undefined | thread] [--configure-only] — builds the CPU suite with
 # clang under sanitizers and runs it.
-#   address,undefined (default): build-sanitize/, every CPU test, the fuzz targets too (same
+#   address,undefined (default): build-sanitize/, every CPU test but the examples' smoke runs
+#     and the PyTorch round trips (below), the fuzz targets too (same
 #     flags plus coverage, so scripts/fuzz.sh reuses this tree). Run by scripts/test.sh in CI.
 #   thread: build-tsan/, the tests that start threads or processes (thread pool, DataLoader
 #     workers, stores, communicators, DDP, the launcher), with tests/tsan.supp.
@@ -17,15 +18,18 @@ for arg in "$@"; do
   esac
 done
 
+# The ASan build leaves out the examples: thin programs over the library, whose smoke runs add
+# nothing the unit tests do not run under ASan, for a minute of CI's build.
 if [ "$sanitize" = thread ]; then
-  dir=build-tsan fuzz=OFF
+  dir=build-tsan fuzz=OFF examples=ON
 else
-  dir=build-sanitize fuzz=ON
+  dir=build-sanitize fuzz=ON examples=OFF
 fi
 # clang: libFuzzer comes with it, and its TSan knows libstdc++'s atomics. CUDA off: the CPU suite
 # is what runs here. -O1 keeps the build and the tests quick, and the reports' stacks readable.
 CC=clang CXX=clang++ cmake -S . -B $dir -G Ninja -DTANDEM_WITH_CUDA=OFF -DTANDEM_MARCH=x86-64-v3 \
-  -DTANDEM_SANITIZE="$sanitize" -DTANDEM_BUILD_FUZZ=$fuzz -DCMAKE_BUILD_TYPE=Release \
+  -DTANDEM_SANITIZE="$sanitize" -DTANDEM_BUILD_FUZZ=$fuzz -DTANDEM_BUILD_EXAMPLES=$examples \
+  -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" >/dev/null
 [ -n "$configure_only" ] && exit 0
 cmake --build $dir

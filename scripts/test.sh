@@ -15,5 +15,5 @@ cmake -S . -B build -G Ninja -DTANDEM_WERROR=ON -DTANDEM_MARCH="${TANDEM_MARCH:-
 cmake --build build
 ctest --test-dir build --output-on-failure --parallel 2
 bash scripts/check_targets.sh  # the CPU kernels compile warning-free for the other host kind
-bash scripts/sanitize.sh       # clang, ASan + UBSan: every CPU test again
+bash scripts/sanitize.sh       # clang, ASan + UBSan: the CPU tests again (sanitize.sh says which)
 bash scripts/fuzz.sh 10        # each libFuzzer target for 10 s on its seed corpus
