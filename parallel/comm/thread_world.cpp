@@ -93,17 +93,33 @@ Tensor ThreadWorld::take(int src, int dst, const std::string& description) {
 }
 
 void ThreadWorld::abort(int rank, const std::string& what) {
+  abort_because(str("rank ", rank, " failed: ", what));
+}
+
+// The sub-groups' waiters fail too (a mesh's groups, a pipeline's message groups): a rank that
+// fails leaves none of the others waiting in any group for the timeout.
+void ThreadWorld::abort_because(const std::string& reason) {
+  std::vector<std::shared_ptr<ThreadWorld>> subs;
   {
     std::lock_guard lk(mu_);
-    if (aborted_.empty()) aborted_ = str("rank ", rank, " failed: ", what);
+    if (aborted_.empty()) aborted_ = reason;
+    for (const auto& [name, world] : subworlds_) subs.push_back(world);
   }
   cv_.notify_all();
+  for (const auto& world : subs) world->abort_because(reason);
 }
 
 std::shared_ptr<ThreadWorld> ThreadWorld::subworld(const std::string& name, int size) {
-  std::lock_guard lk(mu_);
-  auto& world = subworlds_[name];
-  if (!world) world = std::make_shared<ThreadWorld>(size, timeout_);
+  std::shared_ptr<ThreadWorld> world;
+  std::string aborted;
+  {
+    std::lock_guard lk(mu_);
+    auto& slot = subworlds_[name];
+    if (!slot) slot = std::make_shared<ThreadWorld>(size, timeout_);
+    world = slot;
+    aborted = aborted_;
+  }
+  if (!aborted.empty()) world->abort_because(aborted);  // made after the failure: failed too
   return world;
 }
 

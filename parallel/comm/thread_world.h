@@ -52,7 +52,8 @@ class ThreadWorld {
   /// Takes the next message from `src` to `dst`, waiting for it up to the timeout.
   Tensor take(int src, int dst, const std::string& description);
 
-  /// Rank `rank` failed with `what`: wake every waiter with an error that says so.
+  /// Rank `rank` failed with `what`: wake every waiter with an error that says so, in this world
+  /// and in its sub-groups' (rank numbers are this world's).
   void abort(int rank, const std::string& what);
 
   /// The world of sub-group `name` (new_group), of `size` ranks: made by the first member to ask,
@@ -60,6 +61,7 @@ class ThreadWorld {
   std::shared_ptr<ThreadWorld> subworld(const std::string& name, int size);
 
  private:
+  void abort_because(const std::string& reason);
   // Waits on cv_ until `ready()` holds; throws on abort or timeout (`missing` names who is late).
   template <typename Ready, typename Missing>
   void wait(std::unique_lock<std::mutex>& lk, Ready ready, Missing missing,

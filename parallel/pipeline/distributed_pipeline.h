@@ -72,8 +72,9 @@ class DistributedPipeline {
   /// stage `target` (others may pass undefined tensors). The loss function is applied to each
   /// micro-batch's output and must return its mean; gradients accumulate into the stage's
   /// parameters (zero them first), from the loss times `loss_scale`. Errors name the stage, the
-  /// micro-batch and the direction; a stage that fails leaves its neighbours to fail at the
-  /// group's timeout, naming the message they waited for.
+  /// micro-batch and the direction. The neighbours of a stage that fails stop at once under
+  /// spawn_threads (the failure reaches every sub-group) and `tandem launch` (which stops the
+  /// other workers when one exits); otherwise at the group's timeout, naming what they awaited.
   DistributedPipelineResult step(const Tensor& input, const Tensor& target, const LossFn& loss,
                                  double loss_scale = 1);
   /// The model's output for `input` without a graph (evaluation): on the last stage's rank,
