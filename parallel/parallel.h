@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tandem/core/trace.h>
+#include <tandem/parallel/all_reduce_gradients.h>
 #include <tandem/parallel/clip_grad_norm.h>
 #include <tandem/parallel/comm/communicator.h>
 #include <tandem/parallel/comm/gloo_communicator.h>

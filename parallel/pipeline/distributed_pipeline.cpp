@@ -124,7 +124,7 @@ DistributedPipelineResult DistributedPipeline::run(const Tensor& input, const Te
   // backward starts from (its output, or on the last stage the weighted loss).
   std::vector<Tensor> stage_inputs(static_cast<size_t>(m)), roots(static_cast<size_t>(m)), outputs;
   std::vector<WorkPtr> sends;  // waited for at the end: a send never holds up the schedule
-  double loss_sum = 0;
+  Tensor loss_sum;  // on the device: reading it per micro-batch would wait for the GPU each time
   double busy = 0;
   std::map<std::string, Tensor> tied_before;  // to sum only what this step adds (see below)
   if (training)
@@ -151,7 +151,8 @@ DistributedPipelineResult DistributedPipeline::run(const Tensor& input, const Te
                            " instead of one value (the micro-batch's mean)");
             const double weight = double(sizes[i]) / double(batch);
             roots[i] = (loss_scale == 1 ? l : l * loss_scale) * weight;
-            loss_sum += l.item() * weight;
+            const Tensor part = l.detach().reshape({1}).to(kFloat64) * weight;
+            loss_sum = loss_sum.defined() ? loss_sum + part : part;
           }
         } else {
           if (training) roots[i] = y;
@@ -192,7 +193,7 @@ DistributedPipelineResult DistributedPipeline::run(const Tensor& input, const Te
   if (training) {
     sum_tied_gradients(tied_before);
     // The loss is the last stage's; every rank gets it, to log or to stop on.
-    Tensor l = from_vector(std::vector<double>{loss_sum}, {1}, dev);
+    Tensor l = is_last() ? loss_sum.contiguous() : empty({1}, {.dtype = kFloat64, .device = dev});
     group_->broadcast(l, stages() - 1)->wait();
     result.loss = l.reshape({});
   }

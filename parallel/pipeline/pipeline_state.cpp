@@ -46,16 +46,18 @@ nn::StateDict gather_on_first(DistributedPipeline& pipe, const nn::StateDict& mi
 // and one device's indices of each group.
 struct WholeIndices {
   std::vector<int64_t> of_local;
+  std::vector<bool> copy;  // by local index: a tied copy another stage counts
   std::vector<std::vector<int64_t>> groups;
 };
 
 WholeIndices whole_indices(DistributedPipeline& pipe, optim::Optimizer& optimizer) {
   const nlohmann::json groups = nlohmann::json::parse(optimizer.state_dict().param_groups_json);
   const std::vector<Tensor> params = optimizer.parameters(), copies = pipe.counted_elsewhere();
-  auto is_copy = [&](size_t i) {
-    return std::any_of(copies.begin(), copies.end(),
-                       [&](const Tensor& c) { return c.is_same(params[i]); });
-  };
+  WholeIndices out;
+  for (const Tensor& p : params)
+    out.copy.push_back(
+        std::any_of(copies.begin(), copies.end(), [&](const Tensor& c) { return c.is_same(p); }));
+  auto is_copy = [&](size_t i) { return bool(out.copy[i]); };
   const int64_t n_groups = int64_t(groups.size()), stages = pipe.stages();
   std::vector<Tensor> sizes;
   for (int64_t s = 0; s < stages; ++s)
@@ -82,7 +84,6 @@ WholeIndices whole_indices(DistributedPipeline& pipe, optim::Optimizer& optimize
   std::vector<std::vector<int64_t>> c;
   for (const Tensor& t : counts) c.push_back(t.to_vector<int64_t>());
 
-  WholeIndices out;
   out.of_local.assign(params.size(), -1);
   int64_t base = 0;  // one device's first index of group g
   for (int64_t g = 0; g < n_groups; ++g) {
@@ -132,15 +133,12 @@ optim::OptimizerState full_optimizer_state(DistributedPipeline& pipe, optim::Opt
   const WholeIndices index = whole_indices(pipe, optimizer);
   const optim::OptimizerState local =
       tp ? tp::full_optimizer_state(pipe.stage(), optimizer, tp) : optimizer.state_dict();
-  const std::vector<Tensor> copies = pipe.counted_elsewhere(), params = optimizer.parameters();
   nn::StateDict renamed;  // one device's keys; a tied copy's state is its first stage's
   for (const auto& [key, t] : local.tensors) {
     size_t i = 0;
     std::string name;
-    if (!optim::parse_state_key(key, i, name)) continue;
-    const bool copy = std::any_of(copies.begin(), copies.end(),
-                                  [&](const Tensor& c) { return c.is_same(params[i]); });
-    if (!copy) renamed.emplace_back(state_key(index.of_local[i], name), t);
+    if (optim::parse_state_key(key, i, name) && !index.copy[i])
+      renamed.emplace_back(state_key(index.of_local[i], name), t);
   }
   nn::StateDict all = gather_on_first(pipe, renamed);
   if (pipe.group()->rank() != 0) return {};

@@ -6,6 +6,7 @@
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/core/check.h>
 #include <tandem/nn/optim/optimizer.h>
+#include <tandem/parallel/all_reduce_gradients.h>
 #include <tandem/parallel/tp/gpt.h>
 #include <tandem/parallel/tp/model_state.h>
 #include <tandem/parallel/tp/vocab_parallel.h>
@@ -226,20 +227,7 @@ double clip_grad_norm_(nn::Module& model, double max_norm, const Group& group, C
 
 void reduce_sequence_parallel_gradients(nn::Module& model, const Group& group) {
   TD_CHECK_VALUE(group != nullptr, "reduce_sequence_parallel_gradients: no tensor-parallel group");
-  NoGradGuard no_grad;
-  std::vector<Tensor> grads;
-  for (const Tensor& p : sliced_and_replicated(model).second)
-    if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return;
-  std::vector<Tensor> flat;
-  for (const Tensor& g : grads) flat.push_back(g.contiguous().reshape({-1}));
-  Tensor sum = cat(flat, 0);
-  group->all_reduce(sum)->wait();
-  int64_t at = 0;
-  for (Tensor& g : grads) {
-    g.copy_(sum.narrow(0, at, g.numel()).reshape(g.shape()));
-    at += g.numel();
-  }
+  all_reduce_gradients(sliced_and_replicated(model).second, *group);
 }
 
 }  // namespace tandem::parallel::tp

@@ -6,6 +6,7 @@
 // mesh, has one device's loss at every step and one device's parameters, each stage's slices put
 // back together, to 1e-12 relative (‖difference‖ / ‖parameter‖). GPipe and 1F1B; PP = 2 and 4;
 // PP × TP = 2 × 2 with and without sequence parallelism; DP × PP × TP = 2 × 2 × 2.
+#include <tandem/parallel/all_reduce_gradients.h>
 #include <tandem/parallel/comm/thread_communicator.h>
 #include <tandem/parallel/device_mesh.h>
 #include <tandem/parallel/pipeline/distributed_pipeline.h>
@@ -119,11 +120,8 @@ Trained pipelined(const Layout& l, int from = 0, int to = kSteps,
               x.narrow(0, first, rows).to(dev), y.narrow(0, first, rows).to(dev),
               [&](const Tensor& out, const Tensor& t) { return tp::gpt_loss(out, t, tp); });
           if (l.sequence_parallel) tp::reduce_sequence_parallel_gradients(pipe.stage(), tp);
+          all_reduce_gradients(pipe.stage().parameters(), *dp, ReduceOp::Mean);
           NoGradGuard no_grad;
-          for (const Tensor& p : pipe.stage().parameters()) {
-            Tensor grad = p.grad();
-            dp->all_reduce(grad, ReduceOp::Mean)->wait();
-          }
           tp::clip_grad_norm_(pipe.stage(), kClip, tp, nullptr, pp.get(), pipe.counted_elsewhere());
           opt.step();
           Tensor loss = r.loss.reshape({1}).contiguous();

@@ -9,6 +9,7 @@
 #include <tandem/parallel/spawn.h>
 #include <tandem/parallel/store/hash_store.h>
 #include <tandem/parallel/store/prefix_store.h>
+#include <cerrno>
 #include <csignal>
 #include <fstream>
 #include <regex>
@@ -25,14 +26,19 @@ namespace {
 using namespace std::chrono_literals;
 using tandem::testing::require;
 
-// The names in /dev/shm that a shared-memory group made ("tandem-<pid>-<8 hex>-<rank>"; other
-// tools, the fuzz script among them, keep files of their own there).
+// The shared-memory groups' segments left in /dev/shm ("tandem-<pid>-<8 hex>-<rank>", <pid> the
+// process that made it) by processes that are gone: a leak. A live process's are not counted, so
+// tests that run beside this one (ctest -j2 starts other shm groups) cannot fail it; other tools,
+// the fuzz script among them, keep files of their own there.
 std::vector<std::string> tandem_segments() {
-  static const std::regex kSegment("tandem-[0-9]+-[0-9a-f]{8}-[0-9]+");
+  static const std::regex kSegment("tandem-([0-9]+)-[0-9a-f]{8}-[0-9]+");
   std::vector<std::string> names;
   if (DIR* d = ::opendir("/dev/shm")) {
+    std::cmatch match;
     while (dirent* e = ::readdir(d))
-      if (std::regex_match(e->d_name, kSegment)) names.push_back(e->d_name);
+      if (std::regex_match(e->d_name, match, kSegment) &&
+          ::kill(pid_t(std::stol(match[1].str())), 0) != 0 && errno == ESRCH)
+        names.push_back(e->d_name);
     ::closedir(d);
   }
   return names;

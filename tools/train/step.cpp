@@ -4,6 +4,7 @@
 #include <tandem/autograd/ops/nn_ops.h>
 #include <tandem/core/check.h>
 #include <tandem/core/memory_stats.h>
+#include <tandem/parallel/all_reduce_gradients.h>
 #include <tandem/parallel/ddp/state_bytes.h>
 #include <tandem/parallel/pipeline/pipeline_state.h>
 #include <tandem/parallel/process_group.h>
@@ -23,25 +24,6 @@ struct AmpScope : AutocastGuard {
 
 double loss_scale(const Setup& s) {
   return s.scaler && s.scaler->is_enabled() ? s.scaler->get_scale() : 1;
-}
-
-// --pp with dp > 1: the data-parallel ranks' gradients averaged, in one all-reduce (what DDP
-// does inside backward; a pipeline runs a backward per micro-batch, so it is done once after).
-void average_over_dp(Setup& s) {
-  parallel::Communicator& dp = *s.mesh->group("dp");
-  if (dp.size() == 1) return;
-  NoGradGuard no_grad;
-  std::vector<Tensor> grads, flat;
-  for (const Tensor& p : s.model->parameters())
-    if (p.grad().defined()) grads.push_back(p.grad());
-  for (const Tensor& g : grads) flat.push_back(g.contiguous().reshape({-1}));
-  Tensor all = cat(flat, 0);
-  dp.all_reduce(all, ReduceOp::Mean)->wait();
-  int64_t at = 0;
-  for (Tensor& g : grads) {
-    g.copy_(all.narrow(0, at, g.numel()).reshape(g.shape()));
-    at += g.numel();
-  }
 }
 
 Tensor forward(Setup& s, const Tensor& x) {
@@ -81,7 +63,7 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
       break;
     case Parallelism::DDP:
       if (s.mesh && s.mesh->size("dp") == 1) break;  // tensor parallel alone
-      if (s.stages) break;  // averaged over dp after each step (average_over_dp)
+      if (s.stages) break;  // averaged over dp after each step (train_step)
       if (o.zero == 3) {
         s.fsdp = std::make_unique<parallel::FullyShardedModule>(
             s.model, parallel::FullyShardOptions{.group = s.mesh ? s.mesh->group("dp") : nullptr});
@@ -282,7 +264,9 @@ StepResult train_step(Setup& s, const Tensor& x, const Tensor& y) {
       r = s.stages->step(x, y, s.loss, loss_scale(s));
     }
     if (s.sequence_parallel) parallel::tp::reduce_sequence_parallel_gradients(*s.model, s.tp);
-    average_over_dp(s);
+    // The data-parallel ranks' gradients averaged once (DDP would reduce in every micro-batch's
+    // backward).
+    parallel::all_reduce_gradients(s.model->parameters(), *s.mesh->group("dp"), ReduceOp::Mean);
     return {r.loss, r.output};
   }
   if (s.mode == Parallelism::Pipeline) {  // forward and backward, micro-batch by micro-batch
