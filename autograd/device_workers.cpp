@@ -117,17 +117,32 @@ DeviceWorkers::DeviceWorkers(
   g_registry->sets.push_back(state_);
 }
 
-DeviceWorkers::~DeviceWorkers() {
-  std::vector<State::Thread> threads;
+namespace {
+void stop_threads(DeviceWorkers::State& state) {
+  std::vector<DeviceWorkers::State::Thread> threads;
   {
-    std::lock_guard lk(state_->mutex);
-    threads = std::move(state_->threads);
+    std::lock_guard lk(state.mutex);
+    threads = std::move(state.threads);
+    state.threads.clear();
   }
   for (auto& t : threads) t.queue->push([] { t_stop = true; });
   for (auto& t : threads) {
     t.thread->join();
     delete t.thread;
   }
+}
+}  // namespace
+
+DeviceWorkers::~DeviceWorkers() { stop_threads(*state_); }
+
+void DeviceWorkers::release_all_threads() {
+  std::vector<std::shared_ptr<State>> sets;
+  {
+    std::lock_guard lk(g_registry->mutex);
+    for (auto& weak : g_registry->sets)
+      if (auto s = weak.lock()) sets.push_back(std::move(s));
+  }
+  for (auto& s : sets) stop_threads(*s);
 }
 
 std::shared_ptr<WorkQueue> DeviceWorkers::queue(const WorkerKey& key) {

@@ -86,6 +86,10 @@ class DeviceWorkers {
   /// Whether the calling thread is one of this set's.
   bool on_worker() const;
 
+  /// Stops and joins the threads of every set alive (after the jobs they were given); each set
+  /// starts them again on first use. parallel::spawn calls it before it forks.
+  static void release_all_threads();
+
   struct State;  // the threads and their queues (device_workers.cpp)
 
  private:

@@ -21,6 +21,10 @@
 #if TANDEM_WITH_BLAS
 extern "C" void openblas_set_num_threads(int num_threads);
 #endif
+// Weak: what stops OpenBLAS's and OpenMP's own threads, where the library linked has them
+// (OpenBLAS starts its threads when it is loaded, whatever openblas_set_num_threads says later).
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
+extern "C" int omp_pause_resource_all(int kind) __attribute__((weak));
 
 namespace tandem {
 namespace {
@@ -212,6 +216,7 @@ int default_threads() {
 
 std::mutex g_pool_mu;
 std::unique_ptr<Pool> g_pool;
+int g_pool_size = 0;  // set_num_threads's n, kept when release_threads() stops the pool; 0: default
 
 // A forked child (parallel::spawn) has only the forking thread: the pool's workers are gone, so
 // the child forgets the pool (leaking it; its mutexes may be held by threads that no longer exist)
@@ -220,6 +225,7 @@ void before_fork() { g_pool_mu.lock(); }
 void after_fork_parent() { g_pool_mu.unlock(); }
 void after_fork_child() {
   (void)g_pool.release();
+  g_pool_size = 0;     // the child's environment (spawn's worker_env) decides its threads
   g_pool_mu.unlock();  // locked by this same thread in before_fork
 }
 [[maybe_unused]] const int g_atfork =
@@ -228,7 +234,7 @@ void after_fork_child() {
 Pool& pool() {
   std::lock_guard lk(g_pool_mu);
   if (!g_pool) {
-    g_pool = std::make_unique<Pool>(default_threads());
+    g_pool = std::make_unique<Pool>(g_pool_size > 0 ? g_pool_size : default_threads());
 #if TANDEM_WITH_BLAS
     openblas_set_num_threads(1);  // the pool splits products (kernels/cpu/gemm_util.h)
 #endif
@@ -243,6 +249,7 @@ void set_num_threads(int n) {
   std::lock_guard lk(g_pool_mu);
   g_pool.reset();
   g_pool = std::make_unique<Pool>(n);
+  g_pool_size = n;
 #if TANDEM_WITH_BLAS
   openblas_set_num_threads(1);
 #endif
@@ -262,6 +269,16 @@ IntraOpThreadsGuard::IntraOpThreadsGuard(int n) : previous_(t_cap) {
 IntraOpThreadsGuard::~IntraOpThreadsGuard() { t_cap = previous_; }
 
 namespace detail {
+
+void release_threads() {
+  {
+    std::lock_guard lk(g_pool_mu);
+    g_pool.reset();  // joins the workers once their current chunks are done
+  }
+  if (blas_thread_shutdown_ != nullptr) blas_thread_shutdown_();
+  constexpr int kOmpPauseHard = 2;  // omp_pause_hard: the runtime's threads end
+  if (omp_pause_resource_all != nullptr) omp_pause_resource_all(kOmpPauseHard);
+}
 
 bool in_parallel_region() { return t_in_region; }
 int intra_op_threads_cap() { return t_cap; }

@@ -38,6 +38,10 @@ class IntraOpThreadsGuard {
 };
 
 namespace detail {
+/// Ends the pool's workers, and OpenBLAS's and OpenMP's threads, once their current work is done;
+/// each starts again on next use, the pool with the same number of threads. parallel::spawn calls
+/// it so that it forks a process with no thread but the caller's.
+void release_threads();
 /// Calls fn(lo, hi) over chunks of [begin, end) of at least `grain` items, in parallel when the
 /// range is large enough and the caller is not already inside the pool.
 void parallel_for(int64_t begin, int64_t end, int64_t grain,

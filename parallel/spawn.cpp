@@ -1,13 +1,27 @@
 // parallel/spawn.cpp — parallel::spawn on top of the supervisor, and the worker environment that
 // `tandem launch` uses too.
+#include <dirent.h>
+#include <tandem/autograd/device_workers.h>
 #include <tandem/core/check.h>
+#include <tandem/core/thread_pool.h>
 #include <tandem/parallel/process_group.h>
 #include <tandem/parallel/spawn.h>
 #include <tandem/parallel/store/socket.h>
 #include <tandem/parallel/supervisor.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <thread>
+
+// ThreadSanitizer runs a thread of its own in every process it watches.
+#if defined(__SANITIZE_THREAD__)
+#define TANDEM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TANDEM_TSAN 1
+#endif
+#endif
 
 namespace tandem::parallel {
 
@@ -40,8 +54,51 @@ std::vector<std::pair<std::string, std::string>> worker_env(int rank, int local_
 
 }  // namespace detail
 
+namespace {
+
+// The threads of this process besides the caller, by name ("td-store", or the program's name for
+// a thread that was never named).
+std::vector<std::string> other_threads() {
+  std::vector<std::string> names;
+  DIR* dir = ::opendir("/proc/self/task");
+  if (dir == nullptr) return names;  // no /proc: nothing to check
+  const std::string self = std::to_string(::gettid());
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string tid = e->d_name;
+    if (tid == "." || tid == ".." || tid == self) continue;
+    std::string name;
+    std::getline(std::ifstream("/proc/self/task/" + tid + "/comm"), name);
+    names.push_back(name.empty() ? tid : name);
+  }
+  ::closedir(dir);
+  return names;
+}
+
+// A fork copies only the calling thread: a lock another thread held stays locked in the child for
+// good, and ThreadSanitizer refuses to start threads there. So spawn forks only a process with one
+// thread, after ending Tandem's own idle threads (they start again on next use).
+void fork_only_single_threaded() {
+  DeviceWorkers::release_all_threads();
+  tandem::detail::release_threads();
+  std::vector<std::string> others = other_threads();
+#ifdef TANDEM_TSAN
+  if (!others.empty()) others.pop_back();  // one is the sanitizer's
+#endif
+  std::string names;
+  for (const std::string& n : others) names += (names.empty() ? "" : ", ") + n;
+  TD_CHECK_AS(DistributedError, others.empty(), "spawn: this process runs ", others.size(),
+              " thread(s) besides the caller (", names,
+              "), and a fork copies only the caller: a child could wait for good on a lock one of "
+              "them held. Call spawn() before starting threads of your own or a process group, "
+              "run the ranks as threads (parallel::spawn_threads), or start the program once "
+              "per rank with `tandem launch`");
+}
+
+}  // namespace
+
 void spawn(const std::function<void(int rank)>& fn, int nprocs, SpawnOptions options) {
   TD_CHECK_VALUE(nprocs >= 1, "spawn: expected nprocs >= 1, but got ", nprocs);
+  fork_only_single_threaded();
   const int port =
       options.master_port > 0 ? options.master_port : detail::free_port(options.master_addr);
   std::vector<detail::WorkerSpec> workers;

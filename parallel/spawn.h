@@ -3,8 +3,10 @@
 // Each rank is a forked child with the launcher's environment (RANK, LOCAL_RANK, WORLD_SIZE,
 // LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT = a free port), output prefixed "[rankN]: ".
 // If one rank fails, the others are stopped and spawn throws a DistributedError naming it.
-// Call it before creating threads of your own or a process group: a fork copies only the calling
-// thread (Tandem's own thread pool is rebuilt in the child).
+// A fork copies only the calling thread, so spawn forks only a process with no other thread: it
+// first ends Tandem's idle threads (the CPU pool, OpenBLAS's and OpenMP's, backward and pipeline
+// workers; each starts again on next use) and throws a DistributedError naming any thread that is
+// left (yours, a process group's). Call it before starting threads of your own.
 #pragma once
 
 #include <chrono>

@@ -41,7 +41,7 @@ if [ "$sanitize" = thread ]; then
   # Tests that start threads (the pool, backward's device threads, DataLoader workers, store
   # servers, Gloo, DDP's reducer, pipeline stages) or processes (spawn, the launcher, the
   # trainer's --ddp smoke run).
-  threaded='ThreadPool|CpuConv2d|DataLoader|Store|Collectives|Broadcast|ProcessGroup|DDP|BucketPlan'
+  threaded='ThreadPool|Spawn|CpuConv2d|DataLoader|Store|Collectives|Broadcast|ProcessGroup|DDP|BucketPlan'
   threaded+='|DeviceThreads|SavedTensor|Offload|Engine|Hooks|Join|DataParallel|ActivationCheckpoint|AutogradGrad|Pipeline'
   threaded+='|Trace|Launch|Subprocess|TrainCommand|BadInput/Distributed|EndToEnd|tools\.|examples\.'
   ctest --test-dir $dir --output-on-failure --parallel 2 -R "$threaded"
