@@ -65,7 +65,8 @@ struct TrainOptions {
   bool ddp = false;             // one rank of a DistributedDataParallel run (under `tandem launch`)
   std::string ddp_hook;  // --ddp: what a bucket sends (parallel/ddp/comm_hook.h); empty: allreduce
   int zero = 0;  // --ddp: ZeRO stage (parallel/ddp/zero_shards.h); 0: every rank keeps everything
-  int tp = 1;    // --model gpt: tensor-parallel size (parallel/tp/gpt.h); > 1 implies --ddp
+  bool sharded_checkpoint = false;  // --zero 3: each rank saves its shards (sharded_checkpoint.h)
+  int tp = 1;  // --model gpt: tensor-parallel size (parallel/tp/gpt.h); > 1 implies --ddp
   int pp =
       1;  // --model gpt: pipeline stages, one per rank (parallel/pipeline/distributed_pipeline.h)
   int dp = 0;  // --tp/--pp: data-parallel size; 0: the ranks left (world / (tp x pp))

@@ -123,7 +123,7 @@ struct LaunchedRuns {
   TempDir tmp;
   LaunchedRuns() { write_synthetic_dataset(tmp / "data"); }
   Result run(int ranks, const std::string& name, const std::string& flags,
-             const std::string& log = "") {
+             const std::string& log = "", bool succeeds = true) {
     const Result r = tandem_cli(
         "launch --standalone --nproc-per-node " + std::to_string(ranks) +
             " -- " TANDEM_CLI " train --dataset " + (tmp / "data").string() +
@@ -132,7 +132,9 @@ struct LaunchedRuns {
             flags + " --checkpoint " + (tmp / name).string() + " --log-dir " +
             (tmp / ("log-" + name)).string(),
         tmp / ((log.empty() ? name : log) + ".txt"));
-    EXPECT_EQ(r.code, 0) << r.output;
+    if (succeeds) {
+      EXPECT_EQ(r.code, 0) << r.output;
+    }
     return r;
   }
   // Checkpoint `name`'s model equals `other`'s up to float32 rounding (1 rank sums the batch in
@@ -174,6 +176,23 @@ TEST(TrainCommand, Zero3TrainsAsDdpAndResumesOnAnotherNumberOfRanks) {
   EXPECT_NE(rest.output.find("continuing at epoch 2 of 2"), std::string::npos) << rest.output;
   runs.expect_close("a", "d");
   runs.expect_close("a", "b");
+
+  // The same with --sharded-checkpoint: each of the 2 ranks writes its own rows, and 1 rank
+  // resumes from them (reading the rows of both files), ending where the uninterrupted run does.
+  runs.run(2, "s", " --zero 3 --sharded-checkpoint --epochs 1");
+  const fs::path step = runs.tmp / "s" / "step-3";
+  for (const char* file : {"rank-0-of-2.safetensors", "rank-1-of-2.safetensors", "index.json"})
+    EXPECT_TRUE(fs::is_regular_file(step / file)) << file;
+  EXPECT_EQ(read_file(runs.tmp / "s" / "latest"), "step-3");
+  EXPECT_FALSE(fs::exists(runs.tmp / "s" / "model.safetensors"));
+  const Result plain = runs.run(2, "s", " --epochs 2 --resume", "s-plain", /*succeeds=*/false);
+  EXPECT_NE(plain.code, 0);
+  EXPECT_NE(plain.output.find("holds a sharded checkpoint"), std::string::npos) << plain.output;
+  // Resumed without the flag: it saves one whole file, and the shards it replaces are gone.
+  runs.run(1, "s", " --zero 3 --epochs 2 --resume", "s2");
+  EXPECT_FALSE(fs::exists(runs.tmp / "s" / "latest"));
+  EXPECT_FALSE(fs::exists(step));
+  runs.expect_close("a", "s");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <tandem/core/serialize/atomic_file.h>
 #include <tandem/core/serialize/safetensors.h>
 #include <tandem/parallel/fsdp/sharded_checkpoint.h>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -55,6 +56,28 @@ std::string read_text(const fs::path& path) {
   return ss.str();
 }
 
+// The step directory `dir/latest` names ("step-<S>").
+std::string latest_step(const std::string& dir) {
+  std::string name = read_text(fs::path(dir) / "latest");
+  while (!name.empty() && std::isspace((unsigned char)name.back())) name.pop_back();
+  return name;
+}
+
+json read_index(const fs::path& path) {
+  json index = json::parse(read_text(path), nullptr, false);
+  TD_CHECK_AS(DataError, index.is_object() && index.contains("tensors"),
+              "load_sharded_checkpoint: ", path.string(), " is not a checkpoint index");
+  return index;
+}
+
+std::map<std::string, std::string> metadata_of(const json& index) {
+  std::map<std::string, std::string> out;
+  if (index.contains("metadata") && index["metadata"].is_object())
+    for (const auto& [k, v] : index["metadata"].items())
+      if (v.is_string()) out[k] = v.get<std::string>();
+  return out;
+}
+
 DType dtype_named(const std::string& text, const std::string& key) {
   for (const DTypeInfo& d : kDTypes)
     if (text == d.name) return d.dtype;
@@ -65,14 +88,16 @@ DType dtype_named(const std::string& text, const std::string& key) {
 }  // namespace
 
 void save_sharded_checkpoint(const std::string& dir, int64_t step, FullyShardedModule& model,
-                             const optim::Optimizer* optimizer) {
+                             const optim::Optimizer* optimizer,
+                             const std::map<std::string, std::string>& metadata) {
   Communicator& group = model.group();
   const int64_t rank = group.rank(), world = group.size();
   const std::string step_name = str("step-", step);
   const fs::path where = fs::path(dir) / step_name;
   NoGradGuard no_grad;
   NamedTensorList mine;
-  json index = {{"world", world}, {"step", step}, {"tensors", json::object()}};
+  json index = {
+      {"world", world}, {"step", step}, {"metadata", metadata}, {"tensors", json::object()}};
   std::map<const TensorImpl*, FullyShardedModule::LocalShard> by_impl;
   for (const auto& sh : model.local_shards()) {
     if (sh.shard.numel() > 0) mine.emplace_back("model." + sh.name, sh.shard);
@@ -132,14 +157,11 @@ void save_sharded_checkpoint(const std::string& dir, int64_t step, FullyShardedM
 }
 
 int64_t load_sharded_checkpoint(const std::string& dir, FullyShardedModule& model,
-                                optim::Optimizer* optimizer) {
-  std::string step_name = read_text(fs::path(dir) / "latest");
-  while (!step_name.empty() && std::isspace((unsigned char)step_name.back())) step_name.pop_back();
-  const fs::path where = fs::path(dir) / step_name;
+                                optim::Optimizer* optimizer,
+                                std::map<std::string, std::string>* metadata) {
+  const fs::path where = fs::path(dir) / latest_step(dir);
   const fs::path index_path = where / "index.json";
-  const json index = json::parse(read_text(index_path), nullptr, false);
-  TD_CHECK_AS(DataError, index.is_object() && index.contains("tensors"),
-              "load_sharded_checkpoint: ", index_path.string(), " is not a checkpoint index");
+  const json index = read_index(index_path);
   std::map<std::string, SafetensorsFile> files;  // read once each, when first needed
   NoGradGuard no_grad;
   // Rows [begin, begin + dst's rows) of tensor `key` into dst, from whichever files hold them.
@@ -202,7 +224,30 @@ int64_t load_sharded_checkpoint(const std::string& dir, FullyShardedModule& mode
     }
     optimizer->load_state_dict(state);
   }
+  if (metadata != nullptr) *metadata = metadata_of(index);
   return index["step"].get<int64_t>();
+}
+
+std::map<std::string, std::string> sharded_checkpoint_metadata(const std::string& dir) {
+  return metadata_of(read_index(fs::path(dir) / latest_step(dir) / "index.json"));
+}
+
+bool is_sharded_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(fs::path(dir) / "latest", ec);
+}
+
+std::vector<std::string> superseded_steps(const std::string& dir) {
+  std::vector<std::string> old;
+  const std::string latest = latest_step(dir);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory() && name.starts_with("step-") && name != latest)
+      old.push_back(e.path().string());
+  }
+  std::sort(old.begin(), old.end());
+  return old;
 }
 
 }  // namespace tandem::parallel

@@ -8,6 +8,7 @@
 #include <tandem/core/check.h>
 #include <tandem/core/serialize/safetensors.h>
 #include <tandem/nn/serialize.h>
+#include <tandem/parallel/fsdp/sharded_checkpoint.h>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -72,14 +73,7 @@ int64_t int_field(const nn::Metadata& meta, const std::string& key, const std::s
   return value;
 }
 
-}  // namespace
-
-void save_checkpoint(const std::string& dir, const CheckpointContent& content,
-                     const TrainState& state) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  TD_CHECK_AS(DataError, !ec, "train: cannot create the checkpoint directory ", dir, ": ",
-              ec.message());
+nn::Metadata metadata_of(const TrainState& state) {
   nn::Metadata meta = {{"epoch", std::to_string(state.epoch)},
                        {"global_step", std::to_string(state.global_step)},
                        {"generator", nn::to_string(state.generator)},
@@ -87,6 +81,58 @@ void save_checkpoint(const std::string& dir, const CheckpointContent& content,
   if (!state.vocabulary.empty()) meta["vocabulary"] = state.vocabulary;
   if (state.tp_rank_stream_offset)
     meta["tp_rank_stream_offset"] = std::to_string(*state.tp_rank_stream_offset);
+  return meta;
+}
+
+// The state `meta` holds; `o` is the optimizer's metadata (the same but for the scaler's state).
+TrainState state_of(const nn::Metadata& m, const nn::Metadata& o, const std::string& path) {
+  TrainState state;
+  state.epoch = int_field(m, "epoch", path);
+  state.global_step = int_field(m, "global_step", path);
+  state.generator = nn::generator_state_from_string(field(m, "generator", path), path);
+  state.config_json = field(m, "config", path);
+  if (auto it = o.find("grad_scaler"); it != o.end()) state.grad_scaler_json = it->second;
+  if (auto it = m.find("vocabulary"); it != m.end()) state.vocabulary = it->second;
+  if (m.count("tp_rank_stream_offset"))
+    state.tp_rank_stream_offset = uint64_t(int_field(m, "tp_rank_stream_offset", path));
+  return state;
+}
+
+}  // namespace
+
+void save_sharded_checkpoint(const std::string& dir, parallel::FullyShardedModule& model,
+                             const optim::Optimizer& optimizer, const TrainState& state) {
+  // As check_finite, over the shards: every rank learns of a NaN on any rank, so all stop.
+  const auto shards = model.local_shards();
+  Tensor sum = zeros({1}, {.dtype = kFloat64,
+                           .device = shards.empty() ? Device::cpu() : shards[0].shard.device()});
+  for (const auto& sh : shards)
+    if (sh.shard.numel() > 0 && is_floating(sh.shard.dtype()))
+      sum.add_(abs(sh.shard.detach()).sum().to(kFloat64).reshape({1}));
+  model.group().all_reduce(sum)->wait();
+  TD_CHECK_AS(NonFiniteError, std::isfinite(sum.to(Device::cpu()).item()),
+              "train: the parameters hold NaN or inf after epoch ", state.epoch,
+              "; the checkpoint in ", dir,
+              " was not overwritten (it still holds the last good one)");
+  nn::Metadata meta = metadata_of(state);
+  if (!state.grad_scaler_json.empty()) meta["grad_scaler"] = state.grad_scaler_json;
+  parallel::save_sharded_checkpoint(dir, state.global_step, model, &optimizer, meta);
+  if (model.group().rank() != 0) return;
+  // What this save replaces: earlier steps, and a whole-file pair (a run resumed with the flag
+  // added), which load_checkpoint would otherwise never read again. Removing a leftover late costs
+  // disk, not correctness: `latest` is committed.
+  std::error_code ec;
+  for (const std::string& old : parallel::superseded_steps(dir)) fs::remove_all(old, ec);
+  for (const char* file : {kModelFile, kOptimizerFile}) fs::remove(fs::path(dir) / file, ec);
+}
+
+void save_checkpoint(const std::string& dir, const CheckpointContent& content,
+                     const TrainState& state) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  TD_CHECK_AS(DataError, !ec, "train: cannot create the checkpoint directory ", dir, ": ",
+              ec.message());
+  const nn::Metadata meta = metadata_of(state);
   check_finite(content.model, dir, state.epoch);
   const fs::path model_path = fs::path(dir) / kModelFile, opt_path = fs::path(dir) / kOptimizerFile;
   const fs::path model_next = model_path.string() + kNext, opt_next = opt_path.string() + kNext;
@@ -96,9 +142,25 @@ void save_checkpoint(const std::string& dir, const CheckpointContent& content,
   nn::save_optimizer(opt_next.string(), content.optimizer, opt_meta);
   rename_or_fail(model_next, model_path);
   rename_or_fail(opt_next, opt_path);
+  // A sharded checkpoint this pair replaces (a run resumed without --sharded-checkpoint): `latest`
+  // first, as load_checkpoint reads the shards while it exists. A crash before this line resumes
+  // from the shards' older epoch, which is consistent, only older.
+  if (parallel::is_sharded_checkpoint(dir)) {
+    fs::remove(fs::path(dir) / "latest", ec);
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.is_directory() && e.path().filename().string().starts_with("step-"))
+        fs::remove_all(e.path(), ec);
+  }
 }
 
 TrainState load_checkpoint(const std::string& dir, const Restore& restore) {
+  if (parallel::is_sharded_checkpoint(dir)) {
+    TD_CHECK_AS(DataError, restore.sharded != nullptr, "train: --resume: ", dir,
+                " holds a sharded checkpoint (each rank's shards, from --zero 3 "
+                "--sharded-checkpoint); resume it with --ddp --zero 3, on any number of ranks");
+    const nn::Metadata meta = restore.sharded(dir);
+    return state_of(meta, meta, (fs::path(dir) / "latest").string());
+  }
   const std::string model_path = (fs::path(dir) / kModelFile).string();
   const std::string optimizer_path = (fs::path(dir) / kOptimizerFile).string();
   std::error_code ec;
@@ -117,15 +179,7 @@ TrainState load_checkpoint(const std::string& dir, const Restore& restore) {
   const nn::Metadata& m = model_file.metadata;
   const nn::Metadata o = nn::load_optimizer(optimizer_path, restore.optimizer);
 
-  TrainState state;
-  state.epoch = int_field(m, "epoch", model_path);
-  state.global_step = int_field(m, "global_step", model_path);
-  state.generator = nn::generator_state_from_string(field(m, "generator", model_path), model_path);
-  state.config_json = field(m, "config", model_path);
-  if (auto it = o.find("grad_scaler"); it != o.end()) state.grad_scaler_json = it->second;
-  if (auto it = m.find("vocabulary"); it != m.end()) state.vocabulary = it->second;
-  if (m.count("tp_rank_stream_offset"))
-    state.tp_rank_stream_offset = uint64_t(int_field(m, "tp_rank_stream_offset", model_path));
+  const TrainState state = state_of(m, o, model_path);
   const int64_t optimizer_epoch = int_field(o, "epoch", optimizer_path);
   TD_CHECK_AS(DataError, optimizer_epoch == state.epoch, "train: --resume: ", model_path,
               " is from epoch ", state.epoch, " but ", optimizer_path, " is from epoch ",

@@ -4,14 +4,17 @@
 // (for dropout) and the run's configuration as JSON; a GPT's also its vocabulary, and its "epoch"
 // counts iterations. Restoring all of it — with the DataLoader's
 // order and the augmentation a function of (seed, epoch) — makes a resumed run bit-identical to
-// an uninterrupted one.
+// an uninterrupted one. With --zero 3 --sharded-checkpoint, DIR instead holds what
+// parallel::save_sharded_checkpoint writes (each rank its shards), the same metadata in its index.
 #pragma once
 
 #include <tandem/core/generator.h>
 #include <tandem/nn/module.h>
 #include <tandem/nn/optim/optimizer.h>
+#include <tandem/parallel/fsdp/fully_shard.h>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -39,15 +42,23 @@ struct CheckpointContent {
 void save_checkpoint(const std::string& dir, const CheckpointContent& content,
                      const TrainState& state);
 
-/// How a run takes a checkpoint's content back: model(state dict, file path), optimizer(state).
+/// Every rank: writes its shards of `model` and `optimizer` under DIR, with `state` in the index,
+/// and removes the step it replaces. NonFiniteError on every rank if a shard holds NaN or inf.
+void save_sharded_checkpoint(const std::string& dir, parallel::FullyShardedModule& model,
+                             const optim::Optimizer& optimizer, const TrainState& state);
+
+/// How a run takes a checkpoint's content back: model(state dict, file path), optimizer(state);
+/// a fully sharded run also `sharded`, which loads DIR's shards and returns their metadata.
 struct Restore {
   std::function<void(const nn::StateDict&, const std::string& path)> model;
   std::function<void(const optim::OptimizerState&)> optimizer;
+  std::function<std::map<std::string, std::string>(const std::string& dir)> sharded;
 };
 
-/// Loads both files of DIR through `restore` and returns the saved state. DataError naming the
-/// directory when a file is missing, when the metadata is incomplete, or when the two files come
-/// from different epochs (a crash between the two writes).
+/// Loads both files of DIR through `restore` (or, where DIR is sharded, its shards) and returns the
+/// saved state. DataError naming the directory when a file is missing, when the metadata is
+/// incomplete, when the two files come from different epochs (a crash between the two writes), or
+/// when DIR is sharded and this run is not fully sharded.
 TrainState load_checkpoint(const std::string& dir, const Restore& restore);
 
 }  // namespace tandem::tools

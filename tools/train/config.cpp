@@ -63,6 +63,7 @@ nlohmann::ordered_json to_json(const TrainOptions& o) {
   j["pipeline_schedule"] = o.pipeline_schedule;
   j["amp"] = o.amp;
   j["zero"] = o.zero;
+  j["sharded_checkpoint"] = o.sharded_checkpoint;
   if (gpt) {
     j["tp"] = o.tp;
     j["pp"] = o.pp;
@@ -202,6 +203,9 @@ TrainOptions resolve_config(TrainOptions o) {
   TD_CHECK_VALUE(o.zero == 0 || o.ddp_hook.empty(), "train: --zero ", o.zero,
                  " reduces gradients with a reduce-scatter; --ddp-hook ", o.ddp_hook,
                  " replaces an all-reduce: choose one");
+  TD_CHECK_VALUE(!o.sharded_checkpoint || (o.zero == 3 && o.tp == 1 && !o.checkpoint.empty()),
+                 "train: --sharded-checkpoint saves the shards of --ddp --zero 3 (without --tp) "
+                 "to --checkpoint DIR; give both, or leave it out for one whole file");
   if (!o.data_parallel.empty()) {
     TD_CHECK_VALUE(!o.ddp,
                    "train: --data-parallel and --ddp are two ways of using several devices; "
@@ -272,7 +276,8 @@ std::vector<std::string> config_differences(const std::string& saved_json,
   std::vector<std::string> out;
   const nlohmann::ordered_json now = to_json(options);  // items() refers to it: keep it alive
   for (const auto& [key, value] : now.items()) {
-    if (one_of(key, {"epochs", "max_iters", "resume", "log_dir", "checkpoint", "workers"}))
+    if (one_of(key, {"epochs", "max_iters", "resume", "log_dir", "checkpoint", "workers",
+                     "sharded_checkpoint"}))
       continue;
     if (!saved.contains(key)) continue;
     // Both sides are dumps of the same kinds of values, so equal values print alike.

@@ -16,6 +16,7 @@
 #include <tandem/data/text_dataset.h>
 #include <tandem/nn/optim/param_groups.h>
 #include <tandem/parallel/comm/broadcast_object.h>
+#include <tandem/parallel/fsdp/sharded_checkpoint.h>
 #include <tandem/parallel/process_group.h>
 #include <tandem/parallel/tp/gpt.h>
 #include <chrono>
@@ -80,10 +81,12 @@ std::pair<double, double> estimate_loss(Setup& s, const data::TextCorpus& corpus
 
 // A resumed run's vocabulary, read before the model is built (its size is the model's).
 data::CharTokenizer saved_vocabulary(const std::string& dir) {
-  const std::string path = (fs::path(dir) / "model.safetensors").string();
+  const bool sharded = parallel::is_sharded_checkpoint(dir);
+  const std::string path = (fs::path(dir) / (sharded ? "latest" : "model.safetensors")).string();
   TD_CHECK_AS(DataError, fs::is_regular_file(path), "train: --resume: ", path,
               " does not exist (a run with --checkpoint ", dir, " writes it)");
-  const auto meta = load_safetensors(path).metadata;
+  const auto meta =
+      sharded ? parallel::sharded_checkpoint_metadata(dir) : load_safetensors(path).metadata;
   const auto it = meta.find("vocabulary");
   TD_CHECK_AS(DataError, it != meta.end(), "train: --resume: ", path,
               " has no vocabulary: it is not a checkpoint of `tandem train --model gpt`");
@@ -226,9 +229,19 @@ int run_train_gpt(const TrainOptions& flags) {
     if (iter % g.eval_interval == 0 || iter == g.max_iters) {
       const Clock::time_point eval_start = Clock::now();
       CheckpointContent content;  // every rank: --zero's shards are gathered (rank 0 keeps them)
-      if (!o.checkpoint.empty() && iter > 0) content = checkpoint_content(setup, optimizer);
+      const bool save = !o.checkpoint.empty() && iter > 0;
+      if (save && !o.sharded_checkpoint) content = checkpoint_content(setup, optimizer);
       std::pair<double, double> losses;
       if (lead || everyone_evaluates(setup)) losses = estimate_loss(setup, corpus, o);
+      if (save && o.sharded_checkpoint)  // every rank writes its shards
+        save_sharded_checkpoint(
+            o.checkpoint, *setup.fsdp, optimizer,
+            {.epoch = iter,
+             .global_step = iter,
+             .generator = default_generator(device).get_state(),
+             .config_json = config,
+             .grad_scaler_json = scaler->is_enabled() ? optim::to_json(scaler->state_dict()) : "",
+             .vocabulary = corpus.tokenizer.to_string()});
       if (lead) {
         const auto [train_loss, val_loss] = losses;
         std::printf("step %lld: train loss %.4f, val loss %.4f\n", (long long)iter, train_loss,
@@ -247,7 +260,7 @@ int run_train_gpt(const TrainOptions& flags) {
                        .split = "eval",
                        .loss = val_loss,
                        .lr = lr});
-        if (!o.checkpoint.empty() && iter > 0)
+        if (save && !o.sharded_checkpoint)
           save_checkpoint(
               o.checkpoint, content,
               {.epoch = iter,

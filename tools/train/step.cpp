@@ -6,6 +6,7 @@
 #include <tandem/core/memory_stats.h>
 #include <tandem/parallel/all_reduce_gradients.h>
 #include <tandem/parallel/ddp/state_bytes.h>
+#include <tandem/parallel/fsdp/sharded_checkpoint.h>
 #include <tandem/parallel/pipeline/pipeline_state.h>
 #include <tandem/parallel/process_group.h>
 #include <tandem/parallel/tp/model_state.h>
@@ -224,12 +225,17 @@ Restore restore_into(Setup& s, optim::Optimizer& optimizer) {
             [&s, &optimizer](const optim::OptimizerState& state) {
               parallel::tp::load_full_optimizer_state(*s.model, optimizer, state, s.tp);
             }};
-  if (s.fsdp)
+  if (s.fsdp)  // one whole file, or each rank's shards (on any number of ranks)
     return {[&s](const nn::StateDict& sd, const std::string& path) {
               s.fsdp->load_full_state_dict(sd, path);
             },
             [&s, &optimizer](const optim::OptimizerState& state) {
               s.fsdp->load_full_optimizer_state_dict(optimizer, state);
+            },
+            [&s, &optimizer](const std::string& dir) {
+              std::map<std::string, std::string> meta;
+              parallel::load_sharded_checkpoint(dir, *s.fsdp, &optimizer, &meta);
+              return meta;
             }};
   return {[&s](const nn::StateDict& sd, const std::string& path) {
             s.model->load_state_dict(sd, true, path);

@@ -219,9 +219,14 @@ int run_train(const TrainOptions& flags) {
   for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
     const PassResult t = train_epoch(epochs, epoch, global_step);
     CheckpointContent content;  // every rank: --zero's shards are gathered (rank 0 keeps them)
-    if (!o.checkpoint.empty()) content = checkpoint_content(setup, *optimizer);
+    const bool whole_file = !o.checkpoint.empty() && !o.sharded_checkpoint;
+    if (whole_file) content = checkpoint_content(setup, *optimizer);
     PassResult e;
     if (lead || everyone_evaluates(setup)) e = evaluate(setup, eval_loader);
+    if (o.sharded_checkpoint)  // every rank writes its shards
+      save_sharded_checkpoint(o.checkpoint, *setup.fsdp, *optimizer,
+                              {epoch, global_step, default_generator(device).get_state(), config,
+                               scaler.is_enabled() ? optim::to_json(scaler.state_dict()) : ""});
     if (!lead) continue;  // the others go straight on to the next epoch's first all-reduce
     metrics.write({.time = unix_time(),
                    .epoch = epoch,
@@ -246,7 +251,7 @@ int run_train(const TrainOptions& flags) {
           (long long)epoch, (long long)t.scaler_skipped, t.scaler_skipped == 1 ? "" : "s",
           (long long)scaler.skipped_steps(), scaler.get_scale());
     std::fflush(stdout);
-    if (!o.checkpoint.empty())
+    if (whole_file)
       save_checkpoint(o.checkpoint, content,
                       {epoch, global_step, default_generator(device).get_state(), config,
                        scaler.is_enabled() ? optim::to_json(scaler.state_dict()) : ""});
