@@ -82,7 +82,11 @@ void fork_only_single_threaded() {
   tandem::detail::release_threads();
   std::vector<std::string> others = other_threads();
 #ifdef TANDEM_TSAN
-  if (!others.empty()) others.pop_back();  // one is the sanitizer's
+  // One is the sanitizer's, named as the program is.
+  std::string program;
+  std::getline(std::ifstream("/proc/self/comm"), program);
+  const auto it = std::find(others.begin(), others.end(), program);
+  if (it != others.end()) others.erase(it);
 #endif
   std::string names;
   for (const std::string& n : others) names += (names.empty() ? "" : ", ") + n;
