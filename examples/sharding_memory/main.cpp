@@ -11,7 +11,8 @@
 // The peak adds what a step holds for a moment: activations (small here), the gradient being
 // copied into its bucket, under ZeRO-2 the (at most two) buckets being reduced, and under ZeRO-3
 // the units in flight (one layer each: its all-gather buffer and whole parameters, the next
-// layer's prefetch, a layer's whole gradient and its reduce-scatter buffer).
+// layer's prefetch, a layer's whole gradient, its reduce-scatter buffer and the previous
+// layer's, still on the wire).
 //   build/examples/sharding_memory [layers] [width]
 #include <tandem/tandem.h>
 #include <algorithm>

@@ -307,14 +307,15 @@ void FullyShardedModule::State::launch_ready(bool all) {
     ShardedUnit& unit = *units[order[next_launch]];
     if (!unit.recorded()) continue;  // not in this iteration's graph
     if (!all && unit.pending() > 0) return;
-    unit.start_reduce_scatter();
-    // At most two reduce-scatters on the wire: each holds its unit's whole-size gradient buffer,
-    // so waiting for the older one keeps backward's memory to a couple of units.
-    reducing.push_back(order[next_launch]);
-    if (reducing.size() > 2) {
+    // One reduce-scatter on the wire at a time, as FSDP2 (each holds its unit's whole-size
+    // gradient buffer): the previous one, queued a layer of compute ago, is normally done. Two
+    // cost a layer's bytes more at the peak and no measurable step time (bench/RESULTS.md).
+    while (!reducing.empty()) {
       units[reducing.front()]->finish_reduce_scatter();
       reducing.pop_front();
     }
+    unit.start_reduce_scatter();
+    reducing.push_back(order[next_launch]);
     if (order[next_launch] != root) {
       unit.reshard();
       for (size_t k = 0; k < item_unit.size(); ++k)
