@@ -325,6 +325,22 @@ TEST(GptCommand, PipelineParallelTrainsAsOneDeviceAndResumesOnAnyLayout) {
   }
 }
 
+// --zero 3 --sharded-checkpoint: each of 2 ranks writes its rows of the GPT (the tied embedding
+// included) and the index carries the vocabulary; resumed without the flag, the run ends where
+// one device's uninterrupted run does, in one whole file again.
+TEST(GptCommand, ShardedCheckpointResumesAsOneDevice) {
+  CheckpointedRuns runs;
+  runs.run(runs.two, 10, "sharded", " --ddp --zero 3 --sharded-checkpoint");
+  EXPECT_EQ(read_file(runs.tmp / "sharded" / "latest"), "step-10");
+  EXPECT_TRUE(fs::is_regular_file(runs.tmp / "sharded" / "step-10" / "rank-1-of-2.safetensors"));
+  EXPECT_NE(read_file(runs.tmp / "sharded" / "step-10" / "index.json").find("\"vocabulary\""),
+            std::string::npos);
+  runs.run(runs.two, 20, "sharded", " --ddp --zero 3 --resume");
+  EXPECT_FALSE(fs::exists(runs.tmp / "sharded" / "latest"));
+  runs.run("", 20, "whole", "");
+  runs.expect_close("whole", "sharded", "model.safetensors");
+}
+
 TEST(GptCommand, BadInputIsAClearError) {
   TempDir tmp;
   write_text(tmp / "short.txt", 2);
