@@ -81,16 +81,17 @@ void fork_only_single_threaded() {
   DeviceWorkers::release_all_threads();
   tandem::detail::release_threads();
   std::vector<std::string> others;
+#ifdef TANDEM_TSAN
+  std::string program;  // the sanitizer's own thread is named as the program is
+  std::getline(std::ifstream("/proc/self/comm"), program);
+#endif
   // A thread just joined can stay listed for a moment while the kernel finishes its exit: look
   // again for up to 200 ms before taking it for one that is running.
   for (int tries = 0; tries < 200; ++tries) {
     others = other_threads();
 #ifdef TANDEM_TSAN
-    // One is the sanitizer's, named as the program is.
-    std::string program;
-    std::getline(std::ifstream("/proc/self/comm"), program);
-    const auto it = std::find(others.begin(), others.end(), program);
-    if (it != others.end()) others.erase(it);
+    if (const auto it = std::find(others.begin(), others.end(), program); it != others.end())
+      others.erase(it);
 #endif
     if (others.empty()) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

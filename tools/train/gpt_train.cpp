@@ -233,15 +233,23 @@ int run_train_gpt(const TrainOptions& flags) {
       if (save && !o.sharded_checkpoint) content = checkpoint_content(setup, optimizer);
       std::pair<double, double> losses;
       if (lead || everyone_evaluates(setup)) losses = estimate_loss(setup, corpus, o);
+      // What a checkpoint of this iteration records beside the tensors (after the evaluation,
+      // which draws its batches from the generator).
+      const auto state_now = [&] {
+        return TrainState{
+            .epoch = iter,
+            .global_step = iter,
+            .generator = default_generator(device).get_state(),
+            .config_json = config,
+            .grad_scaler_json = scaler->is_enabled() ? optim::to_json(scaler->state_dict()) : "",
+            .vocabulary = corpus.tokenizer.to_string(),
+            .tp_rank_stream_offset =
+                setup.tp
+                    ? std::optional<uint64_t>(parallel::tp::rank_stream(*model)->get_state().offset)
+                    : std::nullopt};
+      };
       if (save && o.sharded_checkpoint)  // every rank writes its shards
-        save_sharded_checkpoint(
-            o.checkpoint, *setup.fsdp, optimizer,
-            {.epoch = iter,
-             .global_step = iter,
-             .generator = default_generator(device).get_state(),
-             .config_json = config,
-             .grad_scaler_json = scaler->is_enabled() ? optim::to_json(scaler->state_dict()) : "",
-             .vocabulary = corpus.tokenizer.to_string()});
+        save_sharded_checkpoint(o.checkpoint, *setup.fsdp, optimizer, state_now());
       if (lead) {
         const auto [train_loss, val_loss] = losses;
         std::printf("step %lld: train loss %.4f, val loss %.4f\n", (long long)iter, train_loss,
@@ -260,19 +268,7 @@ int run_train_gpt(const TrainOptions& flags) {
                        .split = "eval",
                        .loss = val_loss,
                        .lr = lr});
-        if (save && !o.sharded_checkpoint)
-          save_checkpoint(
-              o.checkpoint, content,
-              {.epoch = iter,
-               .global_step = iter,
-               .generator = default_generator(device).get_state(),
-               .config_json = config,
-               .grad_scaler_json = scaler->is_enabled() ? optim::to_json(scaler->state_dict()) : "",
-               .vocabulary = corpus.tokenizer.to_string(),
-               .tp_rank_stream_offset =
-                   setup.tp ? std::optional<uint64_t>(
-                                  parallel::tp::rank_stream(*model)->get_state().offset)
-                            : std::nullopt});
+        if (save && !o.sharded_checkpoint) save_checkpoint(o.checkpoint, content, state_now());
         const bool last = iter == g.max_iters;
         report.headline =
             str(last ? "final" : "at iteration " + std::to_string(iter) + ":", " validation loss ",

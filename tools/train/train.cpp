@@ -223,10 +223,13 @@ int run_train(const TrainOptions& flags) {
     if (whole_file) content = checkpoint_content(setup, *optimizer);
     PassResult e;
     if (lead || everyone_evaluates(setup)) e = evaluate(setup, eval_loader);
+    // What a checkpoint of this epoch records beside the tensors.
+    const auto state_now = [&] {
+      return TrainState{epoch, global_step, default_generator(device).get_state(), config,
+                        scaler.is_enabled() ? optim::to_json(scaler.state_dict()) : ""};
+    };
     if (o.sharded_checkpoint)  // every rank writes its shards
-      save_sharded_checkpoint(o.checkpoint, *setup.fsdp, *optimizer,
-                              {epoch, global_step, default_generator(device).get_state(), config,
-                               scaler.is_enabled() ? optim::to_json(scaler.state_dict()) : ""});
+      save_sharded_checkpoint(o.checkpoint, *setup.fsdp, *optimizer, state_now());
     if (!lead) continue;  // the others go straight on to the next epoch's first all-reduce
     metrics.write({.time = unix_time(),
                    .epoch = epoch,
@@ -251,10 +254,7 @@ int run_train(const TrainOptions& flags) {
           (long long)epoch, (long long)t.scaler_skipped, t.scaler_skipped == 1 ? "" : "s",
           (long long)scaler.skipped_steps(), scaler.get_scale());
     std::fflush(stdout);
-    if (whole_file)
-      save_checkpoint(o.checkpoint, content,
-                      {epoch, global_step, default_generator(device).get_state(), config,
-                       scaler.is_enabled() ? optim::to_json(scaler.state_dict()) : ""});
+    if (whole_file) save_checkpoint(o.checkpoint, content, state_now());
 
     const bool last = epoch == o.epochs;
     const double wall =
