@@ -46,8 +46,12 @@ void CollectiveQueue::push(WorkPtr work, std::function<void(uint32_t)> run, uint
     lk.lock();
     busy_ = false;
     pending_ = pending_ || more;
+    // Wake the worker only when it has something to do: a task queued meanwhile, progress due,
+    // or the stop. An unconditional notify woke it (a futex call and a context switch) after
+    // every inline collective, tens of thousands a second, on the cores the ranks spin on.
+    const bool wake = !queue_.empty() || pending_ || stop_;
     lk.unlock();
-    ready_.notify_all();  // the worker, if a task was queued meanwhile or progress is due
+    if (wake) ready_.notify_all();
     return;
   }
   queue_.push_back(std::move(task));

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <tandem/core/tensor.h>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -62,6 +63,11 @@ class ThreadWorld {
 
  private:
   void abort_because(const std::string& reason);
+  // Under mu_: the world's state changed; wake the sleepers and tell the spinners (wait()).
+  void changed() {
+    changes_.fetch_add(1, std::memory_order_release);
+    cv_.notify_all();
+  }
   // Waits on cv_ until `ready()` holds; throws on abort or timeout (`missing` names who is late).
   template <typename Ready, typename Missing>
   void wait(std::unique_lock<std::mutex>& lk, Ready ready, Missing missing,
@@ -71,6 +77,7 @@ class ThreadWorld {
   const std::chrono::milliseconds timeout_;
   std::mutex mu_;
   std::condition_variable cv_;
+  std::atomic<uint64_t> changes_{0};  // bumped by every changed(): what spinning waiters watch
   std::map<uint64_t, std::shared_ptr<Meeting>> meetings_;
   std::map<std::pair<int, int>, std::deque<Tensor>> mailboxes_;
   std::string aborted_;  // "rank 1 failed: ..." once a rank has failed
