@@ -26,7 +26,10 @@ class CollectiveQueue;
 
 struct ShmOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
-  size_t buffer_bytes = size_t(4) << 20;  // each of a rank's two buffers
+  /// Each of a rank's two buffers: the most a round moves. Small rounds keep a round's bytes in
+  /// the cores' caches while the peers read them; 4 MiB rounds went through memory and moved
+  /// half as much at 4-64 MB (bench/RESULTS.md, 2026-11-26).
+  size_t buffer_bytes = size_t(256) << 10;
   /// All-reduces up to this many bytes go direct (one step per round); larger ones take the
   /// reduce-scatter, whose rounds each rank reduces only 1/N of (bench/comm_bench.cpp).
   size_t direct_bytes = size_t(64) << 10;

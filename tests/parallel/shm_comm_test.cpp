@@ -62,7 +62,7 @@ TEST_P(ShmCollectives, PassTheCollectiveSuiteWithManyRoundsPerTensor) {
                                 .inline_when_idle = direct != 0});
           tandem::testing::check_collectives(comm);
         }
-        // The default sizes too: 4.8 MB, two rounds of the 4 MiB buffers.
+        // The default sizes too: 4.8 MB, 19 rounds of the 256 KiB buffers.
         ShmCommunicator big(std::make_shared<PrefixStore>("big", store), rank, n, {.timeout = 60s});
         tandem::testing::check_collectives(big, 1'200'001);
       },
