@@ -31,8 +31,9 @@ struct ShmOptions {
   /// half as much at 4-64 MB (bench/RESULTS.md, 2026-11-26).
   size_t buffer_bytes = size_t(256) << 10;
   /// All-reduces up to this many bytes go direct (one step per round); larger ones take the
-  /// reduce-scatter, whose rounds each rank reduces only 1/N of (bench/comm_bench.cpp).
-  size_t direct_bytes = size_t(64) << 10;
+  /// reduce-scatter, whose rounds each rank reduces only 1/N of: direct was 5-15 % faster at
+  /// 16 KB and 10 % slower at 64 KB (2 ranks, bench/RESULTS.md, 2026-11-26).
+  size_t direct_bytes = size_t(32) << 10;
   /// A collective issued while none is queued runs in the caller's thread (collective_queue.h)
   /// when its tensor has at most `inline_max_bytes`: that saves two thread hand-offs, which is
   /// what a small collective costs. A larger one always runs on the communicator's thread, so
