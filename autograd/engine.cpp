@@ -48,7 +48,8 @@ std::shared_ptr<WorkQueue> local_queue() {
 
 // A forked child's forking thread keeps its thread_locals, but its queue may be mid-use by a
 // worker that is gone.
-[[maybe_unused]] const int g_atfork = ::pthread_atfork(nullptr, nullptr, [] { t_queue = nullptr; });
+[[maybe_unused]] const int g_forget_queue_at_fork =
+    ::pthread_atfork(nullptr, nullptr, [] { t_queue = nullptr; });
 
 bool runs_on_caller(Device d) {
   return (d.is_cpu() && d.index() == 0) || !g_device_threads.load(std::memory_order_relaxed);

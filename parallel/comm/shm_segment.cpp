@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <tandem/core/check.h>
+#include <tandem/parallel/comm/cpu_relax.h>
 #include <tandem/parallel/comm/shm_segment.h>
 #include <unistd.h>
 #include <cerrno>
@@ -34,12 +35,6 @@ void futex_wake_all(std::atomic<uint32_t>& word) {
 
 bool reached(const ShmHeader& peer, uint32_t step) {
   return int32_t(peer.arrived.load(std::memory_order_acquire) - step) >= 0;
-}
-
-inline void cpu_relax() {
-#if defined(__x86_64__)
-  __builtin_ia32_pause();
-#endif
 }
 
 void* map(int fd, size_t bytes, const std::string& name) {
@@ -129,7 +124,7 @@ void shm_wait(const ShmHeader& peer, uint32_t step, Clock::time_point deadline,
   const auto start = Clock::now();
   for (int i = 0;; ++i) {
     if (reached(peer, step)) return;
-    cpu_relax();
+    detail::cpu_relax();
     if ((i & 63) != 63) continue;
     const auto waited = Clock::now() - start;
     if (waited > std::chrono::milliseconds(1)) break;

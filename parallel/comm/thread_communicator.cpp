@@ -14,8 +14,6 @@
 namespace tandem::parallel {
 namespace {
 
-constexpr std::chrono::milliseconds kWorkGrace{2000};
-
 // Reductions of 16-bit floats add in float32 and round once, as every backend does.
 DType accumulation_dtype(DType dt) { return dt == kBFloat16 || dt == kFloat16 ? kFloat32 : dt; }
 

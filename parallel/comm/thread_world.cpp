@@ -4,19 +4,10 @@
 // refinement: a waiter spins briefly before it sleeps (wait(), below).
 #include <sched.h>
 #include <tandem/core/check.h>
+#include <tandem/parallel/comm/cpu_relax.h>
 #include <tandem/parallel/comm/thread_world.h>
 
 namespace tandem::parallel {
-
-namespace {
-
-inline void cpu_relax() {
-#if defined(__x86_64__)
-  __builtin_ia32_pause();
-#endif
-}
-
-}  // namespace
 
 ThreadWorld::ThreadWorld(int size, std::chrono::milliseconds timeout)
     : size_(size), timeout_(timeout) {
@@ -38,7 +29,8 @@ void ThreadWorld::wait(std::unique_lock<std::mutex>& lk, Ready ready, Missing mi
   for (int i = 0; aborted_.empty() && !ready(); ++i) {
     const uint64_t seen = changes_.load(std::memory_order_relaxed);
     lk.unlock();
-    for (int k = 0; k < 64 && changes_.load(std::memory_order_acquire) == seen; ++k) cpu_relax();
+    for (int k = 0; k < 64 && changes_.load(std::memory_order_acquire) == seen; ++k)
+      detail::cpu_relax();
     const auto waited = Clock::now() - start;
     if (waited > std::chrono::microseconds(20)) sched_yield();
     lk.lock();

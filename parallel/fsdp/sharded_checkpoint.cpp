@@ -81,8 +81,8 @@ std::map<std::string, std::string> metadata_of(const json& index) {
 DType dtype_named(const std::string& text, const std::string& key) {
   for (const DTypeInfo& d : kDTypes)
     if (text == d.name) return d.dtype;
-  detail::fail<DataError>("load_sharded_checkpoint: \"", key, "\" has dtype \"", text,
-                          "\", which Tandem does not have");
+  ::tandem::detail::fail<DataError>("load_sharded_checkpoint: \"", key, "\" has dtype \"", text,
+                                    "\", which Tandem does not have");
 }
 
 }  // namespace

@@ -66,7 +66,8 @@ std::string to_string(PipelineSchedule schedule) {
 PipelineSchedule parse_schedule(const std::string& name) {
   if (name == "gpipe") return PipelineSchedule::GPipe;
   if (name == "1f1b") return PipelineSchedule::OneFOneB;
-  detail::fail<ValueError>("pipeline: unknown schedule \"", name, "\" (choose gpipe or 1f1b)");
+  ::tandem::detail::fail<ValueError>("pipeline: unknown schedule \"", name,
+                                     "\" (choose gpipe or 1f1b)");
 }
 
 }  // namespace tandem::parallel

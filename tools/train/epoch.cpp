@@ -19,10 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 // Correct predictions in a batch, without recording anything for autograd.
 int64_t count_correct(const Tensor& logits, const Tensor& y) {
   NoGradGuard no_grad;

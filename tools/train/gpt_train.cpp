@@ -40,10 +40,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 // Seeds of the training batch at an iteration and of the k-th evaluation batch of a split: three
 // streams that never meet.
 uint64_t train_batch_seed(uint64_t seed, int64_t iteration) {

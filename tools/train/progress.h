@@ -18,6 +18,11 @@ bool progress_is_interactive(bool no_progress);
 /// "00:05", "12:34", or "1:02:03" past an hour (tqdm's format).
 std::string format_duration(double seconds);
 
+/// Seconds from `t` to now on the steady clock (what the progress lines and reports time with).
+inline double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 class ProgressLine {
  public:
   /// One epoch of `total_steps` steps. Interactive: the updating bar; otherwise plain lines.
