@@ -5,7 +5,8 @@
 //     --recipe gpu its GPU one: 6 layers, 6 heads, 384 wide, context 256, batch 64): the
 //     whole step (forward, backward, clip, AdamW) beside each kind of op timed alone, forward and
 //     backward, at the shapes and counts the step runs it: the GEMMs of every Linear (lm_head
-//     included), fused attention, LayerNorm, GELU, and AdamW's update. The share of each is its
+//     included), attention (the backend Auto takes, and the other one's time printed below),
+//     LayerNorm, GELU, and AdamW's update. The share of each is its
 //     time over the step's; what is left is the elementwise rest (residual adds, embedding, loss,
 //     clipping) and the engine.
 //   gpt_bench attention [--rounds N] [--threads N]
@@ -107,6 +108,7 @@ void step_part(const Options& o) {
     double ms;
   };
   std::vector<Part> parts;
+  std::string alternative;
   const int64_t n = kB * kT;
   {  // every Linear of the step, forward and backward (x needs its gradient too, as in the model)
     struct Shape2 {
@@ -125,10 +127,20 @@ void step_part(const Options& o) {
   {
     const Tensor q = leaf({kB, kH, kT, kC / kH}), k = leaf({kB, kH, kT, kC / kH}),
                  v = leaf({kB, kH, kT, kC / kH}), dy = gradient({kB, kH, kT, kC / kH});
-    parts.push_back({"attention (fused fwd+bwd)",
-                     double(kL) * median_ms(o.rounds, [&] {
-                       scaled_dot_product_attention(q, k, v, {.causal = true}).backward(dy);
-                     })});
+    auto attention_ms = [&](AttentionBackend backend) {
+      return double(kL) * median_ms(o.rounds, [&] {
+               scaled_dot_product_attention(q, k, v, {.causal = true, .backend = backend})
+                   .backward(dy);
+             });
+    };
+    // The step runs Auto's choice; the other backend at the same shapes is printed after.
+    const double fused = attention_ms(AttentionBackend::Fused);
+    const double math = attention_ms(AttentionBackend::Math);
+    const bool auto_math = g_device.is_cuda();
+    parts.push_back({auto_math ? "attention (math fwd+bwd)" : "attention (fused fwd+bwd)",
+                     auto_math ? math : fused});
+    alternative = std::string("attention the other way: ") + (auto_math ? "fused " : "math ") +
+                  std::to_string(auto_math ? fused : math) + " ms/step";
   }
   {
     const Tensor in = leaf({kB, kT, kC}), w = leaf({kC}), dy = gradient({kB, kT, kC});
@@ -158,6 +170,7 @@ void step_part(const Options& o) {
               100 * (step - sum) / step);
   std::printf("%-28s %10.2f %7.1f%%   %.0f tokens/s\n", "whole step", step, 100.0,
               double(kB * kT) / (step * 1e-3));
+  std::printf("(%s)\n", alternative.c_str());
 }
 
 // ---- attention: fused against composed --------------------------------------------------------
@@ -170,6 +183,7 @@ Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
 
 void attention_part(const Options& o) {
   constexpr int64_t kHeads = 8, kD = 64;
+  const AttentionOptions kFused{.causal = true, .backend = AttentionBackend::Fused};
   std::printf("causal attention, %lld heads of %lld, float32, on %s, %d intra-op threads\n",
               (long long)kHeads, (long long)kD, g_device.str().c_str(), get_num_threads());
   std::printf("%6s %12s %12s %8s %14s %14s\n", "T", "fused_ms", "composed_ms", "ratio",
@@ -180,13 +194,13 @@ void attention_part(const Options& o) {
                  v = leaf({1, kHeads, t, kD}), dy = gradient({1, kHeads, t, kD});
     auto held = [&](bool fused) {
       const int64_t before = memory_stats(g_device).allocated_bytes;
-      const Tensor y = fused ? scaled_dot_product_attention(q, k, v, {.causal = true})
-                             : composed_attention(q, k, v);
+      const Tensor y =
+          fused ? scaled_dot_product_attention(q, k, v, kFused) : composed_attention(q, k, v);
       return double(memory_stats(g_device).allocated_bytes - before) / 1e6;
     };
     const int rounds = t >= 1024 ? std::max(3, o.rounds / 2) : o.rounds;
-    const double fused = median_ms(
-        rounds, [&] { scaled_dot_product_attention(q, k, v, {.causal = true}).backward(dy); });
+    const double fused =
+        median_ms(rounds, [&] { scaled_dot_product_attention(q, k, v, kFused).backward(dy); });
     const double plain = median_ms(rounds, [&] { composed_attention(q, k, v).backward(dy); });
     std::printf("%6lld %12.3f %12.3f %8.2f %14.2f %14.2f\n", (long long)t, fused, plain,
                 fused / plain, held(true), held(false));

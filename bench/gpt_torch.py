@@ -241,7 +241,8 @@ def main():
 
     tokens = a.batch_size * a.block_size
     start = time.time()
-    train_seconds = 0.0
+    train_seconds = steady_seconds = 0.0
+    steady_from = min(20, a.max_iters // 2)
     losses = {}
     def sync():
         if a.device.startswith("cuda"):
@@ -266,11 +267,15 @@ def main():
         opt.step()
         sync()
         train_seconds += time.time() - t0
+        if it >= steady_from:  # past torch.compile's first compilations (and eager's warm-up)
+            steady_seconds += time.time() - t0
     wall = time.time() - start
     print(
         f"result: wall_s={wall:.1f} train_loss={losses['train']:.4f} val_loss={losses['val']:.4f} "
         f"tokens_per_s={a.max_iters * tokens / train_seconds:.0f} "
-        f"ms_per_iter={1e3 * train_seconds / a.max_iters:.2f} torch={torch.__version__} "
+        f"ms_per_iter={1e3 * train_seconds / a.max_iters:.2f} "
+        f"steady_ms_per_iter={1e3 * steady_seconds / (a.max_iters - steady_from):.2f} "
+        f"torch={torch.__version__} "
         f"threads={a.threads} sdpa={hasattr(F, 'scaled_dot_product_attention')} "
         f"device={a.device} compile={a.compile} amp={a.amp}"
     )

@@ -5,11 +5,11 @@
 #
 #   bash tools/gpu-session.sh [BUNDLE.tar.xz] [SECONDS]    # on the GPU machine; SECONDS: 560
 #
-# Order: the CUDA tests; nanoGPT's GPU recipe for 300 iterations by Tandem, PyTorch eager and
-# torch.compile, in float32 and under bf16 autocast (tokens/s side by side; 20 batches per
-# evaluation); the GPU benchmarks; Tandem's full 5,000 iterations in its faster precision
-# (validation every 1,000 over 200 batches: nanoGPT's published loss is at 5,000);
-# compute-sanitizer with what time is left. Writes $OUT/session.md (every part's
+# Order: the CUDA tests; where the GPT step's time goes (gpt_bench); nanoGPT's whole GPU recipe,
+# 5,000 iterations by Tandem under bf16 autocast as nanoGPT runs it (validation every 1,000 over
+# 200 batches: nanoGPT's published loss is at 5,000); the same recipe for 300 iterations by PyTorch
+# eager (bf16 and float32), Tandem in float32 and torch.compile (bf16), tokens/s side by side; the
+# GPU benchmarks; compute-sanitizer with what time is left. Writes $OUT/session.md (every part's
 # results.md, in order) and $OUT/logs.tar.xz (every log), refreshed after each part, so a call cut
 # off at its limit still brings back what finished.
 set -uo pipefail
@@ -48,21 +48,14 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>
 short=(GPT_ITERS=300 GPT_EVAL_INTERVAL=300 GPT_EVAL_ITERS=20 GPT_TIMEOUT=150)
 part tests tests 60 CPU_CASES=0  # the CUDA cases; CI runs the rest
 part profile profile 60
-for amp in "" bf16; do  # float32 as the tests run, then autocast bf16 as nanoGPT runs on GPUs
-  part gpt-tandem "gpt-tandem-300${amp:+-$amp}" 60 "${short[@]}" GPT_AMP=$amp
-  part gpt-torch "gpt-torch-300${amp:+-$amp}" 60 "${short[@]}" GPT_AMP=$amp
-  part gpt-compile "gpt-compile-300${amp:+-$amp}" 90 "${short[@]}" GPT_AMP=$amp
-done
+# The full recipe first among the GPT runs (its result is the one nothing else gives), leaving
+# 130 s for PyTorch's eager runs after it.
+part gpt-tandem gpt-tandem-5000-bf16 200 GPT_ITERS=5000 GPT_EVAL_INTERVAL=1000 GPT_EVAL_ITERS=200 \
+  GPT_TIMEOUT=$(($(left) - 130)) GPT_AMP=bf16
+part gpt-torch gpt-torch-300-bf16 40 "${short[@]}" GPT_AMP=bf16
+part gpt-torch gpt-torch-300 40 "${short[@]}" GPT_AMP=
+part gpt-tandem gpt-tandem-300 40 "${short[@]}" GPT_AMP=
+part gpt-compile gpt-compile-300-bf16 90 "${short[@]}" GPT_AMP=bf16
 part bench bench 100
-# The full recipe in whichever precision ran Tandem's 300 iterations faster (and finished).
-ms() {
-  [ "$(cat "/tmp/gpu-session-logs/$1/exit-status" 2>/dev/null)" = 0 ] || return 0
-  grep -h -o '[0-9.]* ms/iter' "/tmp/gpu-session-logs/$1/gpt-tandem.txt" | tail -1 | cut -d' ' -f1
-}
-full_amp=bf16
-fp32=$(ms gpt-tandem-300) bf16=$(ms gpt-tandem-300-bf16)
-if [ -z "$bf16" ] || { [ -n "$fp32" ] && awk "BEGIN{exit !($fp32 < $bf16)}"; }; then full_amp=; fi
-part gpt-tandem "gpt-tandem-5000${full_amp:+-$full_amp}" 120 GPT_ITERS=5000 GPT_EVAL_INTERVAL=1000 \
-  GPT_EVAL_ITERS=200 GPT_TIMEOUT=$(($(left) - 70)) GPT_AMP=$full_amp
 part sanitize sanitize 40 SANITIZE_TIMEOUT=$((($(left) - 15) / 7))
 echo -e "\nsession ended with $(left) s before the deadline" >>"$out/session.md"

@@ -1,6 +1,7 @@
 // autograd/ops/attention.cpp — scaled_dot_product_attention as one fused op: the checks, the mask
 // in the kernels' form, and a backward that needs only q, k, v, the output and one log-sum-exp per
-// query row (the kernels: core/kernels/cpu/attention.cpp, cuda/attention.cu).
+// query row (the kernels: core/kernels/cpu/attention.cpp, cuda/attention.cu); and the same
+// attention as separate ops (the Math backend), which Auto takes on CUDA.
 #include <tandem/autograd/autocast.h>
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ops/nn_ops.h>
@@ -55,6 +56,40 @@ Tensor kernel_mask(const Tensor& mask, const Shape& batch, int64_t b, int64_t tq
   return detail::contiguous(m.expand(full)).reshape({b, tq, tk});
 }
 
+// The Math backend: every step its own op, the Tq×Tk scores and probabilities materialised (the
+// tests' oracle for the fused op). Dropout keeps where rand() of [..., Tq, Tk] is at least p: the
+// counters the fused kernels draw.
+Tensor attention_math(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+                      double scale) {
+  const int64_t tq = q.size(-2), tk = k.size(-2);
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor s = q.matmul(k.transpose(-2, -1)) * scale;
+  if (o.causal) s = s + triu(full({tq, tk}, -inf, s.options()), 1);
+  if (o.attn_mask.defined()) {
+    s = o.attn_mask.dtype() == kBool ? where(o.attn_mask, s, full({}, -inf, s.options()))
+                                     : s + o.attn_mask.to(s.dtype());
+  }
+  Tensor p = s.softmax(-1);
+  if (o.dropout_p > 0) {
+    Tensor keep;
+    {
+      NoGradGuard no_grad;
+      keep = rand(p.shape(), p.options()).ge(o.dropout_p).to(p.dtype());
+    }
+    p = p * keep * (1.0 / (1.0 - o.dropout_p));
+  }
+  return p.matmul(v);
+}
+
+// Auto's choice: Math on CUDA where the fused kernel is the slower (module comment in nn_ops.h).
+bool use_math(const AttentionOptions& o, const Tensor& q, int64_t b, int64_t tq, int64_t tk) {
+  if (o.backend != AttentionBackend::Auto) return o.backend == AttentionBackend::Math;
+  constexpr double kMaxProbabilityBytes = 1 << 30;
+  return q.device().is_cuda() && !o.attn_mask.defined() &&
+         double(b) * double(tq) * double(tk) * double(element_size(q.dtype())) <=
+             kMaxProbabilityBytes;
+}
+
 }  // namespace
 
 // S = q·kᵀ·scale + mask (−∞ above the diagonal when causal), P = softmax(S), O = dropout(P)·v
@@ -84,13 +119,13 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   const int64_t tq = q_in.size(-2), tk = k_in.size(-2), d = q_in.size(-1), dv = v_in.size(-1);
   int64_t b = 1;
   for (int64_t s : batch) b *= s;
+  const double scale = o.scale.value_or(1.0 / std::sqrt(double(std::max<int64_t>(d, 1))));
+  if (use_math(o, q_in, b, tq, tk)) return attention_math(q_in, k_in, v_in, o, scale);
   const Tensor q = detail::contiguous(q_in).reshape({b, tq, d});
   const Tensor k = detail::contiguous(k_in).reshape({b, tk, d});
   const Tensor v = detail::contiguous(v_in).reshape({b, tk, dv});
   const Tensor mask = kernel_mask(o.attn_mask, batch, b, tq, tk, q.options());
-  AttentionParams p{.scale = o.scale.value_or(1.0 / std::sqrt(double(std::max<int64_t>(d, 1)))),
-                    .causal = o.causal,
-                    .dropout_p = o.dropout_p};
+  AttentionParams p{.scale = scale, .causal = o.causal, .dropout_p = o.dropout_p};
   if (p.dropout_p > 0)
     p.rng = default_generator(q.device()).reserve(uint64_t(b) * uint64_t(tq) * uint64_t(tk));
   Tensor out = empty({b, tq, dv}, q.options());

@@ -26,15 +26,23 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // gradient (−1: none). An id outside [0, V) is an IndexError naming the id, its position and V.
 Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx = -1);
 
-// attention.cpp: query [..., Tq, D], key [..., Tk, D], value [..., Tk, Dv] -> [..., Tq, Dv], as
-// one fused op that keeps one log-sum-exp per query row for backward, never the Tq×Tk
-// probabilities (FlashAttention's algorithm on the CPU and CUDA).
+// attention.cpp: query [..., Tq, D], key [..., Tk, D], value [..., Tk, Dv] -> [..., Tq, Dv].
+// Two implementations, as PyTorch's sdpa_kernel backends:
+// - Fused: one op that keeps one log-sum-exp per query row for backward, never the Tq×Tk
+//   probabilities (FlashAttention's algorithm on the CPU and CUDA);
+// - Math: matmul, mask, softmax, dropout, matmul as separate ops (cuBLAS's batched GEMMs on a GPU),
+//   which keeps the probabilities. Dropout draws the same counters, so both give the same result;
+//   a row whose mask hides every key gives NaN here, zeros in the fused op.
+// Auto takes Math on CUDA without attn_mask while the probabilities take at most 1 GiB (there the
+// fused kernel, on CUDA cores, is slower at every T measured: docs/gpu-results.md), else Fused.
+enum class AttentionBackend { Auto, Fused, Math };
 struct AttentionOptions {
   Tensor attn_mask;  // bool (true: may attend) or floating (added to the scores), broadcastable to
                      // [..., Tq, Tk]; a constant (no gradient)
   bool causal = false;          // query i sees keys j <= i (PyTorch's is_causal); not with a mask
   double dropout_p = 0;         // dropout on the probabilities, from the device's generator
   std::optional<double> scale;  // default 1/√D
+  AttentionBackend backend = AttentionBackend::Auto;
 };
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const AttentionOptions& options = {});

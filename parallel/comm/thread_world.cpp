@@ -26,7 +26,7 @@ void ThreadWorld::wait(std::unique_lock<std::mutex>& lk, Ready ready, Missing mi
   // only to look again after something changed.
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  for (int i = 0; aborted_.empty() && !ready(); ++i) {
+  while (aborted_.empty() && !ready()) {
     const uint64_t seen = changes_.load(std::memory_order_relaxed);
     lk.unlock();
     for (int k = 0; k < 64 && changes_.load(std::memory_order_acquire) == seen; ++k)

@@ -104,6 +104,39 @@ TEST(Attention, DropoutDrawsWhatRandWouldAndMatches) {
                  1e-10);
 }
 
+// The Math backend (separate ops, what Auto takes on CUDA) against the same oracle, dropout too;
+// and the fused op named explicitly is the one Auto takes on the CPU.
+TEST(Attention, TheMathBackendMatchesToo) {
+  for (AttentionBackend backend : {AttentionBackend::Math, AttentionBackend::Fused}) {
+    expect_matches(draw({2, 3, 5, 8}, {2, 3, 7, 8}, {2, 3, 7, 4}, 1), {.backend = backend});
+    expect_matches(draw({2, 130, 16}, {2, 130, 16}, {2, 130, 8}, 5),
+                   {.causal = true, .backend = backend}, 1e-10);
+    expect_matches(draw({2, 3, 5, 4}, {2, 3, 7, 4}, {2, 3, 7, 6}, 9),
+                   {.attn_mask = bool_mask({2, 1, 5, 7}, 10), .backend = backend});
+    expect_matches(draw({1, 70, 4}, {1, 70, 4}, {1, 70, 4}, 11),
+                   {.causal = true, .dropout_p = 0.2, .backend = backend}, 1e-10);
+  }
+}
+
+// Heads cut out of one [B, T, H, D] tensor, as the GPT does: strided views, both backends.
+TEST(Attention, BothBackendsTakeStridedHeads) {
+  manual_seed(13);
+  const Tensor x = randn({2, 6, 3, 4}, kF64);
+  auto run = [&](AttentionBackend backend) {
+    const Tensor leaf = x.detach().requires_grad_();
+    const Tensor h = leaf.transpose(1, 2);  // [2, 3, 6, 4], not contiguous
+    const Tensor y =
+        scaled_dot_product_attention(h, h * 0.5, h, {.causal = true, .backend = backend});
+    manual_seed(5);
+    (y * randn(y.shape(), kF64)).sum().backward();
+    return std::pair{y, leaf.grad()};
+  };
+  const auto [y_math, g_math] = run(AttentionBackend::Math);
+  const auto [y_fused, g_fused] = run(AttentionBackend::Fused);
+  EXPECT_TRUE(all_close(y_math, y_fused, 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(g_math, g_fused, 1e-12, 1e-12));
+}
+
 // What the graph holds after the forward grows with T: q, k, v, the output and T log-sum-exps,
 // not the T×T probabilities the composed form keeps.
 TEST(Attention, TheGraphKeepsNoTByTMatrix) {

@@ -134,9 +134,19 @@ std::vector<OpCase> layer_rows() {
       {"attention",
        {{2, 3, 4}, {2, 5, 4}, {2, 5, 3}},
        [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }},
-      {"attention_causal_4d",
+      // Auto picks Math on CUDA (nn_ops.h): each backend by name too, so both run on every device.
+      {"attention_causal_4d_fused",
        {{1, 2, 5, 3}, {1, 2, 5, 3}, {1, 2, 5, 2}},
-       [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], {.causal = true}); }},
+       [](V x) {
+         return scaled_dot_product_attention(x[0], x[1], x[2],
+                                             {.causal = true, .backend = AttentionBackend::Fused});
+       }},
+      {"attention_causal_4d_math",
+       {{1, 2, 5, 3}, {1, 2, 5, 3}, {1, 2, 5, 2}},
+       [](V x) {
+         return scaled_dot_product_attention(x[0], x[1], x[2],
+                                             {.causal = true, .backend = AttentionBackend::Math});
+       }},
       {"attention_bool_mask_scale",
        {{2, 3, 4}, {2, 4, 4}, {2, 4, 2}},
        [](V x) {
