@@ -275,6 +275,11 @@ std::vector<Tensor> execute(const Tensor& root, const Tensor& grad_in, bool reta
   }
   TD_CHECK_SHAPE(grad.shape() == root.shape(), "backward: gradient shape ", grad.shape(),
                  " does not match the output shape ", root.shape());
+  // Checked here, where the user passed it, rather than as an engine invariant inside the first
+  // node's backward (a bfloat16 output under autocast and a float32 gradient, say).
+  TD_CHECK_DTYPE(grad.dtype() == root.dtype(), "backward: the gradient ", describe(grad),
+                 " must have the output's dtype (", describe(root),
+                 ")\n  hint: grad.to(output.dtype())");
   const std::shared_ptr<Node> start = gradient_node(root);
   const std::shared_ptr<WorkQueue> queue = local_queue();
   auto task = std::make_shared<GraphTask>(retain_graph, defer, queue, t_task);

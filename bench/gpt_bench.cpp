@@ -1,6 +1,6 @@
 // bench/gpt_bench.cpp — where a GPT training step's time goes, and attention alone.
 //
-//   gpt_bench step [--rounds N] [--threads N] [--device cuda:0] [--recipe cpu|gpu]
+//   gpt_bench step [--rounds N] [--threads N] [--device cuda:0] [--recipe cpu|gpu] [--amp bf16]
 //     nanoGPT's CPU recipe (4 layers, 4 heads, 128 wide, context 64, batch 12, vocabulary 65; with
 //     --recipe gpu its GPU one: 6 layers, 6 heads, 384 wide, context 256, batch 64): the
 //     whole step (forward, backward, clip, AdamW) beside each kind of op timed alone, forward and
@@ -17,6 +17,7 @@
 #include <tandem/tandem.h>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "bench_util.h"
@@ -31,6 +32,7 @@ struct Options {
   int threads = 0;  // 0: the default
   std::string device = "cpu";
   std::string recipe = "cpu";
+  std::string amp = "none";  // bf16: the step and its parts under autocast, as nanoGPT on a GPU
 };
 
 Options parse(int argc, char** argv) {
@@ -45,11 +47,14 @@ Options parse(int argc, char** argv) {
       o.device = argv[i + 1];
     else if (!std::strcmp(argv[i], "--recipe"))
       o.recipe = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--amp"))
+      o.amp = argv[i + 1];
   }
-  if ((o.part != "step" && o.part != "attention") || (o.recipe != "cpu" && o.recipe != "gpu")) {
+  if ((o.part != "step" && o.part != "attention") || (o.recipe != "cpu" && o.recipe != "gpu") ||
+      (o.amp != "none" && o.amp != "bf16")) {
     std::fprintf(stderr,
                  "usage: %s step|attention [--rounds N] [--threads N] [--device D] "
-                 "[--recipe cpu|gpu]\n",
+                 "[--recipe cpu|gpu] [--amp none|bf16]\n",
                  argv[0]);
     std::exit(2);
   }
@@ -72,6 +77,14 @@ double median_ms(int rounds, F&& f) {
   return bench::median(ms);
 }
 
+// Forward and backward of f(), timed as median_ms does, with dy converted once, outside the
+// timing, to the dtype f's output has (bfloat16 for a GEMM under autocast).
+template <typename F>
+double fwd_bwd_ms(int rounds, const Tensor& dy, F&& f) {
+  const Tensor g = dy.to(f().dtype());
+  return median_ms(rounds, [&] { f().backward(g); });
+}
+
 Tensor leaf(const Shape& s) { return randn(s, {.device = g_device}).requires_grad_(); }
 Tensor gradient(const Shape& s) { return randn(s, {.device = g_device}); }
 
@@ -89,6 +102,8 @@ void step_part(const Options& o) {
                                   .dropout = 0,
                                   .bias = false});
   model.to(g_device);
+  std::optional<AutocastGuard> autocast;  // the whole part, step and ops alike
+  if (o.amp == "bf16") autocast.emplace(g_device.type(), kBFloat16);
   optim::AdamW opt(optim::adamw_groups(
       model.named_parameters(), {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1}));
   std::vector<int64_t> ids;
@@ -120,7 +135,7 @@ void step_part(const Options& o) {
     for (const Shape2& s : linears) {
       const Tensor in = leaf({n, s.in}), w = leaf({s.out, s.in});
       const Tensor dy = gradient({n, s.out});
-      ms += double(s.count) * median_ms(o.rounds, [&] { linear(in, w, Tensor()).backward(dy); });
+      ms += double(s.count) * fwd_bwd_ms(o.rounds, dy, [&] { return linear(in, w, Tensor()); });
     }
     parts.push_back({"GEMM (Linear fwd+bwd)", ms});
   }
@@ -128,9 +143,8 @@ void step_part(const Options& o) {
     const Tensor q = leaf({kB, kH, kT, kC / kH}), k = leaf({kB, kH, kT, kC / kH}),
                  v = leaf({kB, kH, kT, kC / kH}), dy = gradient({kB, kH, kT, kC / kH});
     auto attention_ms = [&](AttentionBackend backend) {
-      return double(kL) * median_ms(o.rounds, [&] {
-               scaled_dot_product_attention(q, k, v, {.causal = true, .backend = backend})
-                   .backward(dy);
+      return double(kL) * fwd_bwd_ms(o.rounds, dy, [&] {
+               return scaled_dot_product_attention(q, k, v, {.causal = true, .backend = backend});
              });
     };
     // The step runs Auto's choice; the other backend at the same shapes is printed after.
@@ -144,22 +158,22 @@ void step_part(const Options& o) {
   }
   {
     const Tensor in = leaf({kB, kT, kC}), w = leaf({kC}), dy = gradient({kB, kT, kC});
-    parts.push_back({"LayerNorm fwd+bwd", double(2 * kL + 1) * median_ms(o.rounds, [&] {
-                                            layer_norm(in, {kC}, w, Tensor()).backward(dy);
+    parts.push_back({"LayerNorm fwd+bwd", double(2 * kL + 1) * fwd_bwd_ms(o.rounds, dy, [&] {
+                                            return layer_norm(in, {kC}, w, Tensor());
                                           })});
   }
   {
     const Tensor in = leaf({kB, kT, 4 * kC}), dy = gradient({kB, kT, 4 * kC});
     parts.push_back(
-        {"GELU fwd+bwd", double(kL) * median_ms(o.rounds, [&] { gelu(in).backward(dy); })});
+        {"GELU fwd+bwd", double(kL) * fwd_bwd_ms(o.rounds, dy, [&] { return gelu(in); })});
   }
   {
     for (Tensor& p : model.parameters()) p.set_grad(zeros_like(p));
     parts.push_back({"AdamW update", median_ms(o.rounds, [&] { opt.step(); })});
   }
-  std::printf("GPT step (nanoGPT %s recipe, %lld parameters) on %s, %d intra-op threads\n",
+  std::printf("GPT step (nanoGPT %s recipe, %lld parameters) on %s, %s, %d intra-op threads\n",
               gpu ? "GPU" : "CPU", (long long)model.parameter_count(), g_device.str().c_str(),
-              get_num_threads());
+              o.amp == "bf16" ? "autocast bf16" : "float32", get_num_threads());
   std::printf("%-28s %10s %8s\n", "part", "ms/step", "share");
   double sum = 0;
   for (const Part& p : parts) {

@@ -109,8 +109,10 @@ PY
   if [ "$part" = profile ]; then  # where the GPT step's time goes on the GPU, and attention
     {
       echo '```'
-      LD_LIBRARY_PATH="$libs" timeout 240 "$bundle/bin/gpt_bench" step --device cuda:0 \
-        --recipe gpu --rounds 3 || status=1
+      for amp in none bf16; do
+        LD_LIBRARY_PATH="$libs" timeout 120 "$bundle/bin/gpt_bench" step --device cuda:0 \
+          --recipe gpu --rounds 3 --amp $amp || status=1
+      done
       LD_LIBRARY_PATH="$libs" timeout 240 "$bundle/bin/gpt_bench" attention --device cuda:0 \
         --rounds 3 || status=1
       echo '```'

@@ -33,8 +33,9 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx = 
 // - Math: matmul, mask, softmax, dropout, matmul as separate ops (cuBLAS's batched GEMMs on a GPU),
 //   which keeps the probabilities. Dropout draws the same counters, so both give the same result;
 //   a row whose mask hides every key gives NaN here, zeros in the fused op.
-// Auto takes Math on CUDA without attn_mask while the probabilities take at most 1 GiB (there the
-// fused kernel, on CUDA cores, is slower at every T measured: docs/gpu-results.md), else Fused.
+// Auto takes Math on CUDA without attn_mask from 2^19 scores (batch·heads·Tq·Tk) while the
+// probabilities take at most 1 GiB: there the fused kernel, on CUDA cores, was the slower
+// (docs/gpu-results.md). Else Fused.
 enum class AttentionBackend { Auto, Fused, Math };
 struct AttentionOptions {
   Tensor attn_mask;  // bool (true: may attend) or floating (added to the scores), broadcastable to

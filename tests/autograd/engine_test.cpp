@@ -76,6 +76,11 @@ TEST(Engine, ClearErrorsForMisuse) {
   Tensor x = ones({2, 2}).requires_grad_();
   const std::string msg = error_message<ShapeError>([&] { (x * 2.0).backward(); });
   EXPECT_THAT(msg, HasSubstr("[2, 2]"));
+  const std::string dtype = error_message<DTypeError>([&] {
+    (x * 2.0).backward(full({2, 2}, 0.5, {.dtype = kFloat64}));
+  });
+  EXPECT_THAT(dtype, HasSubstr("float64"));
+  EXPECT_THAT(dtype, HasSubstr("float32"));
   (x * 2.0).backward(full({2, 2}, 0.5));  // explicit gradient is fine
   EXPECT_EQ(values(x.grad()), std::vector<double>(4, 1.0));
   EXPECT_THROW((x * 2.0).requires_grad_(false), AutogradError);  // not a leaf

@@ -4,6 +4,7 @@
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/kernels/cuda/kernels_cuda.h>
 #include <tandem/core/kernels/dispatch_dtype.h>
+#include <tandem/core/kernels/cuda/in_float.cuh>
 #include <tandem/core/kernels/cuda/launch.cuh>
 
 namespace tandem::cuda {
@@ -65,13 +66,15 @@ __global__ void backward_strided_kernel(const T* a, StridedIndex ia, const T* dy
   TD_GRID_STRIDE_LOOP(i, n) dx[i] = f(a[ia.offset(i)], dy[id.offset(i)]);
 }
 
-// dx[i] = f(a[i], dy[i]) for a floating dtype, on dx's device.
-template <typename F>
-void run(const char* op, const Tensor& a, const Tensor& dy, Tensor& dx, F f) {
+// dx[i] = f(a[i], dy[i]) for a floating dtype, on dx's device; 16-bit operands compute in float
+// (in_float.cuh).
+template <typename Fn>
+void run(const char* op, const Tensor& a, const Tensor& dy, Tensor& dx, Fn fn) {
   TD_INTERNAL_ASSERT(dx.is_contiguous(), op, ": the CUDA kernel needs a contiguous output");
+  const InFloat<Fn> f{fn};
   const int64_t n = dx.numel();
   DeviceGuard guard(dx.device());
-  dispatch_float(a.dtype(), op, [&]<typename T>() {
+  dispatch<FloatTypesWith16Bit>(a.dtype(), op, [&]<typename T>() {
     if (n == 0) return;  // after dispatch, so a bad dtype still throws
     const T* pa = a.data<T>();
     const T* pd = dy.data<T>();

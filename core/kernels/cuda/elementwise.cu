@@ -1,10 +1,12 @@
 // core/kernels/cuda/elementwise.cu — unary, binary, comparison and where kernels on CUDA, the
-// same ops and dtypes as cpu/elementwise.cpp. Contiguous operands of the output's shape take a
+// same ops and dtypes as cpu/elementwise.cpp (bfloat16 and float16 computed in float inside the
+// kernel, in_float.cuh). Contiguous operands of the output's shape take a
 // plain-index kernel (float32 unary/binary a float4 one); broadcast and strided views go through
 // StridedIndex. One kernel per op (the op is a template functor), so no switch runs per element.
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/kernels/cuda/kernels_cuda.h>
 #include <tandem/core/kernels/dispatch_dtype.h>
+#include <tandem/core/kernels/cuda/in_float.cuh>
 #include <tandem/core/kernels/cuda/launch.cuh>
 #include <type_traits>
 
@@ -138,8 +140,10 @@ bool binary_vec4(const T* a, const T* b, R* out, int64_t n, Op op) {
   return false;
 }
 
-template <typename T, typename Op>
-void run_unary(const Tensor& x, Tensor& y, Op op) {
+// y[i] = op(x[i]); a 16-bit x computes in float (in_float.cuh).
+template <typename T, typename Fn>
+void run_unary(const Tensor& x, Tensor& y, Fn fn) {
+  const InFloat<Fn> op{fn};
   const int64_t n = y.numel();
   if (n == 0) return;  // after dispatch, so a bad dtype still throws
   const T* px = x.data<T>();
@@ -153,9 +157,11 @@ void run_unary(const Tensor& x, Tensor& y, Op op) {
   TD_CUDA_CHECK_LAUNCH();
 }
 
-// out[i] = op(a[i], b[i]) with R = T (arithmetic) or bool (comparisons).
-template <typename T, typename R, typename Op>
-void run_binary(const Tensor& a, const Tensor& b, Tensor& out, Op op) {
+// out[i] = op(a[i], b[i]) with R = T (arithmetic) or bool (comparisons); 16-bit operands compute
+// in float (in_float.cuh).
+template <typename T, typename R, typename Fn>
+void run_binary(const Tensor& a, const Tensor& b, Tensor& out, Fn fn) {
+  const InFloat<Fn> op{fn};
   const int64_t n = out.numel();
   if (n == 0) return;
   const T* pa = a.data<T>();
@@ -179,7 +185,7 @@ void unary(UnaryOp op, const Tensor& x, Tensor& y) {
     if (op == UnaryOp::Neg) return run_unary<int64_t>(x, y, UnaryFn<UnaryOp::Neg>{});
     return run_unary<int64_t>(x, y, UnaryFn<UnaryOp::Abs>{});
   }
-  dispatch_float(x.dtype(), name(op), [&]<typename T>() {
+  dispatch<FloatTypesWith16Bit>(x.dtype(), name(op), [&]<typename T>() {
     switch (op) {
       case UnaryOp::Neg:
         return run_unary<T>(x, y, UnaryFn<UnaryOp::Neg>{});
@@ -212,7 +218,7 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
   }
   check_output(out, name(op));
   DeviceGuard guard(out.device());
-  dispatch_numeric(a.dtype(), name(op), [&]<typename T>() {
+  dispatch<NumericTypesWith16Bit>(a.dtype(), name(op), [&]<typename T>() {
     switch (op) {
       case BinaryOp::Add:
         return run_binary<T, T>(a, b, out, BinaryFn<BinaryOp::Add>{});
@@ -225,11 +231,11 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
       case BinaryOp::Minimum:
         return run_binary<T, T>(a, b, out, BinaryFn<BinaryOp::Minimum>{});
       case BinaryOp::Div:
-        if constexpr (std::is_floating_point_v<T>)
+        if constexpr (!std::is_same_v<T, int64_t>)
           return run_binary<T, T>(a, b, out, BinaryFn<BinaryOp::Div>{});
         break;
       case BinaryOp::Pow:
-        if constexpr (std::is_floating_point_v<T>)
+        if constexpr (!std::is_same_v<T, int64_t>)
           return run_binary<T, T>(a, b, out, BinaryFn<BinaryOp::Pow>{});
         break;
     }

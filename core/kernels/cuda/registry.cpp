@@ -1,8 +1,9 @@
 // core/kernels/cuda/registry.cpp — the CUDA kernel table. A plain .cpp: the launchers are host
 // functions. Compiled with -Werror=missing-field-initializers, like the CPU registry, so a kernel
 // left out is a build error. Kernels written for float32/float64 serve bfloat16 and float16
-// through widened<> (widen.h); copies, fills, comparisons, GEMM and convolution (cuBLAS's and
-// cuDNN's 16-bit tensor-core paths) handle every dtype themselves.
+// through widened<> (widen.h); unary and binary ops and the activations' backwards compute them in
+// float inside their own kernels (in_float.cuh); copies, fills, comparisons, GEMM and convolution
+// (cuBLAS's and cuDNN's 16-bit tensor-core paths) handle every dtype themselves.
 #include <tandem/core/kernels/cuda/kernels_cuda.h>
 #include <tandem/core/kernels/widen.h>
 
@@ -15,15 +16,15 @@ const Kernels cuda_kernels = {
     .arange = widened<cuda::arange>,
     .uniform = widened<cuda::uniform>,
     .normal = widened<cuda::normal>,
-    .unary = widened<cuda::unary>,
-    .binary = widened<cuda::binary>,
+    .unary = cuda::unary,
+    .binary = cuda::binary,
     .compare = cuda::compare,
     .where = cuda::where,
-    .relu_backward = widened<cuda::relu_backward>,
-    .sigmoid_backward = widened<cuda::sigmoid_backward>,
-    .tanh_backward = widened<cuda::tanh_backward>,
-    .gelu_backward = widened<cuda::gelu_backward>,
-    .gelu_tanh_backward = widened<cuda::gelu_tanh_backward>,
+    .relu_backward = cuda::relu_backward,
+    .sigmoid_backward = cuda::sigmoid_backward,
+    .tanh_backward = cuda::tanh_backward,
+    .gelu_backward = cuda::gelu_backward,
+    .gelu_tanh_backward = cuda::gelu_tanh_backward,
     .add_scaled = widened<cuda::add_scaled>,
     .addcmul = widened<cuda::addcmul>,
     .addcdiv = widened<cuda::addcdiv>,
