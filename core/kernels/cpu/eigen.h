@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tandem/core/tensor.h>
+#include <cmath>
 
 // GCC 12 warns "'__Y' may be used uninitialized" inside its own AVX-512 intrinsics
 // (avx512fintrin.h's _mm256_undefined_pd, GCC bug 105593, fixed in GCC 13) when Eigen's products
@@ -11,11 +12,16 @@
 // system header but with our code on the inlining stack, so -isystem does not hide it. GCC
 // consults these pragmas at every location on that stack, so scoping them to Eigen's headers
 // silences it for Eigen's code alone; our own code keeps -Wmaybe-uninitialized (as an error under
-// TANDEM_WERROR). Including <immintrin.h> first puts the intrinsics inside the same scope. Every
-// CPU kernel reaches Eigen through this header.
+// TANDEM_WERROR). Including <immintrin.h> first puts the intrinsics inside the same scope. In a
+// unity batch another file may have included the intrinsics already, outside the scope; then
+// GCC, inlining differently, says "is used uninitialized" (-Wuninitialized) at the same places,
+// and only the Eigen locations on the stack are in scope to silence it: so both are ignored
+// (seen on an AVX-512 host, where -march=native enables those intrinsics). Every CPU kernel
+// reaches Eigen through this header.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 #include <Eigen/Core>
@@ -39,6 +45,34 @@ using MatrixMap = Eigen::Map<MatrixRM<T>, Eigen::Unaligned>;
 template <typename T>
 using ConstMatrixMap = Eigen::Map<const MatrixRM<T>, Eigen::Unaligned>;
 
+// √x correctly rounded in every lane: `a.unaryExpr(ExactSqrt{})` for `a.sqrt()`. Eigen's own
+// sqrt under EIGEN_FAST_MATH (its default) takes an rsqrt estimate and a Newton step for float
+// packets, and on AVX-512 for double packets too, while the scalar head and tail of a loop call
+// std::sqrt: an element's result then depends on where its array starts, so a piece of a tensor
+// (a ZeRO shard) would not step as the whole does, and float64 would differ from PyTorch's.
+#if defined(__AVX512F__)
+inline __m512 sqrt_packet(__m512 x) { return _mm512_sqrt_ps(x); }
+inline __m512d sqrt_packet(__m512d x) { return _mm512_sqrt_pd(x); }
+#endif
+#if defined(__AVX__)
+inline __m256 sqrt_packet(__m256 x) { return _mm256_sqrt_ps(x); }
+inline __m256d sqrt_packet(__m256d x) { return _mm256_sqrt_pd(x); }
+#endif
+#if defined(__SSE2__)
+inline __m128 sqrt_packet(__m128 x) { return _mm_sqrt_ps(x); }
+inline __m128d sqrt_packet(__m128d x) { return _mm_sqrt_pd(x); }
+#endif
+struct ExactSqrt {
+  template <typename T>
+  T operator()(const T& x) const {
+    return std::sqrt(x);
+  }
+  template <typename Packet>
+  Packet packetOp(const Packet& x) const {
+    return sqrt_packet(x);
+  }
+};
+
 /// All elements of a contiguous tensor as a 1-D Eigen array.
 template <typename T>
 ArrayMap<T> flat(Tensor& t) {
@@ -60,3 +94,12 @@ ConstMatrixMap<T> matrix(const Tensor& t, int64_t rows, int64_t cols) {
 }
 
 }  // namespace tandem::cpu
+
+template <>
+struct Eigen::internal::functor_traits<tandem::cpu::ExactSqrt> {
+#if defined(__SSE2__)
+  enum {Cost = 20, PacketAccess = 1};
+#else
+  enum { Cost = 20, PacketAccess = 0 };
+#endif
+};

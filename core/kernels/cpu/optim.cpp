@@ -71,7 +71,7 @@ void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_a
         m = T(a.beta1) * m + T(1 - a.beta1) * g0;
         v = T(a.beta2) * v + T(1 - a.beta2) * g0 * g0;
       }
-      p -= step_size * m / (v.sqrt() / bc2_sqrt + T(a.eps));
+      p -= step_size * m / (v.unaryExpr(ExactSqrt{}) / bc2_sqrt + T(a.eps));
     });
   });
 }
