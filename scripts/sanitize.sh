@@ -5,7 +5,8 @@
 #     and the PyTorch round trips (below), the fuzz targets too (same
 #     flags plus coverage, so scripts/fuzz.sh reuses this tree). Run by scripts/test.sh in CI.
 #   thread: build-tsan/, the tests that start threads or processes (thread pool, DataLoader
-#     workers, stores, communicators, DDP, the launcher), with tests/tsan.supp.
+#     workers, stores, communicators, DDP, the launcher), with tests/tsan.supp. Also run by
+#     scripts/test.sh in CI, so no new thread code regresses it.
 # A report fails the test that caused it (UBSan does not recover; ASan and TSan stop the process).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/test.sh — set up, check the source rules, build with warnings as errors, run every test;
-# then compile the CPU kernels for every host kind, run the suite under ASan + UBSan, and fuzz.
+# then compile the CPU kernels for every host kind, run the suite under ASan + UBSan, the
+# threaded tests under TSan, and fuzz.
 # This is README's test command and exactly what CI runs (.ci/run). TANDEM_MARCH=<target> builds
 # for another CPU than this one's (default native).
 set -euo pipefail
@@ -16,4 +17,5 @@ cmake --build build
 ctest --test-dir build --output-on-failure --parallel 2
 bash scripts/check_targets.sh  # the CPU kernels compile warning-free for the other host kind
 bash scripts/sanitize.sh       # clang, ASan + UBSan: the CPU tests again (sanitize.sh says which)
+bash scripts/sanitize.sh thread  # clang, TSan: the tests that start threads or processes
 bash scripts/fuzz.sh 10        # each libFuzzer target for 10 s on its seed corpus

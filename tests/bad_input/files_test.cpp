@@ -56,7 +56,7 @@ std::string save_with_file_size_limit(const std::string& path, rlim_t limit) {
   return read_bytes(msg_path);
 }
 
-const Row kRows[] = {
+const Row kFileRows[] = {
     {"SafetensorsTruncated",
      [](const TempDir& d) {
        const std::string p = good_safetensors(d);
@@ -189,7 +189,7 @@ const Row kRows[] = {
 
 class Files : public ::testing::TestWithParam<Row> {};
 TEST_P(Files, GivesAClearErrorAndLosesNothing) { check(GetParam()); }
-INSTANTIATE_TEST_SUITE_P(BadInput, Files, ::testing::ValuesIn(kRows), row_name);
+INSTANTIATE_TEST_SUITE_P(BadInput, Files, ::testing::ValuesIn(kFileRows), row_name);
 
 }  // namespace
 }  // namespace tandem::bad_input

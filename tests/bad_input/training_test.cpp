@@ -46,7 +46,7 @@ void unchanged(const TempDir& d) {
         << f << " changed";
 }
 
-const Row kRows[] = {
+const Row kTrainRows[] = {
     {"ResumeFromATruncatedModelFile",
      [](const TempDir& d) {
        trained(d);
@@ -135,7 +135,7 @@ const Row kRows[] = {
 
 class Training : public ::testing::TestWithParam<Row> {};
 TEST_P(Training, GivesAClearErrorAndLosesNothing) { check(GetParam()); }
-INSTANTIATE_TEST_SUITE_P(BadInput, Training, ::testing::ValuesIn(kRows), row_name);
+INSTANTIATE_TEST_SUITE_P(BadInput, Training, ::testing::ValuesIn(kTrainRows), row_name);
 
 }  // namespace
 }  // namespace tandem::bad_input

@@ -11,7 +11,9 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+
 #include <vector>
+#include "support/bytes.h"
 
 #include <unistd.h>
 
@@ -48,16 +50,6 @@ class ScratchDir {
  private:
   std::filesystem::path path_;
 };
-
-inline std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-inline void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-}
 
 /// The 8-byte little-endian header size.
 inline std::string u64_le(uint64_t n) {

@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "support/bytes.h"
+
 namespace tandem::testing {
 
 class TempDir {
@@ -34,14 +36,5 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
-
-inline void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
-
-inline std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 }  // namespace tandem::testing

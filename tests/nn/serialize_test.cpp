@@ -18,7 +18,7 @@ namespace {
 
 // The reference MNIST CNN (conv 1→32, conv 32→64, fc 1600→128, fc 128→10), with dropout so that
 // resuming must restore the generator state too.
-struct Net : nn::Module {
+struct SavedNet : nn::Module {
   nn::Conv2d conv1{1, 32, 3};
   nn::Conv2d conv2{32, 64, 3};
   nn::Dropout drop{0.25};
@@ -46,7 +46,7 @@ Tensor batch_y(int step) {
   return from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, int64_t(step % 10)}, {8});
 }
 
-void train_steps(Net& net, optim::Adam& opt, int from, int to) {
+void train_steps(SavedNet& net, optim::Adam& opt, int from, int to) {
   for (int s = from; s < to; ++s) {
     Tensor x = batch_x(s);
     default_generator(Device::cpu())
@@ -63,8 +63,8 @@ void train_steps(Net& net, optim::Adam& opt, int from, int to) {
 TEST(Checkpoint, ResumingContinuesExactlyAsAnUninterruptedRun) {
   ScratchDir dir;
   manual_seed(7);
-  Net a;
-  Net b = nn::clone(a);
+  SavedNet a;
+  SavedNet b = nn::clone(a);
   optim::Adam opt_a(a.parameters(), {.lr = 1e-3});
   train_steps(a, opt_a, 0, 6);  // uninterrupted: 6 steps
 
@@ -73,7 +73,7 @@ TEST(Checkpoint, ResumingContinuesExactlyAsAnUninterruptedRun) {
   nn::save_model(dir.file("model.safetensors"), b);
   nn::save_optimizer(dir.file("optimizer.safetensors"), opt_b, {{"step", "3"}});
   manual_seed(99);
-  Net c;  // a fresh process would start from other weights
+  SavedNet c;  // a fresh process would start from other weights
   optim::Adam opt_c(c.parameters(), {.lr = 0.5});
   nn::load_model(dir.file("model.safetensors"), c);
   EXPECT_EQ(nn::load_optimizer(dir.file("optimizer.safetensors"), opt_c).at("step"), "3");
@@ -86,8 +86,8 @@ TEST(Checkpoint, ResumingContinuesExactlyAsAnUninterruptedRun) {
 
 TEST(Checkpoint, TrainingIsDeterministic) {
   manual_seed(7);
-  Net a;
-  Net b = nn::clone(a);
+  SavedNet a;
+  SavedNet b = nn::clone(a);
   optim::Adam opt_a(a.parameters(), {.lr = 1e-3}), opt_b(b.parameters(), {.lr = 1e-3});
   train_steps(a, opt_a, 0, 6);
   train_steps(b, opt_b, 0, 3);
@@ -99,7 +99,7 @@ TEST(Checkpoint, TrainingIsDeterministic) {
 
 TEST(Checkpoint, ModelFileHasPyTorchNamesAndFormatMetadata) {
   ScratchDir dir;
-  Net net;
+  SavedNet net;
   nn::BatchNorm2d bn(4);
   nn::save_model(dir.file("net.safetensors"), net, {{"epoch", "2"}});
   const SafetensorsFile f = load_safetensors(dir.file("net.safetensors"));
@@ -113,7 +113,7 @@ TEST(Checkpoint, ModelFileHasPyTorchNamesAndFormatMetadata) {
 
 TEST(Checkpoint, CorruptOrMismatchedFilesAreNamed) {
   ScratchDir dir;
-  Net net;
+  SavedNet net;
   const std::string path = dir.file("model.safetensors");
   nn::save_model(path, net);
   std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
@@ -133,7 +133,7 @@ TEST(Checkpoint, PyTorchLoadsTheWeightsAndComputesTheSameOutputs) {
     GTEST_SKIP() << "PyTorch not available: apt-get install python3-torch";
   ScratchDir dir;
   manual_seed(3);
-  Net net;
+  SavedNet net;
   net.eval();
   Tensor x = randn({4, 1, 28, 28});
   Tensor y = net.forward(x);
@@ -146,7 +146,7 @@ def load(path):  # safetensors.torch.load_file, emulated (Debian has no safetens
     dt = {'F32': torch.float32, 'F64': torch.float64, 'I64': torch.int64}
     return {k: torch.frombuffer(bytearray(data[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]]), dtype=dt[v['dtype']]).reshape(v['shape'])
             for k, v in header.items() if k != '__metadata__'}
-class Net(torch.nn.Module):
+class SavedNet(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.conv1 = torch.nn.Conv2d(1, 32, 3); self.conv2 = torch.nn.Conv2d(32, 64, 3); self.drop = torch.nn.Dropout(0.25)
@@ -154,7 +154,7 @@ class Net(torch.nn.Module):
     def forward(self, x):
         h = torch.max_pool2d(torch.relu(self.conv1(x)), 2); h = torch.max_pool2d(torch.relu(self.conv2(h)), 2)
         return self.fc2(torch.relu(self.fc1(self.drop(h.flatten(1)))))
-net = Net().eval(); print(net.load_state_dict(load(sys.argv[1])))
+net = SavedNet().eval(); print(net.load_state_dict(load(sys.argv[1])))
 io = load(sys.argv[2]); out = net(io['x'])
 print('max_abs_diff', (out - io['y']).abs().max().item())
 )";

@@ -25,7 +25,7 @@ int cuda_devices_seen_by_a_child() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
 }
 
-void require(bool ok, const std::string& what) {
+void check_or_throw(bool ok, const std::string& what) {
   if (!ok) throw std::runtime_error("check failed: " + what);
 }
 
@@ -44,11 +44,13 @@ TEST_F(CudaCollectives, GlooReducesCudaTensorsThroughTheHost) {
         const Device gpu = Device::cuda(0);
         Tensor t = full({1000}, double(rank + 1), {.device = gpu});
         comm->all_reduce(t, ReduceOp::Sum)->wait();
-        require(t.device() == gpu, "stays on the GPU");
-        require(t.to(Device::cpu()).to_vector<float>() == std::vector<float>(1000, 3.f), "sum");
+        check_or_throw(t.device() == gpu, "stays on the GPU");
+        check_or_throw(t.to(Device::cpu()).to_vector<float>() == std::vector<float>(1000, 3.f),
+                       "sum");
         Tensor b = full({4}, rank == 0 ? 7.0 : 0.0, {.device = gpu});
         comm->broadcast(b, 0)->wait();
-        require(b.to(Device::cpu()).to_vector<float>() == std::vector<float>(4, 7.f), "bcast");
+        check_or_throw(b.to(Device::cpu()).to_vector<float>() == std::vector<float>(4, 7.f),
+                       "bcast");
         destroy_process_group();
       },
       2);
@@ -65,35 +67,35 @@ TEST_F(CudaCollectives, NcclSingleRankRunsEveryCollective) {
                                         .world_size = 1,
                                         .device = Device::cuda(0),
                                         .timeout = 60s});
-        require(comm->backend() == "nccl", "backend");
+        check_or_throw(comm->backend() == "nccl", "backend");
         const Device gpu = Device::cuda(0);
         Tensor t = full({1 << 20}, 2.0, {.device = gpu});
         comm->all_reduce(t, ReduceOp::Mean)->wait();
-        require(t.to(Device::cpu()).to_vector<float>()[12345] == 2.f, "all_reduce avg");
+        check_or_throw(t.to(Device::cpu()).to_vector<float>()[12345] == 2.f, "all_reduce avg");
         comm->broadcast(t, 0)->wait();
         std::vector<Tensor> outs{zeros({3}, {.device = gpu})};
         comm->all_gather(outs, full({3}, 5.0, {.device = gpu}))->wait();
-        require(outs[0].to(Device::cpu()).to_vector<float>() == std::vector<float>(3, 5.f),
-                "all_gather");
+        check_or_throw(outs[0].to(Device::cpu()).to_vector<float>() == std::vector<float>(3, 5.f),
+                       "all_gather");
         Tensor out = zeros({3}, {.device = gpu});
         comm->reduce_scatter(out, full({3}, 4.0, {.device = gpu}))->wait();
-        require(out.to(Device::cpu()).to_vector<float>() == std::vector<float>(3, 4.f),
-                "reduce_scatter");
+        check_or_throw(out.to(Device::cpu()).to_vector<float>() == std::vector<float>(3, 4.f),
+                       "reduce_scatter");
         comm->barrier()->wait();
         // A sub-group (ncclCommSplit) of the one rank reduces on its own.
         const std::shared_ptr<Communicator> sub = comm->new_group({0});
-        require(sub != nullptr && sub->backend() == "nccl" && sub->size() == 1, "new_group");
+        check_or_throw(sub != nullptr && sub->backend() == "nccl" && sub->size() == 1, "new_group");
         Tensor s = full({5}, 3.0, {.device = gpu});
         sub->all_reduce(s)->wait();
-        require(s.to(Device::cpu()).to_vector<float>() == std::vector<float>(5, 3.f),
-                "new_group all_reduce");
+        check_or_throw(s.to(Device::cpu()).to_vector<float>() == std::vector<float>(5, 3.f),
+                       "new_group all_reduce");
         // A CPU tensor is a clear error naming both devices.
         Tensor cpu = ones({2});
         try {
           comm->all_reduce(cpu);
-          require(false, "a CPU tensor should be rejected");
+          check_or_throw(false, "a CPU tensor should be rejected");
         } catch (const DeviceError& e) {
-          require(std::string(e.what()).find("cuda:0") != std::string::npos, e.what());
+          check_or_throw(std::string(e.what()).find("cuda:0") != std::string::npos, e.what());
         }
         destroy_process_group();
       },

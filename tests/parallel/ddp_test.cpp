@@ -21,7 +21,7 @@ using tandem::testing::read_doubles;
 using tandem::testing::write_doubles;
 
 constexpr int64_t kBatch = 8;  // per rank
-constexpr int kSteps = 3;
+constexpr int kDdpSteps = 3;
 
 struct Recipe {
   bool adam = false;
@@ -33,15 +33,15 @@ struct Recipe {
   std::string backend;  // empty: the default (shared memory on this host)
 };
 
-// Trains `model` for kSteps on its share (rows rank·per_rank onwards) of each global batch of
+// Trains `model` for kDdpSteps on its share (rows rank·per_rank onwards) of each global batch of
 // world × kBatch examples: `step_fn(x, y, last)` runs forward + backward for one micro-batch.
 template <typename M, typename Step>
 void train(M& model, int world, int rank, int64_t per_rank, const Recipe& r, Step&& step_fn) {
-  auto [x32, y] = tandem::testing::synthetic_data(kSteps * r.accumulate * world * kBatch);
+  auto [x32, y] = tandem::testing::synthetic_data(kDdpSteps * r.accumulate * world * kBatch);
   const Tensor x = x32.to(kFloat64);
   auto opt = tandem::testing::make_optimizer(model, r.adam);
   int64_t start = 0;
-  for (int s = 0; s < kSteps; ++s) {
+  for (int s = 0; s < kDdpSteps; ++s) {
     opt->zero_grad();
     for (int m = 0; m < r.accumulate; ++m) {
       const int64_t offset = start + rank * per_rank;
@@ -98,59 +98,65 @@ std::vector<double> distributed(const Recipe& r, int world) {
   return read_doubles(out);
 }
 
-void expect_same(const std::vector<double>& a, const std::vector<double>& b) {
+void expect_same_as_reference(const std::vector<double>& a, const std::vector<double>& b) {
   tandem::testing::expect_same_params(a, b);
 }
 
 TEST(DDP, TwoRanksTrainTheMlpAsOneDeviceWithTheFullBatch) {
-  expect_same(distributed<tandem::testing::Mlp>({}, 2), single_device<tandem::testing::Mlp>({}, 2));
+  expect_same_as_reference(distributed<tandem::testing::Mlp>({}, 2),
+                           single_device<tandem::testing::Mlp>({}, 2));
 }
 
 TEST(DDP, TwoRanksOverGlooTrainTheMlpAsOneDevice) {
   const Recipe r{.adam = true, .backend = "gloo"};
-  expect_same(distributed<tandem::testing::Mlp>(r, 2), single_device<tandem::testing::Mlp>(r, 2));
+  expect_same_as_reference(distributed<tandem::testing::Mlp>(r, 2),
+                           single_device<tandem::testing::Mlp>(r, 2));
 }
 
 TEST(DDP, ThreeRanksTrainTheMlpAsOneDeviceWithAdam) {
   const Recipe r{.adam = true};
-  expect_same(distributed<tandem::testing::Mlp>(r, 3), single_device<tandem::testing::Mlp>(r, 3));
+  expect_same_as_reference(distributed<tandem::testing::Mlp>(r, 3),
+                           single_device<tandem::testing::Mlp>(r, 3));
 }
 
 TEST(DDP, TwoRanksTrainTheCnnAsOneDevice) {
   const Recipe r{.adam = true};
-  expect_same(distributed<tandem::testing::Cnn>(r, 2), single_device<tandem::testing::Cnn>(r, 2));
+  expect_same_as_reference(distributed<tandem::testing::Cnn>(r, 2),
+                           single_device<tandem::testing::Cnn>(r, 2));
 }
 
 TEST(DDP, ThreeRanksTrainTheCnnAsOneDevice) {
-  expect_same(distributed<tandem::testing::Cnn>({}, 3), single_device<tandem::testing::Cnn>({}, 3));
+  expect_same_as_reference(distributed<tandem::testing::Cnn>({}, 3),
+                           single_device<tandem::testing::Cnn>({}, 3));
 }
 
 // Under DDP the checkpointed layers' gradient hooks fire once each (no inner backward), the
 // buckets all-reduce during backward, and 2 ranks train as one device.
 TEST(DDP, ActivationCheckpointingTrainsAsOneDevice) {
-  expect_same(distributed<tandem::testing::CheckpointedMlp>({}, 2),
-              single_device<tandem::testing::Mlp>({}, 2));
-  expect_same(distributed<tandem::testing::CheckpointedMlp>({.adam = true}, 2),
-              single_device<tandem::testing::Mlp>({.adam = true}, 2));
+  expect_same_as_reference(distributed<tandem::testing::CheckpointedMlp>({}, 2),
+                           single_device<tandem::testing::Mlp>({}, 2));
+  expect_same_as_reference(distributed<tandem::testing::CheckpointedMlp>({.adam = true}, 2),
+                           single_device<tandem::testing::Mlp>({.adam = true}, 2));
 }
 
 TEST(DDP, NoSyncAccumulatesLikeOneDevice) {
   const Recipe r{.accumulate = 2};
-  expect_same(distributed<tandem::testing::Mlp>(r, 2), single_device<tandem::testing::Mlp>(r, 2));
+  expect_same_as_reference(distributed<tandem::testing::Mlp>(r, 2),
+                           single_device<tandem::testing::Mlp>(r, 2));
 }
 
 // DDP's gradient hooks fire when the deferred weight gradients arrive, and its end-of-backward
 // all-reduce waits for them: with accumulation, the W of both micro-batches runs once.
 TEST(DDP, DeferredWeightGradientsTrainAsOneDevice) {
   const Recipe r{.adam = true, .accumulate = 2, .defer_weight_grads = true};
-  expect_same(distributed<tandem::testing::Mlp>(r, 2),
-              single_device<tandem::testing::Mlp>({.adam = true, .accumulate = 2}, 2));
+  expect_same_as_reference(distributed<tandem::testing::Mlp>(r, 2),
+                           single_device<tandem::testing::Mlp>({.adam = true, .accumulate = 2}, 2));
 }
 
 TEST(DDP, UnusedParametersWithFindUnusedMatchOneDevice) {
   const Recipe r{.adam = true, .find_unused = true};
-  expect_same(distributed<tandem::testing::WithUnused>(r, 2),
-              single_device<tandem::testing::WithUnused>(r, 2));
+  expect_same_as_reference(distributed<tandem::testing::WithUnused>(r, 2),
+                           single_device<tandem::testing::WithUnused>(r, 2));
 }
 
 TEST(DDP, UnusedParametersWithoutFindUnusedAreAnErrorNamingThem) {
@@ -257,7 +263,7 @@ TEST(DDP, ABackwardInsideBackwardFinalizesOnceAtTheEndAndMatchesOneDevice) {
     step_with_nested_backward(
         single, [&](const Tensor& t) { return single.forward(t); }, x, y);
   });
-  expect_same(read_doubles(out), tandem::testing::flat_params(single));
+  expect_same_as_reference(read_doubles(out), tandem::testing::flat_params(single));
 }
 
 TEST(DDP, DifferentModelsOnTheRanksAreAnErrorSayingWhatDiffers) {

@@ -18,7 +18,7 @@ namespace {
 using namespace std::chrono_literals;
 using tandem::testing::flat_params;
 
-constexpr int64_t kBatch = 8;  // per rank
+constexpr int64_t kAccountingBatch = 8;  // per rank
 
 // 784-64-32-12: every row count divides by 2 and 4, so no rank holds padding.
 nn::Sequential mlp() {
@@ -50,7 +50,8 @@ TEST(FullyShard, EachRankKeepsWhatTheFormulaSays) {
         whole[size_t(rank)] = double(memory_stats(dev).allocated_bytes);
         FullyShardedModule fsdp(std::move(models[size_t(rank)]), {.group = group});
         optim::Adam opt(fsdp.parameters());
-        loss_on(fsdp(randn({kBatch, 784}, {.dtype = kFloat64, .device = dev})), dev).backward();
+        loss_on(fsdp(randn({kAccountingBatch, 784}, {.dtype = kFloat64, .device = dev})), dev)
+            .backward();
         opt.step();
         group->barrier()->wait();  // the collectives' meetings hold tensors until all leave
         kept[size_t(rank)] = double(memory_stats(dev).allocated_bytes);
@@ -74,7 +75,7 @@ TEST(FullyShard, EachRankSendsOneAndAHalfTimesDdpOrOnceWithoutResharding) {
         [&](std::shared_ptr<Communicator> group) {
           const int rank = group->rank();
           const Device dev = Device::cpu(rank);
-          const Tensor x = randn({kBatch, 784}, {.device = dev});
+          const Tensor x = randn({kAccountingBatch, 784}, {.device = dev});
           uint64_t before = 0;
           if (mode == 0) {
             nn::Sequential& model = models[size_t(rank)];
@@ -122,7 +123,7 @@ std::vector<double> two_ranks(nn::Sequential (*make)(), bool sharded) {
         optim::Adam opt(sharded ? fsdp->parameters() : model.parameters(), {.lr = 1e-2});
         for (int s = 0; s < 3; ++s) {
           opt.zero_grad();
-          const Tensor x = full({kBatch, 1, 28, 28}, 0.01 * (s + 1) * (rank + 1),
+          const Tensor x = full({kAccountingBatch, 1, 28, 28}, 0.01 * (s + 1) * (rank + 1),
                                 {.dtype = kFloat64, .device = dev});
           loss_on(sharded ? (*fsdp)(x) : (*ddp)(x), dev).backward();
           opt.step();
@@ -226,7 +227,7 @@ TEST(FullyShard, WholeStateDictsResumeOnAnotherWorldSize) {
 class FullyShardOverProcesses : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FullyShardOverProcesses, TwoRanksTrainAsOneDevice) {
-  const auto data = tandem::testing::synthetic_data(2 * kBatch * 2);
+  const auto data = tandem::testing::synthetic_data(2 * kAccountingBatch * 2);
   const Tensor x = data.first.to(kFloat64), y = data.second;
   manual_seed(0);
   nn::Sequential reference = mlp();
@@ -234,8 +235,8 @@ TEST_P(FullyShardOverProcesses, TwoRanksTrainAsOneDevice) {
   optim::Adam ref_opt(reference.parameters(), {.lr = 1e-2});
   for (int s = 0; s < 2; ++s) {
     ref_opt.zero_grad();
-    cross_entropy(reference(x.narrow(0, s * 2 * kBatch, 2 * kBatch)),
-                  y.narrow(0, s * 2 * kBatch, 2 * kBatch))
+    cross_entropy(reference(x.narrow(0, s * 2 * kAccountingBatch, 2 * kAccountingBatch)),
+                  y.narrow(0, s * 2 * kAccountingBatch, 2 * kAccountingBatch))
         .backward();
     ref_opt.step();
   }
@@ -251,8 +252,9 @@ TEST_P(FullyShardOverProcesses, TwoRanksTrainAsOneDevice) {
         optim::Adam opt(fsdp.parameters(), {.lr = 1e-2});
         for (int s = 0; s < 2; ++s) {
           opt.zero_grad();
-          const int64_t at = s * 2 * kBatch + rank * kBatch;
-          cross_entropy(fsdp(x.narrow(0, at, kBatch)), y.narrow(0, at, kBatch)).backward();
+          const int64_t at = s * 2 * kAccountingBatch + rank * kAccountingBatch;
+          cross_entropy(fsdp(x.narrow(0, at, kAccountingBatch)), y.narrow(0, at, kAccountingBatch))
+              .backward();
           opt.step();
         }
         nn::StateDict whole = fsdp.full_state_dict();

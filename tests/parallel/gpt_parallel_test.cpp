@@ -28,8 +28,8 @@ using namespace std::chrono_literals;
 using tandem::testing::expect_same_params;
 using tandem::testing::flat_params;
 
-constexpr int64_t kBatch = 4, kT = 8, kVocab = 11;
-constexpr int kSteps = 3;
+constexpr int64_t kGptBatch = 4, kT = 8, kVocab = 11;
+constexpr int kGptSteps = 3;
 constexpr double kClip = 0.05;
 
 nn::GPTConfig tiny_config(DType dtype = kFloat64) {
@@ -48,12 +48,12 @@ std::shared_ptr<nn::Sequential> tiny_gpt(DType dtype = kFloat64) {
   return std::make_shared<nn::Sequential>(nn::gpt(tiny_config(dtype)));
 }
 
-// Step s's batch: ids and their next-token targets, [kBatch, kT] each.
+// Step s's batch: ids and their next-token targets, [kGptBatch, kT] each.
 std::pair<Tensor, Tensor> batch(int s) {
   std::vector<int64_t> ids;
   data::SplitMix64 rng(uint64_t(s + 1));
-  for (int64_t i = 0; i < kBatch * (kT + 1); ++i) ids.push_back(int64_t(rng.next() % kVocab));
-  const Tensor tokens = from_vector(ids, {kBatch, kT + 1});
+  for (int64_t i = 0; i < kGptBatch * (kT + 1); ++i) ids.push_back(int64_t(rng.next() % kVocab));
+  const Tensor tokens = from_vector(ids, {kGptBatch, kT + 1});
   return {tokens.narrow(1, 0, kT).contiguous(), tokens.narrow(1, 1, kT).contiguous()};
 }
 
@@ -69,7 +69,7 @@ Tensor loss_fn(const Tensor& logits, const Tensor& y) { return nn::gpt_loss(logi
 template <typename Step, typename Clip>
 std::vector<double> train(nn::Module& model, Step&& step, Clip&& clip) {
   auto opt = adamw(model);
-  for (int s = 0; s < kSteps; ++s) {
+  for (int s = 0; s < kGptSteps; ++s) {
     auto [x, y] = batch(s);
     opt->zero_grad();
     step(x, y);
@@ -120,7 +120,7 @@ std::vector<double> pipelined(PipelineSchedule schedule, int64_t chunks, bool ac
         if (!accumulate) return pipe.step(x, y, loss_fn);
         // Two half batches, gradients accumulating (each loss halved): the tied copies must not
         // count the first half twice.
-        const auto half = [&](const Tensor& t, int k) { return t.narrow(0, k * kBatch / 2, 2); };
+        const auto half = [&](const Tensor& t, int k) { return t.narrow(0, k * kGptBatch / 2, 2); };
         const auto half_loss = [](const Tensor& o, const Tensor& t) { return loss_fn(o, t) * 0.5; };
         pipe.step(half(x, 0), half(y, 0), half_loss);
         return pipe.step(half(x, 1), half(y, 1), half_loss);
@@ -177,7 +177,7 @@ TEST(GPTParallel, DDPOverTwoRanksTrainsAsOne) {
           model->parameters()[0].fill_(0.5);
         }
         DistributedDataParallel<nn::Sequential> ddp(*model, {.bucket_cap_mb = 0.002});
-        const auto mine = [&](const Tensor& t) { return t.narrow(0, rank * kBatch / 2, 2); };
+        const auto mine = [&](const Tensor& t) { return t.narrow(0, rank * kGptBatch / 2, 2); };
         const std::vector<double> p = train(
             *model,
             [&](const Tensor& x, const Tensor& y) { loss_fn(ddp(mine(x)), mine(y)).backward(); },
@@ -206,9 +206,9 @@ TEST(GPTParallel, ZeroStage2OverTwoRanksTrainsAsOne) {
             optim::adamw_groups(model.named_parameters(),
                                 {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1}));
         const auto mine = [&](const Tensor& t) {
-          return t.narrow(0, rank * kBatch / 2, 2).to(dev);
+          return t.narrow(0, rank * kGptBatch / 2, 2).to(dev);
         };
-        for (int s = 0; s < kSteps; ++s) {
+        for (int s = 0; s < kGptSteps; ++s) {
           auto [x, y] = batch(s);
           opt->zero_grad();
           loss_fn(ddp(mine(x)), mine(y)).backward();
@@ -249,9 +249,9 @@ void expect_fully_sharded_trains_as_one(bool checkpointed, bool reshard) {
         EXPECT_EQ(fsdp.units().size(), 5u) << "embedding, 2 blocks, ln_f, and the tied root";
         auto opt = adamw(fsdp);
         const auto mine = [&](const Tensor& t) {
-          return t.narrow(0, rank * kBatch / kWorld, kBatch / kWorld).to(dev);
+          return t.narrow(0, rank * kGptBatch / kWorld, kGptBatch / kWorld).to(dev);
         };
-        for (int s = 0; s < kSteps; ++s) {
+        for (int s = 0; s < kGptSteps; ++s) {
           auto [x, y] = batch(s);
           opt->zero_grad();
           loss_fn(fsdp(mine(x)), mine(y)).backward();
@@ -303,7 +303,7 @@ std::vector<double> two_ranks_unclipped(bool sharded) {
               model, DDPOptions{.group = group});
         auto opt = adamw(sharded ? static_cast<nn::Module&>(*fsdp) : model);
         const auto mine = [&](const Tensor& t) { return t.narrow(0, rank * 2, 2).to(dev); };
-        for (int s = 0; s < kSteps; ++s) {
+        for (int s = 0; s < kGptSteps; ++s) {
           auto [x, y] = batch(s);
           opt->zero_grad();
           loss_fn(sharded ? (*fsdp)(mine(x)) : (*ddp)(mine(x)), mine(y)).backward();
@@ -335,7 +335,7 @@ double mixed_precision_error(DType amp) {
     const std::vector<double> before = flat_params(*model);
     optim::GradScaler scaler({.enabled = dtype == kFloat16});
     auto opt = adamw(*model);
-    for (int s = 0; s < kSteps; ++s) {
+    for (int s = 0; s < kGptSteps; ++s) {
       auto [x, y] = batch(s);
       opt->zero_grad();
       Tensor loss;

@@ -20,7 +20,7 @@ namespace {
 using tandem::testing::error_message;
 using ::testing::HasSubstr;
 
-nn::Sequential deep_mlp(bool dropout = false) {  // 6 × (Linear(16, 16) + Tanh), Linear(16, 10)
+nn::Sequential pipe_mlp(bool dropout = false) {  // 6 × (Linear(16, 16) + Tanh), Linear(16, 10)
   manual_seed(4);
   nn::Sequential s;
   for (int i = 0; i < 6; ++i) {
@@ -33,28 +33,28 @@ nn::Sequential deep_mlp(bool dropout = false) {  // 6 × (Linear(16, 16) + Tanh)
   return s;
 }
 
-constexpr int64_t kBatch = 30;
+constexpr int64_t kPipeBatch = 30;
 
 Tensor batch_x() {
   manual_seed(9);
-  return randn({kBatch, 16}, {.dtype = kFloat64});
+  return randn({kPipeBatch, 16}, {.dtype = kFloat64});
 }
 Tensor batch_y() {
   std::vector<int64_t> labels;
-  for (int64_t i = 0; i < kBatch; ++i) labels.push_back((i * 7) % 10);
-  return from_vector(labels, {kBatch});
+  for (int64_t i = 0; i < kPipeBatch; ++i) labels.push_back((i * 7) % 10);
+  return from_vector(labels, {kPipeBatch});
 }
 
-Tensor loss_fn(const Tensor& out, const Tensor& y) { return cross_entropy(out, y); }
+Tensor pipe_loss_fn(const Tensor& out, const Tensor& y) { return cross_entropy(out, y); }
 
 // 5 Adam steps of the whole model on one device: the reference.
 std::vector<double> train_one_device() {
-  nn::Sequential model = deep_mlp();
+  nn::Sequential model = pipe_mlp();
   const Tensor x = batch_x(), y = batch_y();
   optim::Adam opt(model.parameters(), {.lr = 1e-2});
   for (int s = 0; s < 5; ++s) {
     opt.zero_grad();
-    loss_fn(model(x), y).backward();
+    pipe_loss_fn(model(x), y).backward();
     opt.step();
   }
   return tandem::testing::flat_params(model);
@@ -63,17 +63,17 @@ std::vector<double> train_one_device() {
 // The same 5 steps through a Pipeline; the losses it reported are checked against the model's.
 std::vector<double> train_pipelined(const std::vector<Device>& devices, PipelineOptions options,
                                     bool dropout = false) {
-  nn::Sequential model = deep_mlp(dropout);
+  nn::Sequential model = pipe_mlp(dropout);
   const Tensor x = batch_x(), y = batch_y();
   Pipeline pipe(split(model, devices), options);  // moves the parameters: the optimizer after
   optim::Adam opt(model.parameters(), {.lr = 1e-2});
   for (int s = 0; s < 5; ++s) {
     opt.zero_grad();
-    const PipelineResult r = pipe.step(x, y, loss_fn);
-    EXPECT_EQ(r.output.shape(), (Shape{kBatch, 10}));
+    const PipelineResult r = pipe.step(x, y, pipe_loss_fn);
+    EXPECT_EQ(r.output.shape(), (Shape{kPipeBatch, 10}));
     EXPECT_EQ(r.output.device(), devices.back());
     if (!dropout) {  // the reported loss is the batch mean of the outputs it returned
-      EXPECT_NEAR(r.loss.item(), loss_fn(r.output, y.to(devices.back())).item(), 1e-12);
+      EXPECT_NEAR(r.loss.item(), pipe_loss_fn(r.output, y.to(devices.back())).item(), 1e-12);
     }
     opt.step();
   }
@@ -148,9 +148,9 @@ TEST(Pipeline, Float32WithPackedWeightsTrainsAsOneDevice) {
     for (int s = 0; s < 3; ++s) {
       opt.zero_grad();
       if (pipe)
-        pipe->step(x, y, loss_fn);
+        pipe->step(x, y, pipe_loss_fn);
       else
-        loss_fn(m(x), y).backward();
+        pipe_loss_fn(m(x), y).backward();
       opt.step();
     }
     if (pipe && cpu_info().avx512f) {
@@ -208,7 +208,7 @@ TEST(Pipeline, DropoutIsReproducible) {
 }
 
 TEST(Pipeline, EvaluateMatchesTheModel) {
-  nn::Sequential model = deep_mlp();
+  nn::Sequential model = pipe_mlp();
   const Tensor x = batch_x(), expected = model(x).detach();
   Pipeline pipe(split(model, {Device::cpu(0), Device::cpu(1)}), {.chunks = 7});
   const Tensor out = pipe.evaluate(x);
@@ -247,13 +247,13 @@ TEST(Pipeline, SchedulesHaveTheDocumentedOrder) {
 
 TEST(Pipeline, OneFOneBHoldsFewerActivationsThanGPipe) {
   auto peaks = [](PipelineSchedule schedule) {
-    nn::Sequential model = deep_mlp();
+    nn::Sequential model = pipe_mlp();
     Pipeline pipe(split(model, {Device::cpu(0), Device::cpu(1)}),
                   {.chunks = 8, .schedule = schedule});
     const Tensor x = randn({256, 16}, {.dtype = kFloat64});
     const Tensor y = zeros({256}, {.dtype = kInt64});
-    pipe.step(x, y, loss_fn);  // the first step allocates the parameters' .grad
-    return pipe.step(x, y, loss_fn).peak_activation_bytes;
+    pipe.step(x, y, pipe_loss_fn);  // the first step allocates the parameters' .grad
+    return pipe.step(x, y, pipe_loss_fn).peak_activation_bytes;
   };
   const std::vector<int64_t> gpipe = peaks(PipelineSchedule::GPipe);
   const std::vector<int64_t> one_f_one_b = peaks(PipelineSchedule::OneFOneB);
@@ -265,20 +265,20 @@ TEST(Pipeline, OneFOneBHoldsFewerActivationsThanGPipe) {
 }
 
 TEST(Pipeline, BadInputIsAClearError) {
-  nn::Sequential model = deep_mlp();
+  nn::Sequential model = pipe_mlp();
   Pipeline pipe(split(model, {Device::cpu(0), Device::cpu(1)}), {.chunks = 8});
   const Tensor x = randn({5, 16}, {.dtype = kFloat64});
   const Tensor y = zeros({5}, {.dtype = kInt64});
-  EXPECT_THAT(error_message<ValueError>([&] { pipe.step(x, y, loss_fn); }),
+  EXPECT_THAT(error_message<ValueError>([&] { pipe.step(x, y, pipe_loss_fn); }),
               HasSubstr("8 chunks but the batch has only 5 samples"));
-  EXPECT_THAT(error_message<ShapeError>([&] { pipe.step(batch_x(), y, loss_fn); }),
+  EXPECT_THAT(error_message<ShapeError>([&] { pipe.step(batch_x(), y, pipe_loss_fn); }),
               HasSubstr("batch has 30 samples but the target's shape is [5]"));
-  EXPECT_THAT(
-      error_message<ValueError>([&] { pipe.step(batch_x().requires_grad_(), batch_y(), loss_fn); }),
-      HasSubstr("the input requires grad"));
+  EXPECT_THAT(error_message<ValueError>(
+                  [&] { pipe.step(batch_x().requires_grad_(), batch_y(), pipe_loss_fn); }),
+              HasSubstr("the input requires grad"));
   EXPECT_THAT(error_message<ValueError>([&] {
                 NoGradGuard off;
-                pipe.step(batch_x(), batch_y(), loss_fn);
+                pipe.step(batch_x(), batch_y(), pipe_loss_fn);
               }),
               HasSubstr("use evaluate()"));
   EXPECT_THAT(error_message<ValueError>([&] { Pipeline({}, {}); }), HasSubstr("no stages"));
@@ -307,12 +307,12 @@ TEST(Pipeline, AFailingStageStopsThePipelineAndNamesItself) {
   for (const bool in_backward : {false, true})
     for (PipelineSchedule schedule : {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB}) {
       SCOPED_TRACE(str(to_string(schedule), in_backward ? ", backward" : ", forward"));
-      nn::Sequential model = deep_mlp();
+      nn::Sequential model = pipe_mlp();
       model.push_back(FailsOnBatch(4, in_backward));  // the 4-row chunks
       Pipeline pipe(split(model, {Device::cpu(0), Device::cpu(1)}, {4, 10}),
                     {.chunks = 7, .schedule = schedule});
       const std::string message =
-          error_message<DTypeError>([&] { pipe.step(batch_x(), batch_y(), loss_fn); });
+          error_message<DTypeError>([&] { pipe.step(batch_x(), batch_y(), pipe_loss_fn); });
       // 30 samples in 7: 5 5 4 4 4 4 4; micro-batch 2 is the first 4-row one, and the first to
       // fail in forward; in backward GPipe reaches micro-batch 6 first, 1F1B micro-batch 2.
       const int failing = !in_backward || schedule == PipelineSchedule::OneFOneB ? 2 : 6;
@@ -320,10 +320,10 @@ TEST(Pipeline, AFailingStageStopsThePipelineAndNamesItself) {
                                          in_backward ? "backward" : "forward", ")")));
       EXPECT_THAT(message, HasSubstr(in_backward ? "cursed gradient" : "this batch is cursed"));
       // Nothing is left blocked: the pipeline runs again.
-      nn::Sequential fine = deep_mlp();
+      nn::Sequential fine = pipe_mlp();
       Pipeline again(split(fine, {Device::cpu(0), Device::cpu(1)}), {.chunks = 7});
-      EXPECT_NO_THROW(again.step(batch_x(), batch_y(), loss_fn));
-      EXPECT_THROW(pipe.step(batch_x(), batch_y(), loss_fn), DTypeError);
+      EXPECT_NO_THROW(again.step(batch_x(), batch_y(), pipe_loss_fn));
+      EXPECT_THROW(pipe.step(batch_x(), batch_y(), pipe_loss_fn), DTypeError);
     }
 }
 

@@ -27,12 +27,12 @@ using tandem::testing::all_close;
 using tandem::testing::error_message;
 using ::testing::HasSubstr;
 
-constexpr int64_t kBatch = 2, kT = 8, kVocab = 12;
+constexpr int64_t kBatch = 2, kTpT = 8, kVocab = 12;
 constexpr int kSteps = 3;
 constexpr double kClip = 0.5;
 
-nn::GPTConfig config() {
-  return {.block_size = kT,
+nn::GPTConfig tp_config() {
+  return {.block_size = kTpT,
           .vocab_size = kVocab,
           .n_layer = 2,
           .n_head = 4,
@@ -44,13 +44,13 @@ nn::GPTConfig config() {
 
 nn::Sequential initial_gpt() {
   manual_seed(7);
-  return nn::gpt(config());
+  return nn::gpt(tp_config());
 }
 
 std::vector<std::pair<Tensor, Tensor>> batches() {
   std::vector<std::pair<Tensor, Tensor>> out;
   for (int s = 0; s < kSteps; ++s)
-    out.push_back(tandem::testing::random_token_batch(kBatch, kT, kVocab, uint64_t(s + 3)));
+    out.push_back(tandem::testing::random_token_batch(kBatch, kTpT, kVocab, uint64_t(s + 3)));
   return out;
 }
 
@@ -320,11 +320,11 @@ TEST(VocabParallelCrossEntropy, MatchesCrossEntropyAndItsGradient) {
 }
 
 TEST(TensorParallelGPT, HeadsAndVocabularyThatDoNotDivideNameThePadding) {
-  nn::GPTConfig c = config();
+  nn::GPTConfig c = tp_config();
   c.n_head = 2;
   manual_seed(1);
   nn::Sequential two_heads = nn::gpt(c);
-  c = config();
+  c = tp_config();
   c.vocab_size = 13;
   nn::Sequential odd_vocab = nn::gpt(c);
   spawn_threads(

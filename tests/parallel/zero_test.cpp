@@ -19,7 +19,7 @@ namespace {
 using namespace std::chrono_literals;
 using tandem::testing::Mlp;
 
-constexpr int64_t kBatch = 8;  // per rank
+constexpr int64_t kZeroBatch = 8;  // per rank
 constexpr int kSteps = 3;
 
 struct Recipe {
@@ -81,7 +81,7 @@ using Data = std::pair<Tensor, Tensor>;
 // The recipe's images (float64) and labels. Made before any rank thread starts: it seeds and
 // draws from the global generator, which threads drawing at once would interleave.
 Data data_for(const Recipe& r) {
-  const auto d = tandem::testing::synthetic_data(kSteps * r.accumulate * r.world * kBatch);
+  const auto d = tandem::testing::synthetic_data(kSteps * r.accumulate * r.world * kZeroBatch);
   return {d.first.to(kFloat64), d.second};
 }
 
@@ -101,7 +101,7 @@ void train(const Recipe& r, const Data& data, optim::Optimizer& opt, int rank, i
       const int64_t at = start + rank * per_rank;
       pass(x.narrow(0, at, per_rank).to(dev), data.second.narrow(0, at, per_rank).to(dev),
            m + 1 == r.accumulate);
-      start += r.world * kBatch;
+      start += r.world * kZeroBatch;
     }
     if (r.clip) clip();
     opt.step();
@@ -116,7 +116,7 @@ std::vector<double> one_device(const Recipe& r) {
   model.to(kFloat64);
   auto opt = make(r, model, OneDevice{});
   train(
-      r, data_for(r), *opt, 0, r.world * kBatch, Device::cpu(),
+      r, data_for(r), *opt, 0, r.world * kZeroBatch, Device::cpu(),
       [&](const Tensor& x, const Tensor& y, bool) {
         cross_entropy(model.forward(x), y).backward();
       },
@@ -147,7 +147,7 @@ std::vector<double> sharded(const Recipe& r) {
                                             .zero_stage = r.stage});
         auto opt = r.stage ? make(r, model, Sharded{&ddp}) : make(r, model, OneDevice{});
         train(
-            r, data, *opt, rank, kBatch, Device::cpu(rank),
+            r, data, *opt, rank, kZeroBatch, Device::cpu(rank),
             [&](const Tensor& x, const Tensor& y, bool last) {
               if (last) return cross_entropy(ddp(x), y).backward();
               auto guard = ddp.no_sync();
@@ -211,7 +211,7 @@ TEST_P(ZeroOverProcesses, Stage2WithAdamWGroupsOnThreeRanksTrainsAsOneDevice) {
             model, {.bucket_cap_mb = 0.05, .first_bucket_mb = 0.01, .zero_stage = r.stage});
         auto opt = make(r, model, Sharded{&ddp});
         train(
-            r, data_for(r), *opt, rank, kBatch, Device::cpu(),
+            r, data_for(r), *opt, rank, kZeroBatch, Device::cpu(),
             [&](const Tensor& x, const Tensor& y, bool) { cross_entropy(ddp(x), y).backward(); },
             [&] { static_cast<ZeroOptimizer&>(*opt).clip_grad_norm(0.5); });
         if (rank == 0) tandem::testing::write_doubles(out, tandem::testing::flat_params(model));
@@ -251,8 +251,8 @@ TEST(Zero, AGradScalerSkipsTheStepOnEveryRankWhenOneShardOverflows) {
         auto backward = [&] {
           opt->zero_grad();
           scaler
-              .scale(cross_entropy(ddp(randn({kBatch, 784}, {.device = dev})),
-                                   zeros({kBatch}, {.dtype = kInt64, .device = dev})))
+              .scale(cross_entropy(ddp(randn({kZeroBatch, 784}, {.device = dev})),
+                                   zeros({kZeroBatch}, {.dtype = kInt64, .device = dev})))
               .backward();
         };
         backward();
