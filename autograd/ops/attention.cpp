@@ -72,12 +72,13 @@ Tensor attention_math(const Tensor& q, const Tensor& k, const Tensor& v, const A
   }
   Tensor p = s.softmax(-1);
   if (o.dropout_p > 0) {
-    Tensor keep;
+    Tensor keep;  // 0 or 1/(1 − p), a constant: one pass over the probabilities that tracks grad
     {
       NoGradGuard no_grad;
-      keep = rand(p.shape(), p.options()).ge(o.dropout_p).to(p.dtype());
+      keep =
+          rand(p.shape(), p.options()).ge(o.dropout_p).to(p.dtype()) * (1.0 / (1.0 - o.dropout_p));
     }
-    p = p * keep * (1.0 / (1.0 - o.dropout_p));
+    p = p * keep;
   }
   return p.matmul(v);
 }

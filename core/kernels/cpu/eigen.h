@@ -45,7 +45,8 @@ using MatrixMap = Eigen::Map<MatrixRM<T>, Eigen::Unaligned>;
 template <typename T>
 using ConstMatrixMap = Eigen::Map<const MatrixRM<T>, Eigen::Unaligned>;
 
-// √x correctly rounded in every lane: `a.unaryExpr(ExactSqrt{})` for `a.sqrt()`. Eigen's own
+// √x correctly rounded in every lane: `a.unaryExpr(ExactSqrt{})` for `a.sqrt()` (the sqrt op,
+// Adam). Eigen's own
 // sqrt under EIGEN_FAST_MATH (its default) takes an rsqrt estimate and a Newton step for float
 // packets, and on AVX-512 for double packets too, while the scalar head and tail of a loop call
 // std::sqrt: an element's result then depends on where its array starts, so a piece of a tensor
@@ -98,8 +99,9 @@ ConstMatrixMap<T> matrix(const Tensor& t, int64_t rows, int64_t cols) {
 template <>
 struct Eigen::internal::functor_traits<tandem::cpu::ExactSqrt> {
 #if defined(__SSE2__)
-  enum {Cost = 20, PacketAccess = 1};
+  static constexpr bool kPackets = true;
 #else
-  enum { Cost = 20, PacketAccess = 0 };
+  static constexpr bool kPackets = false;
 #endif
+  enum { Cost = 20, PacketAccess = kPackets };
 };

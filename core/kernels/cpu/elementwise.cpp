@@ -56,7 +56,7 @@ void unary(UnaryOp op, const Tensor& x, Tensor& y) {
       case UnaryOp::Log:
         return unary_loop<T>(x, y, [](const auto& v) { return v.log(); });
       case UnaryOp::Sqrt:
-        return unary_loop<T>(x, y, [](const auto& v) { return v.sqrt(); });
+        return unary_loop<T>(x, y, [](const auto& v) { return v.unaryExpr(ExactSqrt{}); });
       case UnaryOp::Abs:
         return unary_loop<T>(x, y, [](const auto& v) { return v.abs(); });
       case UnaryOp::Relu:
