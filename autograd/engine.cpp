@@ -87,6 +87,13 @@ void push_ready(const std::shared_ptr<GraphTask>& task, Node* node, InputBuffer 
 void deliver(const std::shared_ptr<GraphTask>& task, const Node& producer, size_t edge,
              Tensor grad) {
   Node* to = producer.next[edge].node.get();
+  // A CUDA gradient was made on the current stream here (the producer's forward stream, or the
+  // caller's for a copy from another device); the consumer runs on its own forward's stream,
+  // which must wait for it (PyTorch's InputBuffer does the same).
+  if (grad.defined() && grad.device().is_cuda()) {
+    const int d = grad.device().index();
+    cuda::stream_wait(d, to->stream, cuda::current_stream_handle(d));
+  }
   InputBuffer complete;
   {
     std::lock_guard lk(task->mutex);
@@ -194,6 +201,13 @@ void evaluate(std::shared_ptr<GraphTask> task, Node* node, InputBuffer& grad) {
     auto outer = std::exchange(t_task, task);
     try {
       ThreadLocalStateGuard state(task->state);
+      // A CUDA node runs on the stream its forward ran on, not on the caller's of backward().
+      std::optional<cuda::StreamHandleGuard> on_stream;
+      if (node->stream) {
+        on_stream.emplace(node->device.index(), node->stream);
+        std::lock_guard lk(task->mutex);
+        task->streams.emplace(node->device.index(), node->stream);
+      }
       std::optional<IntraOpThreadsGuard> share;
       if (task->intra_op_share > 0) share.emplace(task->intra_op_share);
       NoGradGuard no_grad;
@@ -305,12 +319,19 @@ std::vector<Tensor> execute(const Tensor& root, const Tensor& grad_in, bool reta
     task->intra_op_share = std::max(1, intra_op_threads() / task->cpu_threads);
   InputBuffer first;
   first.add(UINT64_MAX, 0, grad, false);
+  if (grad.device().is_cuda())  // made on the caller's stream; the root runs on its forward's
+    cuda::stream_wait(grad.device().index(), start->stream,
+                      cuda::current_stream_handle(grad.device().index()));
   push_ready(task, start.get(), std::move(first));
   // Run this thread's share (its cpu nodes, or its device's on a worker) until every node is done.
   while (task->outstanding.load() > 0) {
     WorkQueue::Job job = queue->pop();
     if (job) job();
   }
+  // The caller's streams wait for every stream backward ran on: what the caller queues next
+  // (reading .grad, an optimizer step) comes after the gradients, as in PyTorch.
+  for (const auto& [device, stream] : task->streams)
+    cuda::stream_wait(device, cuda::current_stream_handle(device), stream);
   if (task->error) std::rethrow_exception(task->error);
   if (deferred && task->deferred.size() > 0) {
     task->deferred.sort_by_run_order();

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -78,6 +79,7 @@ struct GraphTask {
   std::mutex mutex;                             // guards the members below
   std::unordered_map<Node*, int> dependencies;  // gradients each node still waits for
   std::unordered_map<Node*, InputBuffer> buffers;
+  std::set<std::pair<int, void*>> streams;       // (CUDA device, stream) its nodes ran on
   std::exception_ptr error;                      // the first one; the rest of the task is abandoned
   std::vector<std::function<void()>> callbacks;  // outermost tasks only
   std::vector<Tensor> captured;                  // autograd::grad's results

@@ -50,6 +50,7 @@ struct Node {
   const char* name = "";
   uint64_t sequence_nr = 0;  // creation order: later nodes run first in backward
   Device device;             // of the op's output: dy arrives here, and backward runs here
+  void* stream = nullptr;    // CUDA: the forward's stream on `device`, where backward runs too
   BackwardFn backward;     // released after backward unless retain_graph (kept if nothing is saved)
   std::vector<Edge> next;  // one per input
   std::vector<SavedTensor> saved;

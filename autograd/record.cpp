@@ -2,6 +2,7 @@
 #include <tandem/autograd/autograd_meta.h>
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/record.h>
+#include <tandem/core/cuda_device.h>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -48,6 +49,7 @@ std::shared_ptr<Node> gradient_node(const Tensor& t) {
     acc->sequence_nr = UINT64_MAX;
     acc->leaf = t;
     acc->device = t.device();
+    if (acc->device.is_cuda()) acc->stream = cuda::current_stream_handle(acc->device.index());
     meta.accumulator = acc;
   }
   return acc;
@@ -74,6 +76,7 @@ Tensor record_node(const char* name, Tensor output, std::span<const Tensor> inpu
   node->name = name;
   node->sequence_nr = next_sequence_nr();
   node->device = output.device();
+  if (node->device.is_cuda()) node->stream = cuda::current_stream_handle(node->device.index());
   node->backward = std::move(backward);
   node->weight_grad = weight_grad;
   node->next.reserve(inputs.size());

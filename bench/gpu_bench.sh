@@ -19,3 +19,15 @@ for key in cnn_b64_ms cnn_b256_ms cnn_b256_bf16_ms cnn_b256_fp16_ms mlp_b256_ms 
   # Times: Tandem / PyTorch (lower is better); rates: Tandem / PyTorch (higher is better).
   printf "%-16s %9s %s %9s %s %9.3f\n" "$key" "$a" "$unit" "$b" "$unit" "$(awk -v a="$a" -v b="$b" 'BEGIN {print a / b}')"
 done
+# PyTorch at its best on the same steps (gpu_bench_torch.py says what each column is); the ratio
+# is Tandem over the fastest of them.
+echo
+printf "%-14s %9s %9s %9s %9s %9s %10s\n" step Tandem eager tuned compile reduce-ov Tandem/best
+for key in cnn_b64_ms cnn_b256_ms mlp_b256_ms; do
+  get() { echo "$p" | awk -v k="$1" '$1 == k {print $2}'; }
+  a=$(echo "$t" | awk -v k=$key '$1 == k {print $2}')
+  e=$(get $key) tu=$(get ${key}_tuned) co=$(get ${key}_compile) ro=$(get ${key}_ro)
+  best=$(printf "%s\n" $e $tu $co $ro | sort -g | head -1)
+  printf "%-14s %9s %9s %9s %9s %9s %10.3f\n" "$key" "$a" "$e" "${tu:--}" "${co:--}" "${ro:--}" \
+    "$(awk -v a="$a" -v b="$best" 'BEGIN {print a / b}')"
+done

@@ -1,6 +1,10 @@
-# bench/gpu_bench_torch.py — PyTorch eager's side of bench/gpu_bench.sh: the same models, batches,
+# bench/gpu_bench_torch.py — PyTorch's side of bench/gpu_bench.sh: the same models, batches,
 # optimizers and timing as bench/gpu_bench.cpp, on the same GPU, TF32 off on both sides (Tandem
-# computes float32 in full precision). Prints "name value unit" lines.
+# computes float32 in full precision). Prints "name value unit" lines: eager as a user writes it,
+# then PyTorch at its best on the same steps: "_tuned" (fused optimizer kernels, cudnn.benchmark),
+# "_compile" (torch.compile of the model) and "_ro" (torch.compile mode="reduce-overhead", which
+# replays forward and backward as CUDA graphs). The compiled rows are timed after their warm-up,
+# so compilation is not in them.
 import time
 import torch
 import torch.nn as nn
@@ -81,6 +85,31 @@ for amp, tag in ((torch.bfloat16, "bf16"), (torch.float16, "fp16")):
 torch.manual_seed(0)
 mlp = Mlp().to(dev)
 print(f"mlp_b256_ms {step_ms(mlp, torch.optim.SGD(mlp.parameters(), lr=0.05, momentum=0.9), 256):.4f} ms")
+
+
+def fused(cls, params, **kw):
+    """The optimizer with its fused CUDA kernel, or its multi-tensor (foreach) one where this
+    PyTorch has no fused version of it."""
+    try:
+        return cls(params, fused=True, **kw)
+    except (TypeError, RuntimeError, ValueError):
+        return cls(params, foreach=True, **kw)
+
+
+torch.backends.cudnn.benchmark = True  # the tuned and compiled rows only: eager's ran above
+adam = lambda m: fused(torch.optim.Adam, m.parameters(), lr=1e-3)
+sgd = lambda m: fused(torch.optim.SGD, m.parameters(), lr=0.05, momentum=0.9)
+for name, make, opt, batches in (("cnn", Cnn, adam, (64, 256)), ("mlp", Mlp, sgd, (256,))):
+    for batch in batches:
+        torch.manual_seed(0)
+        m = make().to(dev)
+        print(f"{name}_b{batch}_ms_tuned {step_ms(m, opt(m), batch):.4f} ms")
+    for mode, tag in ((None, "compile"), ("reduce-overhead", "ro")):
+        torch.manual_seed(0)
+        m = make().to(dev)
+        c = torch.compile(m, mode=mode) if mode else torch.compile(m)
+        print(f"{name}_b256_ms_{tag} {step_ms(c, opt(m), 256):.4f} ms", flush=True)
+
 n = 4096
 a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
 ms = median_ms(lambda: torch.mm(a, b), 20)

@@ -5,7 +5,10 @@
 
 #include <tandem/core/device.h>
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tandem {
 class Tensor;
@@ -39,6 +42,10 @@ void check_device(Device device);
 /// direct DMA; `t` itself when it is pinned already or no GPU is visible.
 Tensor pin_memory(const Tensor& t);
 bool is_pinned(const Tensor& t);
+/// Freed pinned blocks are cached for the next pin_memory() of the same size and never freed on
+/// the way, since cudaFreeHost waits for the whole device; this gives them back (and waits).
+void empty_pinned_cache();
+size_t pinned_cache_bytes();
 
 /// Within its scope, host-to-GPU copies from pinned memory return before the bytes have moved
 /// (Tensor::to(device, non_blocking = true) uses it): the copy is queued on the stream, so later
@@ -56,6 +63,65 @@ class NonBlockingCopies {
 };
 bool non_blocking_copies();
 void set_non_blocking_copies(bool on);  // ThreadLocalState carries the flag into threads
+
+/// The calling thread's current stream on cuda:device as an opaque handle (the default stream
+/// unless a StreamGuard chose another; nullptr without CUDA). Autograd records it with each CUDA
+/// node, so that backward runs the node on the stream its forward ran on, as PyTorch does.
+void* current_stream_handle(int device);
+/// Makes `stream` (a handle from current_stream_handle) the current stream of cuda:device for the
+/// scope; nothing for a null handle.
+class StreamHandleGuard {
+ public:
+  StreamHandleGuard(int device, void* stream);
+  ~StreamHandleGuard();
+  StreamHandleGuard(const StreamHandleGuard&) = delete;
+  StreamHandleGuard& operator=(const StreamHandleGuard&) = delete;
+
+ private:
+  int device_;
+  void* previous_ = nullptr;
+};
+/// Work queued later on `waiter` waits for the work queued so far on `producer` (both handles on
+/// cuda:device), without blocking the host; nothing when they are the same stream.
+void stream_wait(int device, void* waiter, void* producer);
+
+/// A point in the calling thread's GPU work: an event on each stream this thread has made current
+/// with a StreamGuard. wait() on another thread makes that thread's current streams wait for the
+/// point, without blocking the host. A worker thread that copies a caller's CUDA tensors (the
+/// collectives that stage them through the host) waits for it first: the worker's default stream
+/// is not ordered after a caller's non-blocking side stream, so it could read the tensor before
+/// the kernels that produce it have run. Empty (and free) when the caller is on the default
+/// streams, which order themselves, and without CUDA.
+class StreamFence {
+ public:
+  StreamFence() = default;  // no point: wait() does nothing
+  /// The calling thread's point now.
+  static StreamFence record();
+  ~StreamFence();
+  StreamFence(StreamFence&& other) noexcept;
+  StreamFence& operator=(StreamFence&& other) noexcept;
+  void wait() const;
+
+ private:
+  std::vector<std::pair<int, void*>> events_;  // (device, cudaEvent_t)
+};
+
+/// What Tandem does when it makes the host wait for a GPU without being asked to: a copy to the
+/// host (item(), to_vector, Tensor::to), a copy from pageable host memory, an index check that
+/// had to wait. Nothing, a warning on stderr, or a CudaError naming the call, as PyTorch's
+/// torch.cuda.set_sync_debug_mode: a training step should have none, and this finds them.
+/// Explicit waits (synchronize(), Stream::synchronize, Event::synchronize) are never reported.
+enum class SyncDebugMode { Off, Warn, Error };
+void set_sync_debug_mode(SyncDebugMode mode);
+SyncDebugMode sync_debug_mode();
+/// Implicit host syncs so far in this process, counted in every mode.
+int64_t host_syncs();
+/// Called by Tandem just before each implicit host sync; throws CudaError under Error.
+void note_host_sync(const char* what);
+
+/// Index checks that kernels on cuda:device registered and the host has not read yet; they are
+/// read, and a bad index raised, at the next sync (core/cuda/deferred_errors.h). 0 without CUDA.
+size_t deferred_checks(int device);
 
 /// Makes cuda:index current for the scope and restores the previous device after it.
 class DeviceGuard {

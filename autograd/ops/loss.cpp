@@ -29,7 +29,8 @@ void check_class_loss(const char* op, const Tensor& input, const Tensor& target,
 Tensor reduce_rows(const Tensor& rows, const Tensor& target, const ClassLossOptions& o) {
   if (o.reduction == Reduction::None) return rows;
   if (o.reduction == Reduction::Sum) return sum(rows);
-  const double count = target.ne(double(o.ignore_index)).sum().item();
+  // The count stays a tensor, as in PyTorch: reading it on the host would stop a GPU every step.
+  const Tensor count = target.ne(double(o.ignore_index)).sum().to(rows.dtype());
   return sum(rows) / count;  // all rows ignored: 0/0 = nan, as PyTorch
 }
 

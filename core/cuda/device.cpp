@@ -8,6 +8,7 @@
 #if TANDEM_WITH_CUDA
 #include <cuda_runtime.h>
 #include <tandem/core/cuda/check.h>
+#include <tandem/core/cuda/deferred_errors.h>
 #endif
 
 namespace tandem::cuda {
@@ -71,6 +72,7 @@ void set_device(int index) {
 void synchronize(int index) {
   DeviceGuard guard(index);
   TD_CUDA_CHECK(cudaDeviceSynchronize());
+  raise_deferred_errors(index);  // a bad index found by a kernel surfaces here at the latest
 }
 
 DeviceGuard::DeviceGuard(int index) {
@@ -100,6 +102,16 @@ MemoryInfo memory_info(int index) {
 int current_device() { return 0; }
 void set_device(int index) { check_device(Device::cuda(index)); }
 void synchronize(int index) { check_device(Device::cuda(index)); }
+size_t deferred_checks(int) { return 0; }
+void* current_stream_handle(int) { return nullptr; }
+StreamHandleGuard::StreamHandleGuard(int device, void*) : device_(device) {}
+StreamHandleGuard::~StreamHandleGuard() = default;
+void stream_wait(int, void*, void*) {}
+StreamFence StreamFence::record() { return {}; }
+StreamFence::~StreamFence() = default;
+StreamFence::StreamFence(StreamFence&&) noexcept = default;
+StreamFence& StreamFence::operator=(StreamFence&&) noexcept = default;
+void StreamFence::wait() const {}
 DeviceGuard::DeviceGuard(int index) {
   if (index >= 0) check_device(Device::cuda(index));
 }

@@ -22,12 +22,12 @@ thread_local bool t_non_blocking = false;
 #if TANDEM_WITH_CUDA
 // Freed pinned blocks kept for reuse, by exact size: a DataLoader pins every batch, and
 // cudaHostAlloc is slow while cudaFreeHost synchronises the whole device, which would undo the
-// asynchronous upload pinning is for. A block comes back only when its storage dies, and a
-// non-blocking copy keeps its source's storage alive until the copy is done (kernels/cuda/copy.cu).
-// Capped, so that unusual sizes do not pile up. Never destroyed (a tensor with static storage is
-// freed after function-local statics would be).
+// asynchronous upload pinning is for (and put a host sync in a training step). So a freed block
+// is always cached, as PyTorch's host allocator does, and only empty_pinned_cache() gives blocks
+// back. A block comes back only when its storage dies, and a non-blocking copy keeps its source's
+// storage alive until the copy is done (kernels/cuda/copy.cu). Never destroyed (a tensor with
+// static storage is freed after function-local statics would be).
 struct PinnedCache {
-  static constexpr size_t kMaxCached = size_t(256) << 20;
   std::mutex mu;
   std::multimap<size_t, void*> free;
   size_t cached = 0;
@@ -55,15 +55,9 @@ void* take_pinned(size_t bytes) {
 
 void give_back_pinned(void* p, size_t bytes) {
   PinnedCache& c = pinned_cache();
-  {
-    std::lock_guard lk(c.mu);
-    if (c.cached + bytes <= PinnedCache::kMaxCached) {
-      c.free.emplace(bytes, p);
-      c.cached += bytes;
-      return;
-    }
-  }
-  cudaFreeHost(p);
+  std::lock_guard lk(c.mu);
+  c.free.emplace(bytes, p);
+  c.cached += bytes;
 }
 #endif
 }  // namespace
@@ -72,6 +66,26 @@ NonBlockingCopies::NonBlockingCopies() : previous_(t_non_blocking) { t_non_block
 NonBlockingCopies::~NonBlockingCopies() { t_non_blocking = previous_; }
 bool non_blocking_copies() { return t_non_blocking; }
 void set_non_blocking_copies(bool on) { t_non_blocking = on; }
+
+size_t pinned_cache_bytes() {
+#if TANDEM_WITH_CUDA
+  PinnedCache& c = pinned_cache();
+  std::lock_guard lk(c.mu);
+  return c.cached;
+#else
+  return 0;
+#endif
+}
+
+void empty_pinned_cache() {
+#if TANDEM_WITH_CUDA
+  PinnedCache& c = pinned_cache();
+  std::lock_guard lk(c.mu);
+  for (auto& [bytes, p] : c.free) cudaFreeHost(p);  // each waits for the device: asked for
+  c.free.clear();
+  c.cached = 0;
+#endif
+}
 
 bool is_pinned(const Tensor& t) {
 #if TANDEM_WITH_CUDA

@@ -10,6 +10,10 @@
 #include <utility>
 #include <vector>
 
+namespace tandem {
+class Tensor;
+}
+
 namespace tandem::cuda {
 
 /// The stream kernels launched from this thread on cuda:device go to.
@@ -67,5 +71,14 @@ class Event {
  private:
   cudaEvent_t event_ = nullptr;
 };
+
+/// Says that work queued on `stream` uses `t`'s memory, which was allocated on another stream:
+/// when the last tensor on that memory is freed, the caching allocator hands the block out again
+/// only after `stream` has passed the work queued so far (PyTorch's Tensor.record_stream). Without
+/// it, a block freed while a side stream still reads it can be reallocated and overwritten by the
+/// allocating stream before that read runs. The alternative is to keep `t` alive until the side
+/// stream's work is known to be done (what the NCCL communicator does).
+void record_stream(const Tensor& t, cudaStream_t stream);
+inline void record_stream(const Tensor& t, const Stream& stream) { record_stream(t, stream.get()); }
 
 }  // namespace tandem::cuda

@@ -9,6 +9,7 @@
 #include <tandem/core/kernels/params.h>
 #include <tandem/core/reduce_op.h>
 #include <tandem/core/tensor.h>
+#include <span>
 
 namespace tandem {
 
@@ -122,6 +123,10 @@ struct Kernels {
   void (*sgd_step)(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdParams& p);
   void (*adam_step)(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                     const AdamParams& p);
+  // Adam over many parameters of one device sharing the scalars: on CUDA one launch per batch of
+  // up to 48 float32/float64 tensors (PyTorch's multi_tensor_apply) instead of one per tensor; the
+  // arithmetic of adam_step, which it equals bit for bit
+  void (*adam_step_many)(std::span<const AdamSlot> slots, const AdamParams& p);
   // GradScaler's pass: grad *= inv_scale, and found_inf (float32 [1], same device) is set to 1
   // when any element of grad is inf or NaN (left as it is otherwise, so it gathers over calls)
   void (*unscale_grad)(Tensor& grad, double inv_scale, Tensor& found_inf);

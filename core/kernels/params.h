@@ -55,4 +55,13 @@ struct AdamParams {
   bool decoupled_weight_decay = false;  // AdamW
 };
 
+class Tensor;
+/// One parameter's tensors in a multi-tensor Adam step (Kernels::adam_step_many); each contiguous.
+struct AdamSlot {
+  Tensor* param;
+  const Tensor* grad;
+  Tensor* exp_avg;
+  Tensor* exp_avg_sq;
+};
+
 }  // namespace tandem

@@ -4,6 +4,7 @@
 #include <tandem/core/layout.h>
 #include <tandem/nn/optim/adam.h>
 #include <tandem/nn/optim/optim_detail.h>
+#include <algorithm>
 
 namespace tandem::optim {
 
@@ -27,8 +28,18 @@ std::vector<Tensor> Adam::parameters() const { return detail::flatten_groups(gro
 
 void Adam::step() {
   NoGradGuard no_grad;
+  // Parameters of a group that share a device and a step count share every scalar of the update:
+  // one adam_step_many call each (on CUDA one launch per 48 tensors, not one per tensor).
+  struct Batch {
+    Device device;
+    int64_t step;
+    std::vector<AdamSlot> slots;
+  };
+  std::vector<Tensor> grads;
+  grads.reserve(state_.size());  // never reallocated: the slots point into it
   size_t i = 0;
   for (Group& g : groups_) {
+    std::vector<Batch> batches;
     for (Tensor& p : g.params) {
       State& s = state_[i++];
       const Tensor grad = p.grad();
@@ -38,12 +49,18 @@ void Adam::step() {
         s.exp_avg_sq = zeros_like(p);
       }
       ++s.step;
-      const AdamOptions& o = g.options;
-      const AdamParams ap{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, s.step, decoupled_};
-      Tensor dp = p;
-      kernels(p.device())
-          .adam_step(dp, detail::contiguous_grad("Adam", p, grad), s.exp_avg, s.exp_avg_sq, ap);
-      tandem::detail::bump_version(p);
+      grads.push_back(detail::contiguous_grad("Adam", p, grad));
+      auto b = std::find_if(batches.begin(), batches.end(), [&](const Batch& x) {
+        return x.device == p.device() && x.step == s.step;
+      });
+      if (b == batches.end()) b = batches.insert(batches.end(), Batch{p.device(), s.step, {}});
+      b->slots.push_back({&p, &grads.back(), &s.exp_avg, &s.exp_avg_sq});
+    }
+    const AdamOptions& o = g.options;
+    for (const Batch& b : batches) {
+      const AdamParams ap{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, b.step, decoupled_};
+      kernels(b.device).adam_step_many(b.slots, ap);
+      for (const AdamSlot& slot : b.slots) tandem::detail::bump_version(*slot.param);
     }
   }
 }

@@ -36,8 +36,10 @@ CollectiveQueue::~CollectiveQueue() {
 
 void CollectiveQueue::push(WorkPtr work, std::function<void(uint32_t)> run, uint32_t tag,
                            bool may_inline) {
+  // For the worker thread: it must not touch the caller's CUDA tensors before the caller's
+  // streams have produced them (StreamFence says why). Empty when they are the default streams.
+  Task task{std::move(work), std::move(run), tag, cuda::StreamFence::record()};
   std::unique_lock lk(mutex_);
-  Task task{std::move(work), std::move(run), tag};
   if (may_inline && inline_when_idle_ && queue_.empty() && !busy_) {
     busy_ = true;
     lk.unlock();
@@ -99,6 +101,7 @@ void CollectiveQueue::execute(Task& task) {
   try {
     NoGradGuard no_grad;  // staging copies are not part of any graph
     const int64_t t0 = trace::enabled() ? trace::now_us() : -1;
+    task.fence.wait();
     task.run(task.tag);
     if (t0 >= 0) trace::record(task.work->description(), "comm", t0, trace::now_us());
     task.work->mark_done();

@@ -7,6 +7,7 @@
 // broken: every later collective fails at once with the first error.
 #pragma once
 
+#include <tandem/core/cuda_device.h>
 #include <tandem/parallel/comm/communicator.h>
 #include <condition_variable>
 #include <cstdint>
@@ -51,6 +52,7 @@ class CollectiveQueue {
     WorkPtr work;
     std::function<void(uint32_t)> run;
     uint32_t tag;
+    cuda::StreamFence fence;  // the caller's streams at push, for a task run by the worker
   };
   void loop();
   void execute(Task& task);  // runs it and completes its Work; called with busy_ set

@@ -1,6 +1,6 @@
 // Backward across cpu and cuda:0: the cuda:0 nodes run on cuda:0's backward thread (which makes
-// its device current and uses the caller's streams), and the gradients match the same graph on
-// the CPU. Skipped, visibly, without a GPU.
+// its device current and runs each node on its forward's stream), and the gradients match the
+// same graph on the CPU. Skipped, visibly, without a GPU.
 #include <tandem/autograd/engine.h>
 
 #include "support/expect.h"

@@ -8,6 +8,9 @@
 #include <tandem/parallel/process_group.h>
 #include <tandem/parallel/spawn.h>
 #include <unistd.h>
+#if TANDEM_HAS_CUDA
+#include <tandem/core/cuda/stream.h>
+#endif
 
 #include "data/temp_dir.h"
 #include "support/expect.h"
@@ -55,6 +58,32 @@ TEST_F(CudaCollectives, GlooReducesCudaTensorsThroughTheHost) {
       },
       2);
 }
+
+#if TANDEM_HAS_CUDA
+TEST_F(CudaCollectives, GlooWaitsForTheSideStreamThatProducesTheTensor) {
+  // The tensor is produced on a non-blocking side stream behind tens of milliseconds of work;
+  // Gloo's worker thread copies it to the host on its own (default) stream, which must first wait
+  // for the side stream, or it reads the memory before the values are there.
+  spawn(
+      [](int rank) {
+        auto comm = init_process_group({.backend = "gloo", .timeout = 60s});
+        const Device gpu = Device::cuda(0);
+        cuda::Stream side(0);
+        Tensor t;
+        {
+          cuda::StreamGuard on_side(side);
+          Tensor a = full({2048, 2048}, 1.0 / 2048, {.device = gpu});
+          for (int i = 0; i < 40; ++i) a = tanh(matmul(a, a));
+          t = full({1000}, double(rank + 1), {.device = gpu}) + a.sum() * 0.0;
+          comm->all_reduce(t, ReduceOp::Sum)->wait();
+          check_or_throw(t.to(Device::cpu()).to_vector<float>() == std::vector<float>(1000, 3.f),
+                         "the sum of the values the side stream produced");
+        }
+        destroy_process_group();
+      },
+      2);
+}
+#endif
 
 TEST_F(CudaCollectives, NcclSingleRankRunsEveryCollective) {
   if (!nccl_available()) GTEST_SKIP() << "this build has no NCCL";

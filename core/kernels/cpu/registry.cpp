@@ -7,6 +7,15 @@
 #include <tandem/core/kernels/widen.h>
 
 namespace tandem {
+namespace {
+
+// The CPU's update is one pass per tensor already; nothing to gain from batching tensors.
+void adam_step_many(std::span<const AdamSlot> slots, const AdamParams& p) {
+  for (const AdamSlot& s : slots)
+    widened<cpu::adam_step>(*s.param, *s.grad, *s.exp_avg, *s.exp_avg_sq, p);
+}
+
+}  // namespace
 
 extern const Kernels cpu_kernels;
 const Kernels cpu_kernels = {
@@ -57,6 +66,7 @@ const Kernels cpu_kernels = {
     .multinomial = widened<cpu::multinomial>,
     .sgd_step = widened<cpu::sgd_step>,
     .adam_step = widened<cpu::adam_step>,
+    .adam_step_many = adam_step_many,
     .unscale_grad = widened<cpu::unscale_grad>,
 };
 

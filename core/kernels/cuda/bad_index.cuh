@@ -1,10 +1,13 @@
 // core/kernels/cuda/bad_index.cuh — how a CUDA kernel reports an index out of range (a class
 // target, an embedding id) the way the CPU does: threads that meet one lower a device flag to
-// their position (atomicMin: the lowest wins, as the CPU's first), and the host reads it after the
-// kernel and throws the CPU's IndexError. One synchronisation per call.
+// their position (atomicMin: the lowest wins, as the CPU's first). The host reads it at its next
+// sync point and throws the CPU's IndexError then (report_later, core/cuda/deferred_errors.h), or
+// at once where the answer is needed now (first(), a host sync).
 #pragma once
 
 #include <tandem/core/cuda/check.h>
+#include <tandem/core/cuda/deferred_errors.h>
+#include <tandem/core/cuda_device.h>
 #include <tandem/core/tensor.h>
 #include <cstdint>
 #include <optional>
@@ -25,8 +28,14 @@ class BadIndex {
   }
   IndexFlag* get() const { return static_cast<IndexFlag*>(flag_.data_ptr()); }
 
+  /// The IndexError, worded by `describe`, comes at the host's next sync point; no wait now.
+  void report_later(const Tensor& indices, DescribeBadIndex describe) const {
+    defer_index_check(flag_, indices, std::move(describe));
+  }
+
   /// Waits for the kernel; the lowest bad position and the index found there, if any.
   std::optional<std::pair<int64_t, int64_t>> first(const Tensor& indices) const {
+    note_host_sync("an index check that must wait for its kernel");
     IndexFlag at = kNoBadIndex;
     TD_CUDA_CHECK(cudaMemcpyAsync(&at, get(), sizeof at, cudaMemcpyDeviceToHost, stream()));
     TD_CUDA_CHECK(cudaStreamSynchronize(stream()));

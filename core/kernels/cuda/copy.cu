@@ -3,6 +3,7 @@
 // device copies move contiguous bytes, converting on the host or on the device around them; GPU to
 // GPU is peer to peer. A copy that touches host memory has finished when it returns.
 #include <cuda_runtime.h>
+#include <tandem/core/cuda/deferred_errors.h>
 #include <tandem/core/cuda/stream.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/kernels/cuda/kernels_cuda.h>
@@ -140,6 +141,7 @@ void copy_host_to_device(const Tensor& src, Tensor& dst) {
     return;
   }
   // The caller may free or overwrite the host memory as soon as we return.
+  note_host_sync("a copy to cuda from host memory that is not pinned or not non-blocking");
   TD_CUDA_CHECK(cudaStreamSynchronize(stream()));
 }
 
@@ -153,9 +155,11 @@ void copy_device_to_host(const Tensor& src, Tensor& dst) {
     copy_on_device(src, dense);
   }
   Tensor landed = dst.is_contiguous() ? dst : staging(dst, dst.dtype(), dst.device());
+  note_host_sync("a copy from cuda to the host (Tensor::to, item(), to_vector)");
   TD_CUDA_CHECK(cudaMemcpyAsync(landed.data_ptr(), dense.data_ptr(), dense.nbytes(),
                                 cudaMemcpyDeviceToHost, stream()));
   TD_CUDA_CHECK(cudaStreamSynchronize(stream()));  // the data must be there when we return
+  raise_deferred_errors(src.device().index());     // the device has been waited for anyway
   if (!landed.is_same(dst)) kernels(dst.device()).copy(landed, dst);
 }
 

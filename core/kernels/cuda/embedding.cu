@@ -43,10 +43,12 @@ __global__ void embedding_backward_kernel(const int64_t* ids, const T* dy, T* dw
   }
 }
 
+// The CPU's IndexError for the first bad id, at the next sync point.
 void check_ids(const BadIndex& bad, const Tensor& ids, int64_t rows) {
-  const auto first = bad.first(ids);
-  TD_CHECK_INDEX(!first, "embedding: id ", first ? first->second : 0, " at position ",
-                 first ? first->first : 0, " is out of range for a table of ", rows, " rows");
+  bad.report_later(ids, [rows](int64_t at, int64_t value) {
+    return str("embedding: id ", value, " at position ", at, " is out of range for a table of ",
+               rows, " rows");
+  });
 }
 
 }  // namespace

@@ -109,10 +109,12 @@ __global__ void multinomial_kernel(const T* probs, T* work, int64_t* out, int64_
   }
 }
 
+// The CPU's IndexError for the first bad index, at the next sync point.
 void check_index(const BadIndex& bad, const Tensor& index, int64_t n, const char* op) {
-  const auto first = bad.first(index);
-  TD_CHECK_INDEX(!first, op, ": index ", first ? first->second : 0, " at position ",
-                 first ? first->first : 0, " is out of range for a dim of size ", n);
+  bad.report_later(index, [n, op](int64_t at, int64_t value) {
+    return str(op, ": index ", value, " at position ", at, " is out of range for a dim of size ",
+               n);
+  });
 }
 
 }  // namespace

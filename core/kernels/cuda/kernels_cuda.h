@@ -83,6 +83,7 @@ void multinomial(const Tensor& probs, int64_t samples, bool replacement, Generat
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdParams& p);
 void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                const AdamParams& p);
+void adam_step_many(std::span<const AdamSlot> slots, const AdamParams& p);  // float32/float64
 void unscale_grad(Tensor& grad, double inv_scale, Tensor& found_inf);
 
 }  // namespace tandem::cuda

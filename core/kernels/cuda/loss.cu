@@ -93,11 +93,12 @@ __global__ void nll_loss_backward_kernel(const int64_t* target, const T* dloss, 
   }
 }
 
-// The CPU's IndexError for the first row whose target is out of range, if any.
+// The CPU's IndexError for the first row whose target is out of range, at the next sync point.
 void check_targets(const BadIndex& bad, const char* op, const Tensor& target, int64_t classes) {
-  const auto first = bad.first(target);
-  TD_CHECK_INDEX(!first, op, ": target value ", first ? first->second : 0, " at index ",
-                 first ? first->first : 0, " is out of range [0, ", classes, ")");
+  bad.report_later(target, [op, classes](int64_t at, int64_t value) {
+    return str(op, ": target value ", value, " at index ", at, " is out of range [0, ", classes,
+               ")");
+  });
 }
 
 }  // namespace

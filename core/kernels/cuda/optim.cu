@@ -44,19 +44,53 @@ struct AdamScalars {
 
 // Adam:  g ← g + wd·p (AdamW instead: p ← p·(1 − lr·wd));  m ← β1·m + (1 − β1)·g;
 //        v ← β2·v + (1 − β2)·g²;  p ← p − lr/(1 − β1ᵗ) · m / (√v / √(1 − β2ᵗ) + ε)
+// One element of the update, shared by the one-tensor and the many-tensor kernels.
+template <typename T>
+__device__ __forceinline__ void adam_update(T* param, const T* grad, T* exp_avg, T* exp_avg_sq,
+                                            int64_t i, const AdamScalars<T>& s) {
+  T p = param[i], g = grad[i];
+  if (s.decoupled_decay) p = p * s.decay_factor;
+  if (s.coupled_decay) g = g + s.weight_decay * p;
+  const T m = s.beta1 * exp_avg[i] + s.one_minus_beta1 * g;
+  const T v = s.beta2 * exp_avg_sq[i] + s.one_minus_beta2 * g * g;
+  exp_avg[i] = m;
+  exp_avg_sq[i] = v;
+  param[i] = p - s.step_size * m / (d_sqrt(v) / s.bc2_sqrt + s.eps);
+}
+
 template <typename T>
 __global__ void adam_kernel(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, int64_t n,
                             AdamScalars<T> s) {
-  TD_GRID_STRIDE_LOOP(i, n) {
-    T p = param[i], g = grad[i];
-    if (s.decoupled_decay) p = p * s.decay_factor;
-    if (s.coupled_decay) g = g + s.weight_decay * p;
-    const T m = s.beta1 * exp_avg[i] + s.one_minus_beta1 * g;
-    const T v = s.beta2 * exp_avg_sq[i] + s.one_minus_beta2 * g * g;
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
-    param[i] = p - s.step_size * m / (d_sqrt(v) / s.bc2_sqrt + s.eps);
-  }
+  TD_GRID_STRIDE_LOOP(i, n) { adam_update(param, grad, exp_avg, exp_avg_sq, i, s); }
+}
+
+// Many tensors in one launch, as PyTorch's multi_tensor_apply: the kernel's argument carries up to
+// kSlots tensors' pointers and where each one's blocks start; a block finds its tensor and updates
+// one chunk of it with adam_kernel's arithmetic. (A kernel argument may be 4 KB: 48 tensors need
+// 2.3 KB.) One launch instead of 48 matters for models of many small tensors, a GPT's biases
+// and LayerNorms, where each launch would do almost no work.
+constexpr int kSlots = 48;
+constexpr int64_t kChunk = 4 * kThreads;  // elements per block
+
+template <typename T>
+struct AdamBatch {
+  T* param[kSlots];
+  const T* grad[kSlots];
+  T* exp_avg[kSlots];
+  T* exp_avg_sq[kSlots];
+  int64_t numel[kSlots];
+  int64_t first_block[kSlots + 1];  // tensor i owns blocks [first_block[i], first_block[i + 1])
+  int count;
+};
+
+template <typename T>
+__global__ void adam_many_kernel(AdamBatch<T> b, AdamScalars<T> s) {
+  int t = 0;
+  while (t + 1 < b.count && int64_t(blockIdx.x) >= b.first_block[t + 1]) ++t;
+  const int64_t lo = (int64_t(blockIdx.x) - b.first_block[t]) * kChunk;
+  const int64_t hi = min(lo + kChunk, b.numel[t]);
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+    adam_update(b.param[t], b.grad[t], b.exp_avg[t], b.exp_avg_sq[t], i, s);
 }
 
 // GradScaler: g ← g·(1/scale), and *found_inf = 1 if any result is inf or NaN (a product with
@@ -91,30 +125,71 @@ void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const 
   });
 }
 
+namespace {
+
+// The scalars in T; the bias corrections in double first, as the CPU computes them.
+template <typename T>
+AdamScalars<T> adam_scalars(const AdamParams& a) {
+  const double bc1 = 1 - std::pow(a.beta1, double(a.step)),
+               bc2 = 1 - std::pow(a.beta2, double(a.step));
+  const bool decay = a.weight_decay != 0;
+  return {.beta1 = T(a.beta1),
+          .one_minus_beta1 = T(1 - a.beta1),
+          .beta2 = T(a.beta2),
+          .one_minus_beta2 = T(1 - a.beta2),
+          .eps = T(a.eps),
+          .weight_decay = T(a.weight_decay),
+          .decay_factor = T(1 - a.lr * a.weight_decay),
+          .step_size = T(a.lr / bc1),
+          .bc2_sqrt = T(std::sqrt(bc2)),
+          .coupled_decay = decay && !a.decoupled_weight_decay,
+          .decoupled_decay = decay && a.decoupled_weight_decay};
+}
+
+}  // namespace
+
 void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                const AdamParams& a) {
   const int64_t n = param.numel();
   if (n == 0) return;
   DeviceGuard guard(param.device());
   dispatch_float(param.dtype(), "adam_step", [&]<typename T>() {
-    const double bc1 = 1 - std::pow(a.beta1, double(a.step)),
-                 bc2 = 1 - std::pow(a.beta2, double(a.step));
-    const bool decay = a.weight_decay != 0;
-    const AdamScalars<T> s{.beta1 = T(a.beta1),
-                           .one_minus_beta1 = T(1 - a.beta1),
-                           .beta2 = T(a.beta2),
-                           .one_minus_beta2 = T(1 - a.beta2),
-                           .eps = T(a.eps),
-                           .weight_decay = T(a.weight_decay),
-                           .decay_factor = T(1 - a.lr * a.weight_decay),
-                           .step_size = T(a.lr / bc1),
-                           .bc2_sqrt = T(std::sqrt(bc2)),
-                           .coupled_decay = decay && !a.decoupled_weight_decay,
-                           .decoupled_decay = decay && a.decoupled_weight_decay};
     adam_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(
-        param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(), n, s);
+        param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(), n,
+        adam_scalars<T>(a));
     TD_CUDA_CHECK_LAUNCH();
   });
+}
+
+void adam_step_many(std::span<const AdamSlot> slots, const AdamParams& a) {
+  if (slots.empty()) return;
+  DeviceGuard guard(slots.front().param->device());
+  // One launch per run of up to kSlots tensors of one dtype (the optimizer passes them grouped).
+  size_t i = 0;
+  while (i < slots.size()) {
+    const DType dtype = slots[i].param->dtype();
+    dispatch_float(dtype, "adam_step_many", [&]<typename T>() {
+      AdamBatch<T> b{};
+      int64_t blocks = 0;
+      for (; i < slots.size() && b.count < kSlots && slots[i].param->dtype() == dtype; ++i) {
+        const AdamSlot& s = slots[i];
+        const int64_t n = s.param->numel();
+        if (n == 0) continue;
+        const int k = b.count++;
+        b.param[k] = s.param->data<T>();
+        b.grad[k] = s.grad->data<T>();
+        b.exp_avg[k] = s.exp_avg->data<T>();
+        b.exp_avg_sq[k] = s.exp_avg_sq->data<T>();
+        b.numel[k] = n;
+        b.first_block[k] = blocks;
+        blocks += (n + kChunk - 1) / kChunk;
+      }
+      b.first_block[b.count] = blocks;
+      if (b.count == 0) return;
+      adam_many_kernel<T><<<unsigned(blocks), kThreads, 0, stream()>>>(b, adam_scalars<T>(a));
+      TD_CUDA_CHECK_LAUNCH();
+    });
+  }
 }
 
 void unscale_grad(Tensor& grad, double inv_scale, Tensor& found_inf) {

@@ -8,6 +8,22 @@
 #include <tandem/core/kernels/widen.h>
 
 namespace tandem {
+namespace {
+
+// 16-bit parameters one at a time through the widened kernel; the rest batched.
+void adam_step_many(std::span<const AdamSlot> slots, const AdamParams& p) {
+  std::vector<AdamSlot> batched;
+  batched.reserve(slots.size());
+  for (const AdamSlot& s : slots) {
+    if (element_size(s.param->dtype()) == 2)
+      widened<cuda::adam_step>(*s.param, *s.grad, *s.exp_avg, *s.exp_avg_sq, p);
+    else
+      batched.push_back(s);
+  }
+  cuda::adam_step_many(batched, p);
+}
+
+}  // namespace
 
 extern const Kernels cuda_kernels;
 const Kernels cuda_kernels = {
@@ -58,6 +74,7 @@ const Kernels cuda_kernels = {
     .multinomial = widened<cuda::multinomial>,
     .sgd_step = widened<cuda::sgd_step>,
     .adam_step = widened<cuda::adam_step>,
+    .adam_step_many = adam_step_many,
     .unscale_grad = widened<cuda::unscale_grad>,
 };
 

@@ -1,0 +1,35 @@
+// core/cuda/sync_debug.cpp — counting and reporting the host syncs nobody asked for
+// (cuda_device.h, SyncDebugMode). The mode is process-wide, as PyTorch's: the sync may happen on
+// a worker thread (a backward worker, a DataLoader's) that the setting must reach.
+#include <tandem/core/check.h>
+#include <tandem/core/cuda_device.h>
+#include <atomic>
+#include <cstdio>
+
+namespace tandem::cuda {
+namespace {
+std::atomic<SyncDebugMode> g_mode{SyncDebugMode::Off};
+std::atomic<int64_t> g_syncs{0};
+}  // namespace
+
+void set_sync_debug_mode(SyncDebugMode mode) { g_mode.store(mode); }
+SyncDebugMode sync_debug_mode() { return g_mode.load(); }
+int64_t host_syncs() { return g_syncs.load(); }
+
+void note_host_sync(const char* what) {
+  g_syncs.fetch_add(1, std::memory_order_relaxed);
+  switch (g_mode.load(std::memory_order_relaxed)) {
+    case SyncDebugMode::Off:
+      return;
+    case SyncDebugMode::Warn:
+      std::fprintf(stderr, "tandem: warning: the host waits for the GPU in %s (sync debug mode)\n",
+                   what);
+      return;
+    case SyncDebugMode::Error:
+      ::tandem::detail::fail<CudaError>(
+          "the host waits for the GPU in ", what,
+          ", with the sync debug mode set to Error (cuda::set_sync_debug_mode)");
+  }
+}
+
+}  // namespace tandem::cuda
