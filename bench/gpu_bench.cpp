@@ -3,7 +3,8 @@
 // (forward, cross-entropy, backward, optimizer) of the MNIST reference CNN at batch 64 and 256
 // with Adam, and of the MLP 784-512-256-10 at batch 256 with SGD-momentum; and a 4096³ float32
 // GEMM in TFLOP/s. Issue 16's rows: the CNN at batch 256 under autocast (bfloat16; and float16
-// with a gradient scaler), and the 4096³ GEMM in bfloat16. Prints "name value unit" lines. Times
+// with a gradient scaler), and the 4096³ GEMM in bfloat16; the CNN with batch norm after each
+// convolution (issue 35). Prints "name value unit" lines. Times
 // are medians over rounds, each round synchronised with the device at its ends.
 #include <tandem/core/cpu_info.h>
 #include <tandem/tandem.h>
@@ -75,6 +76,17 @@ int main() {
     cnn.to(d);
     optim::Adam adam(cnn.parameters(), {.lr = 1e-3});
     std::printf("cnn_b%lld_ms %.4f ms\n", (long long)batch, step_ms(cnn, adam, batch, d));
+  }
+  {
+    // The CNN with BatchNorm2d after each convolution: batch norm's forward and backward are one
+    // cuDNN call each (autograd/ops/norm.cpp), the audit's weakest GPU path before.
+    manual_seed(0);
+    nn::Sequential bn_cnn(nn::Conv2d(1, 32, 3), nn::BatchNorm2d(32), nn::ReLU(), nn::MaxPool2d(2),
+                          nn::Conv2d(32, 64, 3), nn::BatchNorm2d(64), nn::ReLU(), nn::MaxPool2d(2),
+                          nn::Flatten(), nn::Linear(1600, 128), nn::ReLU(), nn::Linear(128, 10));
+    bn_cnn.to(d);
+    optim::Adam adam(bn_cnn.parameters(), {.lr = 1e-3});
+    std::printf("cnn_bn_b256_ms %.4f ms\n", step_ms(bn_cnn, adam, 256, d));
   }
   for (DType amp : {kBFloat16, kFloat16}) {
     manual_seed(0);

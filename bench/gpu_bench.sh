@@ -11,7 +11,7 @@ t=$(LD_LIBRARY_PATH="${2:-${LD_LIBRARY_PATH:-}}" "$tandem_bin")
 p=$(python3 "$here/gpu_bench_torch.py")
 echo "$t" | head -1
 printf "%-16s %12s %12s %10s\n" benchmark Tandem PyTorch ratio
-for key in cnn_b64_ms cnn_b256_ms cnn_b256_bf16_ms cnn_b256_fp16_ms mlp_b256_ms gemm4096_tflops \
+for key in cnn_b64_ms cnn_b256_ms cnn_bn_b256_ms cnn_b256_bf16_ms cnn_b256_fp16_ms mlp_b256_ms gemm4096_tflops \
   gemm4096_bf16_tflops; do
   a=$(echo "$t" | awk -v k=$key '$1 == k {print $2}')
   b=$(echo "$p" | awk -v k=$key '$1 == k {print $2}')
@@ -23,7 +23,7 @@ done
 # is Tandem over the fastest of them.
 echo
 printf "%-14s %9s %9s %9s %9s %9s %10s\n" step Tandem eager tuned compile reduce-ov Tandem/best
-for key in cnn_b64_ms cnn_b256_ms mlp_b256_ms; do
+for key in cnn_b64_ms cnn_b256_ms cnn_bn_b256_ms mlp_b256_ms; do
   get() { echo "$p" | awk -v k="$1" '$1 == k {print $2}'; }
   a=$(echo "$t" | awk -v k=$key '$1 == k {print $2}')
   e=$(get $key) tu=$(get ${key}_tuned) co=$(get ${key}_compile) ro=$(get ${key}_ro)

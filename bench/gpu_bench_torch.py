@@ -77,6 +77,16 @@ for batch in (64, 256):
     torch.manual_seed(0)
     cnn = Cnn().to(dev)
     print(f"cnn_b{batch}_ms {step_ms(cnn, torch.optim.Adam(cnn.parameters(), lr=1e-3), batch):.4f} ms")
+class BnCnn(nn.Sequential):
+    def __init__(self):
+        super().__init__(nn.Conv2d(1, 32, 3), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(32, 64, 3), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+torch.manual_seed(0)
+bn_cnn = BnCnn().to(dev)
+print(f"cnn_bn_b256_ms {step_ms(bn_cnn, torch.optim.Adam(bn_cnn.parameters(), lr=1e-3), 256):.4f} ms")
 for amp, tag in ((torch.bfloat16, "bf16"), (torch.float16, "fp16")):
     torch.manual_seed(0)
     cnn = Cnn().to(dev)
@@ -99,7 +109,8 @@ def fused(cls, params, **kw):
 torch.backends.cudnn.benchmark = True  # the tuned and compiled rows only: eager's ran above
 adam = lambda m: fused(torch.optim.Adam, m.parameters(), lr=1e-3)
 sgd = lambda m: fused(torch.optim.SGD, m.parameters(), lr=0.05, momentum=0.9)
-for name, make, opt, batches in (("cnn", Cnn, adam, (64, 256)), ("mlp", Mlp, sgd, (256,))):
+for name, make, opt, batches in (("cnn", Cnn, adam, (64, 256)), ("cnn_bn", BnCnn, adam, (256,)),
+                                 ("mlp", Mlp, sgd, (256,))):
     for batch in batches:
         torch.manual_seed(0)
         m = make().to(dev)

@@ -1,6 +1,8 @@
-// nn/batchnorm.cpp — batch normalisation composed of differentiable ops (mean, variance,
-// broadcasting), so its gradient is exact by construction and gradchecked like any op.
+// nn/batchnorm.cpp — batch normalisation: with the batch's statistics (training), the fused
+// batch_norm op (autograd/ops/norm.cpp); with the running statistics (evaluation), composed of
+// differentiable ops (a subtraction, a division and the affine, broadcast per channel).
 #include <tandem/autograd/grad_mode.h>
+#include <tandem/autograd/ops/nn_ops.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/core/tensor_checks.h>
 #include <tandem/nn/activation_checkpoint.h>
@@ -40,33 +42,23 @@ Tensor BatchNorm::forward(const Tensor& x) {
                  ", but got shape ", x.shape());
   TD_CHECK_SHAPE(x.size(1) == num_features, op, ": input ", x.shape(), " has ", x.size(1),
                  " channels; expected ", num_features);
-  Shape dims{0}, stat_shape(size_t(x.dim()), 1);
-  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-  stat_shape[1] = num_features;
-  const bool use_batch = is_training() || !running_mean.defined();
-  Tensor mean, var;
-  if (use_batch) {
-    const int64_t count = x.numel() / num_features;
-    TD_CHECK_VALUE(!is_training() || count > 1, op,
+  if (is_training() || !running_mean.defined()) {  // the batch's statistics: one fused op
+    TD_CHECK_VALUE(!is_training() || x.numel() / num_features > 1, op,
                    ": expected more than 1 value per channel in training, got input ", x.shape());
-    mean = tandem::mean(x, dims, true);
-    Tensor centered = x - mean;
-    var = tandem::mean(centered * centered, dims, true);  // biased, for normalising
     // Once per batch: when activation checkpointing runs this forward again in backward, the
     // statistics were updated already (and the recompute sees the same batch).
-    if (is_training() && running_mean.defined() && !recomputing_activations()) {
+    const bool update = is_training() && running_mean.defined() && !recomputing_activations();
+    if (update) {
       NoGradGuard no_grad;
-      const double m = options.momentum;
-      running_mean.mul_(1 - m).add_(mean.detach().reshape({num_features}), m);
-      running_var.mul_(1 - m).add_(
-          var.detach().reshape({num_features}) * (double(count) / double(count - 1)), m);
       num_batches_tracked.add_(1.0);
     }
-  } else {
-    mean = running_mean.reshape(stat_shape);
-    var = running_var.reshape(stat_shape);
+    return batch_norm(x, weight, bias, update ? running_mean : Tensor(),
+                      update ? running_var : Tensor(), options.momentum, options.eps);
   }
-  Tensor y = (x - mean) / (var + options.eps).sqrt();
+  Shape stat_shape(size_t(x.dim()), 1);
+  stat_shape[1] = num_features;
+  Tensor y = (x - running_mean.reshape(stat_shape)) /
+             (running_var.reshape(stat_shape) + options.eps).sqrt();
   if (weight.defined()) y = y * weight.reshape(stat_shape) + bias.reshape(stat_shape);
   return y;
 }

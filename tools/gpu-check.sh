@@ -217,10 +217,12 @@ run_sanitize() {
     echo "compute-sanitizer: not found on this machine (PATH, /usr/local/cuda*, /opt/nvidia)" >>"$out"
     return 1
   fi
-  local ops='*CudaMatchesCpu*attention*:*CudaMatchesCpu*layer_norm*:*CudaMatchesCpu*embedding*:*CudaMatchesCpu*gelu*'
+  local ops='*CudaMatchesCpu*attention*:*CudaMatchesCpu*layer_norm*:*CudaMatchesCpu*embedding*:*CudaMatchesCpu*gelu*:*CudaMatchesCpu*batch_norm*'
   local cases=("memcheck tandem_autograd_tests $ops" "memcheck tandem_core_tests *Cuda*:*cuda*:*CUDA*"
                "memcheck tandem_nn_tests *Cuda*:*cuda*:*CUDA*" "racecheck tandem_autograd_tests $ops"
-               "synccheck tandem_autograd_tests $ops" "initcheck tandem_nn_tests *Cuda*:*cuda*:*CUDA*")
+               "synccheck tandem_autograd_tests $ops" "initcheck tandem_nn_tests *Cuda*:*cuda*:*CUDA*"
+               "memcheck tandem_autograd_tests BackwardStreamsCuda.*"
+               "racecheck tandem_nn_tests AdamMany.*Cuda*:CudaSync.*")
   { echo "| tool | program | filter | exit | summary |"; echo "|---|---|---|---|---|"; } >>"$out"
   local c tool prog filter log rc
   for c in "${cases[@]}"; do

@@ -4,6 +4,7 @@
 # 15 minutes in all, a machine's start takes one or two, one call may run 10, so one call it is.
 #
 #   bash tools/gpu-session.sh [BUNDLE.tar.xz] [SECONDS]    # on the GPU machine; SECONDS: 560
+#   PARTS="tests profile bench" bash tools/gpu-session.sh ...  # only the parts with these labels
 #
 # Order: the CUDA tests; where the GPT step's time goes (gpt_bench); nanoGPT's whole GPU recipe,
 # 5,000 iterations by Tandem under bf16 autocast as nanoGPT runs it (validation every 1,000 over
@@ -21,10 +22,12 @@ bundle=/tmp/$(basename "$tarball" .tar.xz)
 mkdir -p "$out" /tmp/gpu-session-logs
 left() { echo $((deadline - SECONDS)); }
 
-# part NAME LABEL MIN_SECONDS [VAR=VALUE...]: gpu-check.sh's part NAME, if MIN_SECONDS are left.
+# part NAME LABEL MIN_SECONDS [VAR=VALUE...]: gpu-check.sh's part NAME, if MIN_SECONDS are left
+# (and, when PARTS lists labels, if LABEL is one of them).
 part() {
   local name=$1 label=$2 need=$3
   shift 3
+  [[ -z ${PARTS:-} || " $PARTS " == *" $label "* ]] || return 0
   if (($(left) < need)); then
     echo -e "\n## $label: skipped ($(left) s left, needs $need)" >>"$out/session.md"
     return
@@ -50,15 +53,13 @@ part tests tests 60 CPU_CASES=0  # the CUDA cases; CI runs the rest
 part profile profile 60
 # The full recipe first among the GPT runs (its result is the one nothing else gives), leaving
 # 130 s for PyTorch's eager runs after it.
-# FULL_GPT=0 leaves it out (when an earlier session has its result and the time is wanted for
-# the rest).
-[[ ${FULL_GPT:-1} == 0 ]] ||
-  part gpt-tandem gpt-tandem-5000-bf16 200 GPT_ITERS=5000 GPT_EVAL_INTERVAL=1000 GPT_EVAL_ITERS=200 \
+part gpt-tandem gpt-tandem-5000-bf16 200 GPT_ITERS=5000 GPT_EVAL_INTERVAL=1000 GPT_EVAL_ITERS=200 \
   GPT_TIMEOUT=$(($(left) - 130)) GPT_AMP=bf16
 part gpt-torch gpt-torch-300-bf16 40 "${short[@]}" GPT_AMP=bf16
+part gpt-tandem gpt-tandem-300-bf16 40 "${short[@]}" GPT_AMP=bf16
 part gpt-torch gpt-torch-300 40 "${short[@]}" GPT_AMP=
 part gpt-tandem gpt-tandem-300 40 "${short[@]}" GPT_AMP=
 part gpt-compile gpt-compile-300-bf16 90 "${short[@]}" GPT_AMP=bf16
 part bench bench 100
-part sanitize sanitize 40 SANITIZE_TIMEOUT=$((($(left) - 15) / 7))
+part sanitize sanitize 40 SANITIZE_TIMEOUT=$((($(left) - 15) / 9))
 echo -e "\nsession ended with $(left) s before the deadline" >>"$out/session.md"

@@ -22,6 +22,14 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dParams& params);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
 
+// norm.cpp: batch normalisation with the batch's statistics (training mode) over every dim of
+// x [N, C, ...] but C, as one op (cuDNN's kernels on CUDA): y = (x − mean)/√(var + eps)·weight +
+// bias with the biased var; weight and bias [C] or undefined. running_mean and running_var [C],
+// when defined, move `momentum` of the way to the batch's mean and unbiased var, in place (no
+// gradient). Statistics in float32 for 16-bit x; under autocast, float32 throughout.
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
+                  Tensor running_var, double momentum = 0.1, double eps = 1e-5);
+
 // embedding.cpp: weight [V, D], ids int64 of any shape -> [..., D]. padding_idx's row gets no
 // gradient (−1: none). An id outside [0, V) is an IndexError naming the id, its position and V.
 Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx = -1);

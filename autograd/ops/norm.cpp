@@ -1,5 +1,6 @@
 // autograd/ops/norm.cpp — layer norm: one fused pass forward that saves the mean and 1/std of
-// each row (llm.c's layout), and a backward from them.
+// each row (llm.c's layout), and a backward from them. Batch norm in training mode the same way,
+// per channel.
 #include <tandem/autograd/autocast.h>
 #include <tandem/autograd/ops/nn_ops.h>
 #include <tandem/autograd/ops/ops.h>
@@ -63,6 +64,59 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
                   return {dx, dw.defined() ? dw.reshape(w_shape) : Tensor(),
                           db.defined() ? db.reshape(w_shape) : Tensor()};
                 });
+}
+
+// x̂ = (x − μ)·invstd per channel, over N and the dims after C   y = x̂·w + b
+// dx = w·invstd/M·(M·dy − Σdy − x̂·Σdy·x̂)   dw = Σ dy·x̂   db = Σ dy   (M values per channel)
+Tensor batch_norm(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Tensor running_mean,
+                  Tensor running_var, double momentum, double eps) {
+  if (auto c = autocast::float32({x_in, w_in, b_in}))
+    return batch_norm((*c)[0], (*c)[1], (*c)[2], running_mean, running_var, momentum, eps);
+  const char* op = "batch_norm";
+  check_same_device(op, {{"input", x_in},
+                         {"weight", w_in},
+                         {"bias", b_in},
+                         {"running_mean", running_mean},
+                         {"running_var", running_var}});
+  check_same_dtype(op, {{"input", x_in},
+                        {"weight", w_in},
+                        {"bias", b_in},
+                        {"running_mean", running_mean},
+                        {"running_var", running_var}});
+  TD_CHECK_DTYPE(is_floating(x_in.dtype()), op, ": input must be floating, but it is ",
+                 describe(x_in));
+  TD_CHECK_SHAPE(x_in.dim() >= 2 && x_in.numel() > 0, op,
+                 ": expected a non-empty input [N, C, ...], but got shape ", x_in.shape());
+  const int64_t c = x_in.size(1), m = x_in.numel() / c;
+  for (const Tensor* t : {&w_in, &b_in, static_cast<const Tensor*>(&running_mean),
+                          static_cast<const Tensor*>(&running_var)})
+    TD_CHECK_SHAPE(!t->defined() || t->shape() == Shape{c}, op, ": a per-channel tensor has shape ",
+                   t->shape(), "; expected [", c, "] for input ", x_in.shape());
+  TD_CHECK_VALUE(m > 1 || !running_mean.defined(), op,
+                 ": expected more than 1 value per channel to update the running variance, got "
+                 "input ",
+                 x_in.shape());
+  TD_CHECK_VALUE(eps > 0, op, ": eps must be positive, but it is ", eps);
+  const Tensor x = detail::contiguous(x_in);
+  const Tensor w = w_in.defined() ? detail::contiguous(w_in) : Tensor();
+  const Tensor b = b_in.defined() ? detail::contiguous(b_in) : Tensor();
+  // Statistics in the accumulation dtype: float32 for a 16-bit input.
+  const TensorOptions stats{.dtype = accumulate_dtype(x.dtype()), .device = x.device()};
+  Tensor y = empty(x.shape(), x.options()), mean = empty({c}, stats), invstd = empty({c}, stats);
+  kernels(x.device())
+      .batch_norm_forward(x, w, b, running_mean, running_var, {momentum, eps}, y, mean, invstd);
+  if (running_mean.defined()) detail::bump_version(running_mean);
+  if (running_var.defined()) detail::bump_version(running_var);
+  return record(
+      op, y, {x_in, w_in, b_in}, {{"input", x}, {"weight", w}, {"mean", mean}, {"invstd", invstd}},
+      [c, eps](const Tensor& dy, const NeedsGrad& need, const Saved& s) -> Grads {
+        const Tensor& x = s[0];
+        Tensor dx = empty(x.shape(), dy.options());
+        Tensor dw = need[1] ? empty({c}, dy.options()) : Tensor();
+        Tensor db = need[2] ? empty({c}, dy.options()) : Tensor();
+        kernels(dy.device()).batch_norm_backward(x, s[1], s[2], s[3], dy, eps, dx, dw, db);
+        return {dx, dw, db};
+      });
 }
 
 }  // namespace tandem

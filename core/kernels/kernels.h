@@ -83,6 +83,19 @@ struct Kernels {
                            const ClassLossParams& p);
   void (*nll_loss_backward)(const Tensor& target, const Tensor& dloss, Tensor& dlog_probs,
                             const ClassLossParams& p);
+  // batch_norm.{cpp,cu}: training-mode batch normalisation of contiguous x seen
+  // as [N, C, S] (S: the dims after C multiplied, 1 for [N, C]), per channel over M = N·S values:
+  // mean, invstd = 1/√(var + eps) with the biased var, y = (x − mean)·invstd·w + b (w, b [C] may
+  // be undefined: no affine); running_mean and running_var [C], when defined, are updated in
+  // place; mean and invstd [C] in the accumulation dtype. Backward: dx = w·invstd/M · (M·dy − Σdy −
+  // x̂·Σdy·x̂), dw = Σdy·x̂, db = Σdy, the sums per channel; dw and db only when defined. The CUDA
+  // side is cuDNN's.
+  void (*batch_norm_forward)(const Tensor& x, const Tensor& w, const Tensor& b,
+                             Tensor& running_mean, Tensor& running_var, const BatchNormParams& p,
+                             Tensor& y, Tensor& mean, Tensor& invstd);
+  void (*batch_norm_backward)(const Tensor& x, const Tensor& w, const Tensor& mean,
+                              const Tensor& invstd, const Tensor& dy, double eps, Tensor& dx,
+                              Tensor& dw, Tensor& db);
   // norm.{cpp,cu}: layer norm over the last dim of a contiguous x [M, K], in one pass per row:
   // y = (x − mean)·rstd·w + b with rstd = 1/√(var + eps), saving mean and rstd [M] (llm.c's
   // layout). w and b [K] may be undefined (no affine). Backward writes dx, and dw and db when they

@@ -55,6 +55,12 @@ struct AdamParams {
   bool decoupled_weight_decay = false;  // AdamW
 };
 
+/// Training-mode batch normalisation: running = (1 − momentum)·running + momentum·batch (the
+/// running variance from the unbiased batch variance, as PyTorch and cuDNN).
+struct BatchNormParams {
+  double momentum = 0.1, eps = 1e-5;
+};
+
 class Tensor;
 /// One parameter's tensors in a multi-tensor Adam step (Kernels::adam_step_many); each contiguous.
 struct AdamSlot {

@@ -125,6 +125,20 @@ std::vector<OpCase> layer_rows() {
        [](V x) {
          return layer_norm(x[0], {3, 4}, x[1], Tensor(), 1e-3);
        }},
+      {"batch_norm_2d",
+       {{4, 3, 2, 2}, {3}, {3}},
+       [](V x) { return batch_norm(x[0], x[1], x[2], Tensor(), Tensor()); }},
+      {"batch_norm_1d_no_affine",
+       {{5, 4}},
+       [](V x) { return batch_norm(x[0], Tensor(), Tensor(), Tensor(), Tensor()); }},
+      {"batch_norm_3d_running_stats",
+       {{3, 2, 5}, {2}, {2}},
+       [](V x) {
+         // The running statistics change with every call; the output does not depend on them.
+         Tensor mean = zeros({2}, {.dtype = x[0].dtype(), .device = x[0].device()});
+         Tensor var = ones({2}, {.dtype = x[0].dtype(), .device = x[0].device()});
+         return batch_norm(x[0], x[1], x[2], mean, var, 0.1, 1e-3);
+       }},
       {"embedding", {{5, 3}}, [](V x) { return embedding(x[0], token_ids(x[0])); }},
       // A padding row the ids do not use: its gradient would be held at zero, which finite
       // differences cannot agree with (transformer_ops_test checks that row).

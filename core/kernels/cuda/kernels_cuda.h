@@ -60,6 +60,11 @@ void nll_loss_forward(const Tensor& log_probs, const Tensor& target, Tensor& los
 void nll_loss_backward(const Tensor& target, const Tensor& dloss, Tensor& dlog_probs,
                        const ClassLossParams& p);
 // norm.cu
+void batch_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& running_mean,
+                        Tensor& running_var, const BatchNormParams& p, Tensor& y, Tensor& mean,
+                        Tensor& invstd);
+void batch_norm_backward(const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& invstd,
+                         const Tensor& dy, double eps, Tensor& dx, Tensor& dw, Tensor& db);
 void layer_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, double eps, Tensor& y,
                         Tensor& mean, Tensor& rstd);
 void layer_norm_backward(const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
