@@ -1,16 +1,19 @@
 // bench/gpu_bench.cpp — Tandem's side of the GPU benchmarks (bench/gpu_bench.sh runs it together
-// with bench/gpu_bench_torch.py on the same GPU and prints the ratios): one training step
-// (forward, cross-entropy, backward, optimizer) of the MNIST reference CNN at batch 64 and 256
-// with Adam, and of the MLP 784-512-256-10 at batch 256 with SGD-momentum; and a 4096³ float32
-// GEMM in TFLOP/s. Issue 16's rows: the CNN at batch 256 under autocast (bfloat16; and float16
-// with a gradient scaler), and the 4096³ GEMM in bfloat16; the CNN with batch norm after each
-// convolution (issue 35). Prints "name value unit" lines. Times
-// are medians over rounds, each round synchronised with the device at its ends.
+// with bench/gpu_bench_torch.py on the same GPU, several times interleaved, and prints the ratios):
+// one training step (forward, cross-entropy, backward, optimizer) of the MNIST reference CNN with
+// Adam and of the MLP 784-512-256-10 with SGD-momentum at batch 64 … 4,096; the CNN at batch 256
+// under autocast (bfloat16; float16 with a gradient scaler) and with BatchNorm2d after each
+// convolution; 4096³ GEMMs in float32 and bfloat16. Prints "name value unit" lines: for each step
+// the wall time (`_ms`), the GPU time between CUDA events around the same steps (`_ms_gpu`) and
+// the peak of allocated memory (`_ms_peak`, MiB); medians over rounds, each synchronised at its
+// ends; and the library versions.
 #include <tandem/core/cpu_info.h>
+#include <tandem/core/cuda/stream.h>
 #include <tandem/tandem.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "reference_models.h"
@@ -19,32 +22,49 @@ using namespace tandem;
 
 namespace {
 
-// Median milliseconds per call of f: `rounds` rounds of `reps` calls, device-synchronised.
+struct Timing {
+  double wall_ms = 0, gpu_ms = 0, peak_mib = 0;
+};
+
+// Medians per call of f over `rounds` rounds of `reps` calls, each round device-synchronised: wall
+// time, and GPU time between events recorded on the stream around the round; the peak of memory
+// allocated on cuda:0 while they ran.
 template <typename F>
-double median_ms(F&& f, int reps, int rounds = 7) {
+Timing measure(F&& f, int reps, int rounds = 7) {
   for (int i = 0; i < 5; ++i) f();  // warm-up: cuDNN algorithm choice, allocator cache
   cuda::synchronize(0);
-  std::vector<double> ms;
+  reset_peak_memory_stats(Device::cuda(0));
+  std::vector<double> wall, gpu;
   for (int r = 0; r < rounds; ++r) {
+    cuda::Event start(/*timing=*/true), end(/*timing=*/true);
+    start.record(cuda::current_stream(0));
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < reps; ++i) f();
+    end.record(cuda::current_stream(0));
     cuda::synchronize(0);
-    ms.push_back(
+    wall.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
         reps);
+    gpu.push_back(start.elapsed_ms(end) / reps);
   }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  std::sort(wall.begin(), wall.end());
+  std::sort(gpu.begin(), gpu.end());
+  const double peak = double(memory_stats(Device::cuda(0)).peak_allocated_bytes) / (1 << 20);
+  return {wall[wall.size() / 2], gpu[gpu.size() / 2], peak};
 }
 
-// One step; `amp` bfloat16/float16 runs forward and loss under autocast (float16 with a scaler).
+// 50 steps a round at batch 256, fewer for larger batches (a round stays near 50 ms or more).
+int reps_for(int64_t batch) { return int(std::clamp<int64_t>(50 * 256 / batch, 5, 50)); }
+
+// One step's timing; `amp` bfloat16/float16 runs forward and loss under autocast (float16 with a
+// scaler).
 template <typename M, typename Opt>
-double step_ms(M& model, Opt& opt, int64_t batch, Device d, DType amp = kFloat32) {
+Timing step(M& model, Opt& opt, int64_t batch, Device d, DType amp = kFloat32) {
   manual_seed(0);
   const Tensor x = randn({batch, 1, 28, 28}).to(d);
   const Tensor y = zeros({batch}, {.dtype = kInt64}).to(d);
   optim::GradScaler scaler({.enabled = amp == kFloat16});
-  return median_ms(
+  return measure(
       [&] {
         opt.zero_grad();
         Tensor loss;
@@ -57,7 +77,12 @@ double step_ms(M& model, Opt& opt, int64_t batch, Device d, DType amp = kFloat32
         scaler.step(opt);
         scaler.update();
       },
-      50);
+      reps_for(batch));
+}
+
+void print(const std::string& key, const Timing& t) {
+  std::printf("%s %.4f ms\n%s_gpu %.4f ms\n%s_peak %.1f MiB\n", key.c_str(), t.wall_ms, key.c_str(),
+              t.gpu_ms, key.c_str(), t.peak_mib);
 }
 
 }  // namespace
@@ -70,12 +95,20 @@ int main() {
   const Device d = Device::cuda(0);
   std::printf("device %s, host CPU %s\n", cuda::device_name(0).c_str(),
               tandem::cpu_info().summary().c_str());
-  for (int64_t batch : {64, 256}) {
+  const cuda::LibraryVersions v = cuda::library_versions();
+  std::printf("versions cuda_runtime=%d driver=%d cublas=%d cudnn=%d\n", v.runtime, v.driver,
+              v.cublas, v.cudnn);
+  for (int64_t batch : {64, 128, 256, 512, 1024, 2048, 4096}) {
     manual_seed(0);
     bench::ReferenceCnn cnn;
     cnn.to(d);
     optim::Adam adam(cnn.parameters(), {.lr = 1e-3});
-    std::printf("cnn_b%lld_ms %.4f ms\n", (long long)batch, step_ms(cnn, adam, batch, d));
+    print("cnn_b" + std::to_string(batch) + "_ms", step(cnn, adam, batch, d));
+    manual_seed(0);
+    bench::ReferenceMlp mlp;
+    mlp.to(d);
+    optim::SGD sgd(mlp.parameters(), {.lr = 0.05, .momentum = 0.9});
+    print("mlp_b" + std::to_string(batch) + "_ms", step(mlp, sgd, batch, d));
   }
   {
     // The CNN with BatchNorm2d after each convolution: batch norm's forward and backward are one
@@ -86,31 +119,24 @@ int main() {
                           nn::Flatten(), nn::Linear(1600, 128), nn::ReLU(), nn::Linear(128, 10));
     bn_cnn.to(d);
     optim::Adam adam(bn_cnn.parameters(), {.lr = 1e-3});
-    std::printf("cnn_bn_b256_ms %.4f ms\n", step_ms(bn_cnn, adam, 256, d));
+    print("cnn_bn_b256_ms", step(bn_cnn, adam, 256, d));
   }
   for (DType amp : {kBFloat16, kFloat16}) {
     manual_seed(0);
     bench::ReferenceCnn cnn;
     cnn.to(d);
     optim::Adam adam(cnn.parameters(), {.lr = 1e-3});
-    std::printf("cnn_b256_%s_ms %.4f ms\n", amp == kBFloat16 ? "bf16" : "fp16",
-                step_ms(cnn, adam, 256, d, amp));
-  }
-  {
-    manual_seed(0);
-    bench::ReferenceMlp mlp;
-    mlp.to(d);
-    optim::SGD sgd(mlp.parameters(), {.lr = 0.05, .momentum = 0.9});
-    std::printf("mlp_b256_ms %.4f ms\n", step_ms(mlp, sgd, 256, d));
+    print(std::string("cnn_b256_") + (amp == kBFloat16 ? "bf16" : "fp16") + "_ms",
+          step(cnn, adam, 256, d, amp));
   }
   {
     const int64_t n = 4096;
     manual_seed(0);
     const Tensor a = randn({n, n}).to(d), b = randn({n, n}).to(d);
-    const double ms = median_ms([&] { (void)matmul(a, b); }, 20);
+    const double ms = measure([&] { (void)matmul(a, b); }, 20).gpu_ms;
     std::printf("gemm4096_tflops %.3f TFLOP/s\n", 2.0 * n * n * n / (ms * 1e-3) / 1e12);
     const Tensor a16 = a.to(kBFloat16), b16 = b.to(kBFloat16);
-    const double ms16 = median_ms([&] { (void)matmul(a16, b16); }, 20);
+    const double ms16 = measure([&] { (void)matmul(a16, b16); }, 20).gpu_ms;
     std::printf("gemm4096_bf16_tflops %.3f TFLOP/s\n", 2.0 * n * n * n / (ms16 * 1e-3) / 1e12);
   }
   return 0;

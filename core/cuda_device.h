@@ -28,6 +28,13 @@ struct MemoryInfo {
 /// Free and total memory of cuda:index as the driver sees it (all processes).
 MemoryInfo memory_info(int index);
 
+/// The versions this process runs with, as the libraries say at run time (0: absent): the CUDA
+/// runtime and driver (13000 for 13.0), cuBLAS (130100 for 13.1.0; opens it) and cuDNN (91000).
+struct LibraryVersions {
+  int runtime = 0, driver = 0, cublas = 0, cudnn = 0;
+};
+LibraryVersions library_versions();
+
 /// The calling thread's current device index (0 when CUDA is absent).
 int current_device();
 void set_device(int index);

@@ -55,7 +55,8 @@ pack() {
   for p in "${progs[@]}"; do ldd "$p"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libpthread|librt|libdl|ld-linux[^/]*|libcuda|libcudart|libnccl|libcublas[^/]*|libcudnn[^/]*)\.so' |
     while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
-  cp "$root/bench/gpu_bench.sh" "$root/bench/gpu_bench_torch.py" "$root/bench/gpt_torch.py" \
+  cp "$root/bench/gpu_bench.sh" "$root/bench/gpu_bench_torch.py" "$root/bench/gpu_bench_report.py" \
+    "$root/bench/gpt_torch.py" \
     "$bundle/bin/"
   # The GPT recipe's corpus (benchmarks only: ../shared/data, beside the checkout).
   local corpus="$root/../shared/data/tinyshakespeare.txt"
@@ -129,12 +130,10 @@ PY
   if [ "$part" != tests ]; then
     {
       echo
-      echo "GPU benchmarks (Tandem vs PyTorch eager, same GPU, same run; times: lower ratio is"
+      echo "GPU benchmarks (Tandem vs PyTorch, same GPU, interleaved runs; times: lower ratio is"
       echo "better, TFLOP/s: higher is better):"
       echo
-      echo '```'
       bash "$bundle/bin/gpu_bench.sh" "$bundle/bin/gpu_bench" "$libs" 2>&1 || status=1
-      echo '```'
     } >>"$out"
   fi
   echo -e "\nLogs: $bundle/*.log. Exit status $status." >>"$out"

@@ -7,8 +7,10 @@
 
 #if TANDEM_WITH_CUDA
 #include <cuda_runtime.h>
+#include <cudnn.h>
 #include <tandem/core/cuda/check.h>
 #include <tandem/core/cuda/deferred_errors.h>
+#include <tandem/core/kernels/cuda/cublas.h>
 #endif
 
 namespace tandem::cuda {
@@ -69,6 +71,23 @@ void set_device(int index) {
   TD_CUDA_CHECK(cudaSetDevice(index));
 }
 
+LibraryVersions library_versions() {
+  LibraryVersions v;
+  cudaRuntimeGetVersion(&v.runtime);
+  cudaDriverGetVersion(&v.driver);
+  v.cudnn = int(cudnnGetVersion());
+  try {
+    int major = 0, minor = 0, patch = 0;
+    const Cublas& c = cublas();
+    c.GetProperty(MAJOR_VERSION, &major);
+    c.GetProperty(MINOR_VERSION, &minor);
+    c.GetProperty(PATCH_LEVEL, &patch);
+    v.cublas = major * 10000 + minor * 100 + patch;
+  } catch (const Error&) {  // no cuBLAS to open: say 0
+  }
+  return v;
+}
+
 void synchronize(int index) {
   DeviceGuard guard(index);
   TD_CUDA_CHECK(cudaDeviceSynchronize());
@@ -103,6 +122,7 @@ int current_device() { return 0; }
 void set_device(int index) { check_device(Device::cuda(index)); }
 void synchronize(int index) { check_device(Device::cuda(index)); }
 size_t deferred_checks(int) { return 0; }
+LibraryVersions library_versions() { return {}; }
 void* current_stream_handle(int) { return nullptr; }
 StreamHandleGuard::StreamHandleGuard(int device, void*) : device_(device) {}
 StreamHandleGuard::~StreamHandleGuard() = default;

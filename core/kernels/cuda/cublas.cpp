@@ -42,6 +42,7 @@ Cublas load() {
       TD_CUBLAS_LOAD(SetStream),
       TD_CUBLAS_LOAD(SetMathMode),
       TD_CUBLAS_LOAD(GetStatusString),
+      TD_CUBLAS_LOAD(GetProperty),
       TD_CUBLAS_LOAD(Sgemm),
       TD_CUBLAS_LOAD(Dgemm),
       TD_CUBLAS_LOAD(SgemmStridedBatched),

@@ -20,6 +20,7 @@ struct Cublas {
   decltype(&cublasSetStream) SetStream;
   decltype(&cublasSetMathMode) SetMathMode;
   decltype(&cublasGetStatusString) GetStatusString;
+  decltype(&cublasGetProperty) GetProperty;
   decltype(&cublasSgemm) Sgemm;
   decltype(&cublasDgemm) Dgemm;
   decltype(&cublasSgemmStridedBatched) SgemmStridedBatched;
