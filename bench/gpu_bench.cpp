@@ -110,6 +110,16 @@ int main() {
     optim::SGD sgd(mlp.parameters(), {.lr = 0.05, .momentum = 0.9});
     print("mlp_b" + std::to_string(batch) + "_ms", step(mlp, sgd, batch, d));
   }
+  // cuDNN's first heuristic pick, as PyTorch takes it by default (FFT, Winograd, atomics allowed).
+  cuda::set_deterministic_convolutions(false);
+  for (int64_t batch : {256, 1024, 4096}) {
+    manual_seed(0);
+    bench::ReferenceCnn cnn;
+    cnn.to(d);
+    optim::Adam adam(cnn.parameters(), {.lr = 1e-3});
+    print("cnn_b" + std::to_string(batch) + "_ms_nondet", step(cnn, adam, batch, d));
+  }
+  cuda::set_deterministic_convolutions(true);
   {
     // The CNN with BatchNorm2d after each convolution: batch norm's forward and backward are one
     // cuDNN call each (autograd/ops/norm.cpp), the audit's weakest GPU path before.

@@ -81,3 +81,10 @@ for model in ("cnn", "mlp"):
     table(f"{model.upper()} batch sweep: wall ms per step, GPU ms between CUDA events, peak MiB "
           "allocated", ["batch", "Tandem", "eager", "tuned", "Tandem / best", "Tandem GPU",
                         "eager GPU", "Tandem peak", "eager peak"], rows)
+rows = [[str(b), cell(tandem, f"cnn_b{b}_ms"), cell(tandem, f"cnn_b{b}_ms_nondet"),
+         cell(torch, f"cnn_b{b}_ms"), ratio(med(tandem, f"cnn_b{b}_ms_nondet"), med(torch, f"cnn_b{b}_ms"))]
+        for b in (256, 1024, 4096) if values(tandem, f"cnn_b{b}_ms_nondet")]
+if rows:
+    table("CNN with cuDNN's first heuristic pick (cuda::set_deterministic_convolutions(false), "
+          "PyTorch's default) against the deterministic choice", ["batch", "Tandem deterministic",
+          "Tandem first pick", "eager", "first pick / eager"], rows)

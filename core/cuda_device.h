@@ -28,6 +28,13 @@ struct MemoryInfo {
 /// Free and total memory of cuda:index as the driver sees it (all processes).
 MemoryInfo memory_info(int index);
 
+/// Whether cuDNN convolutions keep to deterministic algorithms without FFT or Winograd (the
+/// default: runs repeat bit for bit and stay close to the CPU), or take cuDNN's first full-
+/// precision heuristic pick, as PyTorch does unless torch.backends.cudnn.deterministic is set:
+/// faster at large batches. Float32 never uses TF32 either way.
+void set_deterministic_convolutions(bool on);
+bool deterministic_convolutions();
+
 /// The versions this process runs with, as the libraries say at run time (0: absent): the CUDA
 /// runtime and driver (13000 for 13.0), cuBLAS (130100 for 13.1.0; opens it) and cuDNN (91000).
 struct LibraryVersions {

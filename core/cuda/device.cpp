@@ -3,6 +3,7 @@
 // mean zero, and the sticky error is cleared so later calls do not see it.
 #include <tandem/core/check.h>
 #include <tandem/core/cuda_device.h>
+#include <atomic>
 #include <cstdlib>
 
 #if TANDEM_WITH_CUDA
@@ -14,6 +15,12 @@
 #endif
 
 namespace tandem::cuda {
+
+namespace {
+std::atomic<bool> g_deterministic_convolutions{true};
+}
+void set_deterministic_convolutions(bool on) { g_deterministic_convolutions = on; }
+bool deterministic_convolutions() { return g_deterministic_convolutions; }
 
 int device_count() {
 #if TANDEM_WITH_CUDA

@@ -71,6 +71,15 @@ TEST_P(CudaTraining, ThreeStepsOnCudaMatchTheCpu) {
   expect_same_state(gpu, cpu, 1e-4, 1e-3, "cuda:0");
 }
 
+// cuDNN's first heuristic pick (FFT, Winograd and atomics allowed, PyTorch's default) stays
+// within the same tolerance of the CPU.
+TEST_P(CudaTraining, ThreeStepsWithNondeterministicConvolutionsMatchTheCpu) {
+  cuda::set_deterministic_convolutions(false);
+  const auto gpu = train(Device::cuda(0), GetParam());
+  cuda::set_deterministic_convolutions(true);
+  expect_same_state(gpu, train(Device::cpu(), GetParam()), 1e-4, 1e-3, "cuda:0, first pick");
+}
+
 TEST(Cpu1Training, ThreeStepsOnCpu1MatchTheCpu) {
   for (bool adam : {false, true}) {
     expect_same_state(train(Device::cpu(1), adam), train(Device::cpu(), adam), 0, 0,

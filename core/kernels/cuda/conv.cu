@@ -109,12 +109,13 @@ struct Algo {
   size_t workspace = 0;  // bytes
 };
 
-using Key = std::array<int64_t, 18>;
+using Key = std::array<int64_t, 19>;
 
 Key key(Pass pass, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   Key k = {int64_t(pass), x.device().index(), int64_t(x.dtype()), p.stride_h, p.stride_w, p.pad_h,
            p.pad_w,       p.dilation_h,       p.dilation_w,       p.groups};
   for (int64_t d = 0; d < 4; ++d) k[size_t(10 + d)] = x.size(d), k[size_t(14 + d)] = w.size(d);
+  k[18] = deterministic_convolutions();
   return k;
 }
 
@@ -134,13 +135,15 @@ bool lossy(cudnnConvolutionBwdFilterAlgo_t a) {
 
 // The first heuristic pick (they come best first) that runs, fits kMaxWorkspace and keeps full
 // precision, preferring deterministic, non-FFT/Winograd algorithms (so runs repeat exactly and
-// match the CPU closely) and falling back to any full-precision one. For float the FMA math type
-// requested on the descriptor is kept even where cuDNN reports the default (which would allow
-// TF32); tensor-op results are skipped.
+// match the CPU closely) and falling back to any full-precision one; with
+// deterministic_convolutions() off, the first full-precision one (PyTorch's default choice). For
+// float the FMA math type requested on the descriptor is kept even where cuDNN reports the default
+// (which would allow TF32); tensor-op results are skipped.
 template <typename Perf>
 Algo first_fit(const std::vector<Perf>& perf, int returned, cudnnDataType_t type,
                const char* pass) {
   for (const bool strict : {true, false}) {
+    if (strict && !deterministic_convolutions()) continue;
     for (int i = 0; i < returned; ++i) {
       const Perf& r = perf[size_t(i)];
       const bool exact = type == CUDNN_DATA_FLOAT
