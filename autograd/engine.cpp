@@ -202,11 +202,16 @@ void evaluate(std::shared_ptr<GraphTask> task, Node* node, InputBuffer& grad) {
     try {
       ThreadLocalStateGuard state(task->state);
       // A CUDA node runs on the stream its forward ran on, not on the caller's of backward().
+      // Only a stream other than the caller's is remembered, for the caller to wait for at the
+      // end: the common case, one stream throughout, takes no lock here.
       std::optional<cuda::StreamHandleGuard> on_stream;
       if (node->stream) {
-        on_stream.emplace(node->device.index(), node->stream);
-        std::lock_guard lk(task->mutex);
-        task->streams.emplace(node->device.index(), node->stream);
+        const int d = node->device.index();
+        if (node->stream != cuda::current_stream_handle(d)) {
+          std::lock_guard lk(task->mutex);
+          task->streams.emplace(d, node->stream);
+        }
+        on_stream.emplace(d, node->stream);
       }
       std::optional<IntraOpThreadsGuard> share;
       if (task->intra_op_share > 0) share.emplace(task->intra_op_share);

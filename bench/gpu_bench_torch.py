@@ -114,16 +114,21 @@ def wheel(prefix):
 print(f"device {torch.cuda.get_device_name(0)}")
 print(f"versions torch={torch.__version__} cuda={torch.version.cuda} cudnn={torch.backends.cudnn.version()} "
       f"cublas={wheel('nvidia-cublas')}")
+def sweep(suffix, adam, sgd):
+    """The CNN (Adam) and the MLP (SGD-momentum) at every batch, and the BatchNorm CNN at 256."""
+    for batch in BATCHES:
+        for name, make, opt in (("cnn", Cnn, adam), ("mlp", Mlp, sgd)):
+            torch.manual_seed(0)
+            m = make().to(dev)
+            show(f"{name}_b{batch}_ms{suffix}", step(m, opt(m), batch))
+    torch.manual_seed(0)
+    m = BnCnn().to(dev)
+    show(f"cnn_bn_b256_ms{suffix}", step(m, adam(m), 256))
+
+
 adam = lambda m: torch.optim.Adam(m.parameters(), lr=1e-3)
 sgd = lambda m: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
-for batch in BATCHES:
-    for name, make, opt in (("cnn", Cnn, adam), ("mlp", Mlp, sgd)):
-        torch.manual_seed(0)
-        m = make().to(dev)
-        show(f"{name}_b{batch}_ms", step(m, opt(m), batch))
-torch.manual_seed(0)
-m = BnCnn().to(dev)
-show("cnn_bn_b256_ms", step(m, adam(m), 256))
+sweep("", adam, sgd)
 for amp, tag in ((torch.bfloat16, "bf16"), (torch.float16, "fp16")):
     torch.manual_seed(0)
     m = Cnn().to(dev)
@@ -132,14 +137,7 @@ for amp, tag in ((torch.bfloat16, "bf16"), (torch.float16, "fp16")):
 torch.backends.cudnn.benchmark = True  # the tuned and compiled rows only: eager's ran above
 fused_adam = lambda m: fused(torch.optim.Adam, m.parameters(), lr=1e-3)
 fused_sgd = lambda m: fused(torch.optim.SGD, m.parameters(), lr=0.05, momentum=0.9)
-for batch in BATCHES:
-    for name, make, opt in (("cnn", Cnn, fused_adam), ("mlp", Mlp, fused_sgd)):
-        torch.manual_seed(0)
-        m = make().to(dev)
-        show(f"{name}_b{batch}_ms_tuned", step(m, opt(m), batch))
-torch.manual_seed(0)
-m = BnCnn().to(dev)
-show("cnn_bn_b256_ms_tuned", step(m, fused_adam(m), 256))
+sweep("_tuned", fused_adam, fused_sgd)
 if os.environ.get("TORCH_COMPILE") == "1":
     for name, make, opt in (("cnn", Cnn, fused_adam), ("cnn_bn", BnCnn, fused_adam),
                             ("mlp", Mlp, fused_sgd)):

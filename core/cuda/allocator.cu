@@ -145,9 +145,8 @@ void deallocate(Device device, void* ptr, size_t nbytes) noexcept {
   Block b = std::move(it->second);
   p.active.erase(it);
   ::tandem::detail::record_free(device, int64_t(nbytes));
-  if (b.uses.empty()) {
-    p.free_blocks.emplace(b.size,
-                          b);  // cached, not freed: the next allocation of this size is free
+  if (b.uses.empty()) {  // cached, not freed: the next allocation of this size is free
+    p.free_blocks.emplace(b.size, b);
     return;
   }
   // Other streams may still be reading it: mark where each one is now, and cache the block once

@@ -11,6 +11,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 namespace tandem::cuda {
 namespace {
@@ -30,8 +31,9 @@ struct Check {
 struct Registry {
   std::mutex mu;
   std::deque<Check> checks;
-  cudaStream_t reader =
-      nullptr;  // created on first use, never destroyed (as the allocator's pools)
+  std::vector<cudaEvent_t> spare;  // events of read checks, reused: a loss call each step
+  // Created on first use, never destroyed (as the allocator's pools).
+  cudaStream_t reader = nullptr;
 };
 
 Registry& registry(int device) {
@@ -55,7 +57,7 @@ std::optional<std::string> read(Registry& r, Check& c) {
   return c.describe(int64_t(at), value);
 }
 
-void drop(Check& c) { cudaEventDestroy(c.done); }
+void drop(Registry& r, Check& c) { r.spare.push_back(c.done); }
 
 // Reads and drops checks from the front while `ready` says so; throws the first error found.
 template <typename Ready>
@@ -65,12 +67,12 @@ void read_front(Registry& r, Ready ready) {
     Check c = std::move(r.checks.front());
     r.checks.pop_front();
     if (!error) error = read(r, c);
-    drop(c);
+    drop(r, c);
     if (error) break;
   }
   if (!error) return;
   // The first error wins; the rest describe work that ran after a fault the caller must handle.
-  for (Check& c : r.checks) drop(c);
+  for (Check& c : r.checks) drop(r, c);
   r.checks.clear();
   ::tandem::detail::fail<IndexError>(*error);
 }
@@ -82,10 +84,15 @@ void defer_index_check(const Tensor& flag, const Tensor& indices, DescribeBadInd
   Registry& r = registry(device);
   DeviceGuard guard(device);
   Check c{flag, indices, std::move(describe), nullptr};
-  TD_CUDA_CHECK(cudaEventCreateWithFlags(&c.done, cudaEventDisableTiming));
-  TD_CUDA_CHECK(cudaEventRecord(c.done, current_stream(device)));
   std::lock_guard lk(r.mu);
-  r.checks.push_back(std::move(c));
+  if (!r.spare.empty()) {
+    c.done = r.spare.back();
+    r.spare.pop_back();
+  } else {
+    TD_CUDA_CHECK(cudaEventCreateWithFlags(&c.done, cudaEventDisableTiming));
+  }
+  r.checks.push_back(std::move(c));  // owned by the registry before the record can throw
+  TD_CUDA_CHECK(cudaEventRecord(r.checks.back().done, current_stream(device)));
   if (r.checks.size() > kReadFinishedAbove) {
     read_front(r, [](const Check& f) {
       const cudaError_t q = cudaEventQuery(f.done);
