@@ -87,9 +87,8 @@ void push_ready(const std::shared_ptr<GraphTask>& task, Node* node, InputBuffer 
 void deliver(const std::shared_ptr<GraphTask>& task, const Node& producer, size_t edge,
              Tensor grad) {
   Node* to = producer.next[edge].node.get();
-  // A CUDA gradient was made on the current stream here (the producer's forward stream, or the
-  // caller's for a copy from another device); the consumer runs on its own forward's stream,
-  // which must wait for it (PyTorch's InputBuffer does the same).
+  // A CUDA gradient was made on the current stream here; the consumer's stream (its forward's)
+  // must wait for it, as PyTorch's InputBuffer does.
   if (grad.defined() && grad.device().is_cuda()) {
     const int d = grad.device().index();
     cuda::stream_wait(d, to->stream, cuda::current_stream_handle(d));
@@ -201,12 +200,10 @@ void evaluate(std::shared_ptr<GraphTask> task, Node* node, InputBuffer& grad) {
     auto outer = std::exchange(t_task, task);
     try {
       ThreadLocalStateGuard state(task->state);
-      // A CUDA node runs on the stream its forward ran on, not on the caller's of backward().
-      // Only a stream other than the caller's is remembered, for the caller to wait for at the
-      // end: the common case, one stream throughout, takes no lock here.
+      // A CUDA node runs on its forward's stream; one other than the caller's is remembered for
+      // the caller to wait for (one stream throughout, the common case, takes no lock here).
       std::optional<cuda::StreamHandleGuard> on_stream;
-      if (node->stream) {
-        const int d = node->device.index();
+      if (const int d = node->device.index(); node->stream) {
         if (node->stream != cuda::current_stream_handle(d)) {
           std::lock_guard lk(task->mutex);
           task->streams.emplace(d, node->stream);
@@ -333,8 +330,7 @@ std::vector<Tensor> execute(const Tensor& root, const Tensor& grad_in, bool reta
     WorkQueue::Job job = queue->pop();
     if (job) job();
   }
-  // The caller's streams wait for every stream backward ran on: what the caller queues next
-  // (reading .grad, an optimizer step) comes after the gradients, as in PyTorch.
+  // The caller's streams wait for backward's others: .grad is ready for what it queues next.
   for (const auto& [device, stream] : task->streams)
     cuda::stream_wait(device, cuda::current_stream_handle(device), stream);
   if (task->error) std::rethrow_exception(task->error);
