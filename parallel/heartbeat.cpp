@@ -1,6 +1,7 @@
 // parallel/heartbeat.cpp — the beat, the watch over one neighbour, and what a lost rank does to
 // the others (heartbeat.h).
 #include <tandem/core/check.h>
+#include <tandem/parallel/failure_record.h>
 #include <tandem/parallel/heartbeat.h>
 #include <cstdio>
 #include <cstdlib>
@@ -142,6 +143,7 @@ void Heartbeat::lost(int rank, const std::string& why) {
     stop_ = true;
   }
   if (reported_.exchange(true)) return;
+  detail::record_peer_failure(rank);
   const std::string message =
       str("rank ", rank, " of ", world_, " is lost: ", why, "; ending rank ", rank_,
           " instead of waiting out its collectives' timeout\n  hint: `tandem launch "

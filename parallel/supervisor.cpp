@@ -2,19 +2,24 @@
 // pipes (writing whole lines with the rank prefix), reaps exited workers with waitpid(WNOHANG),
 // forwards signals that arrived through a self-pipe, and enforces the kill grace period. Workers
 // get PR_SET_PDEATHSIG, so they die with a supervisor that is SIGKILLed, and a process group
-// each, so a stop reaches everything they started.
+// each, so a stop reaches everything they started. The root cause named at the end is the first
+// failure not explained by another failed rank (parallel/failure_record.h).
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <tandem/core/check.h>
+#include <tandem/parallel/failure_record.h>
 #include <tandem/parallel/supervisor.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 
 namespace tandem::parallel::detail {
@@ -41,6 +46,10 @@ struct Child {
   bool running = true;
   int status = 0;
   Stream out, err;
+  std::string error_file;      // TANDEM_ERROR_FILE: "peer_rank R" when it failed because of R
+  int failed_order = -1;       // 0 for the first failure the supervisor reaped, 1 for the next...
+  bool stopped_by_us = false;  // reaped after the stop, killed by SIGTERM/SIGKILL
+  std::string failed_time;
 };
 
 void emit(const std::string& prefix, Stream& s, const char* data, size_t n, bool flush) {
@@ -94,6 +103,48 @@ std::string now_string() {
   ::_exit(code);  // no atexit handlers or static destructors of the parent's copy
 }
 
+// A private directory for the workers' error files, removed at the end; none (and no files) when
+// /tmp is not writable: the report then names the first failure reaped.
+std::string make_error_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/tandem-errors-XXXXXX";
+  return ::mkdtemp(templ.data()) != nullptr ? templ : std::string();
+}
+
+// The root cause: among the failures in the order they were reaped, the first that neither the
+// supervisor's own stop caused nor the worker blamed on another failed rank. A rank blamed by the
+// others but stopped by the supervisor (it froze; they saw no heartbeat) is named too: it is
+// the cause, even though a signal ended it.
+const Child* root_cause(const std::vector<Child>& children) {
+  std::vector<const Child*> failed;
+  for (const Child& c : children)
+    if (c.failed_order >= 0) failed.push_back(&c);
+  std::sort(failed.begin(), failed.end(),
+            [](const Child* a, const Child* b) { return a->failed_order < b->failed_order; });
+  auto failed_rank = [&](int rank) -> const Child* {
+    for (const Child* c : failed)
+      if (c->spec.rank == rank) return c;
+    return nullptr;
+  };
+  auto blamed = [&](const Child* c) -> const Child* {
+    const std::optional<int> peer =
+        c->error_file.empty() ? std::nullopt : read_peer_failure(c->error_file);
+    return peer && *peer != c->spec.rank ? failed_rank(*peer) : nullptr;
+  };
+  for (const Child* c : failed) {
+    if (c->stopped_by_us) continue;
+    // Follow the blame (rank 2 blames 0, which blamed 1) to a rank that blames no failed rank;
+    // a cycle ends after as many steps as there are failures.
+    for (size_t steps = 0; steps < failed.size(); ++steps) {
+      const Child* cause = blamed(c);
+      if (cause == nullptr) break;
+      c = cause;
+    }
+    return c;
+  }
+  return failed.empty() ? nullptr : failed.front();
+}
+
 }  // namespace
 
 SupervisorResult supervise(const std::vector<WorkerSpec>& workers,
@@ -112,9 +163,14 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& workers,
 
   std::vector<Child> children(workers.size());
   const pid_t self = ::getpid();
+  const std::string error_dir = make_error_dir();
   for (size_t i = 0; i < workers.size(); ++i) {
     Child& c = children[i];
     c.spec = workers[i];
+    if (!error_dir.empty()) {
+      c.error_file = error_dir + "/rank" + std::to_string(c.spec.rank);
+      c.spec.env.emplace_back(kErrorFileEnv, c.error_file);
+    }
     int out[2], err[2];
     TD_CHECK(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0,
              "supervise: cannot create pipes for rank ", c.spec.rank);
@@ -130,6 +186,7 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& workers,
   }
 
   SupervisorResult result;
+  int failures = 0;
   std::optional<Clock::time_point> kill_at;  // set once a failure (or a signal) stops the job
   auto stop_all = [&](int sig) {
     for (Child& c : children) ::kill(-c.pid, sig);  // the worker's whole process group
@@ -174,19 +231,14 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& workers,
     for (Child& c : children) {
       if (!c.running || ::waitpid(c.pid, &c.status, WNOHANG) != c.pid) continue;
       c.running = false;
-      const bool failed = !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0);
-      if (failed && !result.first_failure) {
-        result.first_failure =
-            WorkerFailure{.rank = c.spec.rank,
-                          .local_rank = c.spec.local_rank,
-                          .pid = c.pid,
-                          .exit_code = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 0,
-                          .signal = WIFSIGNALED(c.status) ? WTERMSIG(c.status) : 0,
-                          .time = now_string()};
-        if (options.stop_others_on_failure) {
-          stop_all(SIGTERM);
-          kill_at = Clock::now() + options.kill_grace;
-        }
+      if (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0) continue;
+      c.failed_order = failures++;
+      c.failed_time = now_string();
+      c.stopped_by_us = kill_at.has_value() && WIFSIGNALED(c.status) &&
+                        (WTERMSIG(c.status) == SIGTERM || WTERMSIG(c.status) == SIGKILL);
+      if (c.failed_order == 0 && options.stop_others_on_failure) {
+        stop_all(SIGTERM);
+        kill_at = Clock::now() + options.kill_grace;
       }
     }
     if (kill_at && Clock::now() >= *kill_at) {
@@ -200,6 +252,20 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& workers,
   ::close(g_signal_pipe[0]);
   ::close(g_signal_pipe[1]);
 
+  if (const Child* root = root_cause(children)) {
+    const Child& c = *root;
+    result.first_failure =
+        WorkerFailure{.rank = c.spec.rank,
+                      .local_rank = c.spec.local_rank,
+                      .pid = c.pid,
+                      .exit_code = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 0,
+                      .signal = WIFSIGNALED(c.status) ? WTERMSIG(c.status) : 0,
+                      .time = c.failed_time};
+  }
+  if (!error_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(error_dir, ec);
+  }
   if (result.first_failure) {
     const WorkerFailure& f = *result.first_failure;
     // The first failure's own status (128 + signal when killed), so scripts can tell a crash from

@@ -4,6 +4,7 @@
 #include <tandem/core/trace.h>
 #include <tandem/parallel/comm/collective_queue.h>
 #include <tandem/parallel/comm/gloo_rendezvous.h>
+#include <tandem/parallel/failure_record.h>
 #include <chrono>
 
 namespace tandem::parallel {
@@ -119,7 +120,10 @@ std::exception_ptr CollectiveQueue::failure(const Task& task, const std::excepti
     // after Gloo does: ask for up to a second.
     for (int tries = 0; tries < 20 && who.empty(); ++tries) {
       for (int64_t r : departed_ranks_())
-        if (r != rank_) who += (who.empty() ? "" : ", ") + std::to_string(r);
+        if (r != rank_) {
+          if (who.empty()) detail::record_peer_failure(int(r));
+          who += (who.empty() ? "" : ", ") + std::to_string(r);
+        }
       if (who.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }

@@ -10,6 +10,7 @@
 #include <tandem/parallel/comm/host_staging.h>
 #include <tandem/parallel/comm/shm_communicator.h>
 #include <tandem/parallel/comm/shm_reduce.h>
+#include <tandem/parallel/failure_record.h>
 #include <tandem/parallel/store/prefix_store.h>
 #include <unistd.h>
 #include <cstring>
@@ -102,6 +103,7 @@ void ShmCommunicator::step() {
     if (r == rank_) continue;
     const ShmHeader& peer = segments_[size_t(r)].header();
     shm_wait(peer, steps_, deadline_, [&](const char* reason) {
+      if (std::string(reason) != "timeout") detail::record_peer_failure(r);
       const std::string why = std::string(reason) == "died"
                                   ? str("rank ", r, " (pid ", peer.pid, ") died")
                               : std::string(reason) == "failed"

@@ -11,6 +11,7 @@
 #include "support/expect.h"
 
 namespace tandem::parallel::tp {
+namespace mlp_test {  // its own names: tp_gpt_test.cpp may share its unity batch
 namespace {
 
 using tandem::testing::all_close;
@@ -212,4 +213,5 @@ TEST(TensorParallel, SizesThatDoNotDivideNameThePadding) {
 }
 
 }  // namespace
+}  // namespace mlp_test
 }  // namespace tandem::parallel::tp
