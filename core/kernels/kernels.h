@@ -140,9 +140,22 @@ struct Kernels {
   // up to 48 float32/float64 tensors (PyTorch's multi_tensor_apply) instead of one per tensor; the
   // arithmetic of adam_step, which it equals bit for bit
   void (*adam_step_many)(std::span<const AdamSlot> slots, const AdamParams& p);
-  // GradScaler's pass: grad *= inv_scale, and found_inf (float32 [1], same device) is set to 1
-  // when any element of grad is inf or NaN (left as it is otherwise, so it gathers over calls)
-  void (*unscale_grad)(Tensor& grad, double inv_scale, Tensor& found_inf);
+  // adam_step_many deciding on the device whether to step (a GradScaler's step with no host
+  // read): nothing changes when found_inf (float32 [1]; undefined: never) is nonzero; otherwise
+  // each slot's `step` (float32 [], set in every slot) advances by one and the bias corrections
+  // come from it, as adam_step's do from AdamParams::step (p.step is not read)
+  void (*adam_step_many_unless)(std::span<const AdamSlot> slots, const AdamParams& p,
+                                const Tensor& found_inf);
+  // GradScaler's pass: grad *= 1/scale (scale float32 [1], the reciprocal rounded to float32, as
+  // PyTorch), and found_inf (float32 [1]) is set to 1 when any element of the result is inf or
+  // NaN (left as it is otherwise, so it gathers over calls). All on the gradient's device.
+  void (*unscale_grad)(Tensor& grad, const Tensor& scale, Tensor& found_inf);
+  // GradScaler's update on the scale's device (torch._amp_update_scale_): after a step with an
+  // inf/NaN (found_inf != 0) scale ×= backoff, growth_tracker = 0 and skipped += 1; otherwise
+  // growth_tracker += 1, and at growth_interval scale ×= growth (kept only if finite) and
+  // growth_tracker = 0. scale and found_inf float32 [1], growth_tracker and skipped int64 [1].
+  void (*amp_update_scale)(Tensor& scale, Tensor& growth_tracker, Tensor& skipped,
+                           const Tensor& found_inf, const AmpScaleParams& p);
 };
 
 /// The kernel table for `device`'s backend. Throws DeviceError if this build has none.

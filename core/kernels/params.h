@@ -68,6 +68,13 @@ struct AdamSlot {
   const Tensor* grad;
   Tensor* exp_avg;
   Tensor* exp_avg_sq;
+  Tensor* step = nullptr;  // float32 [] on the device: adam_step_many_unless's step count
+};
+
+/// GradScaler's rule for its scale (Kernels::amp_update_scale), torch.amp.GradScaler's defaults.
+struct AmpScaleParams {
+  double growth_factor = 2.0, backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
 };
 
 }  // namespace tandem

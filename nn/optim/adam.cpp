@@ -1,4 +1,5 @@
-// nn/optim/adam.cpp — Adam/AdamW: one fused kernel per parameter per step.
+// nn/optim/adam.cpp — Adam/AdamW: fused multi-tensor updates, with the step counts on the host, or
+// on the devices once a GradScaler asks for steps it can skip without reading its flag.
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/core/kernels/kernels.h>
 #include <tandem/core/layout.h>
@@ -27,9 +28,37 @@ Adam::Adam(std::vector<Group> groups, bool decoupled)
 std::vector<Tensor> Adam::parameters() const { return detail::flatten_groups(groups_); }
 
 void Adam::step() {
+  // Once the counts live on the devices (a GradScaler used step_unless), they are counted there.
+  const bool on_device = std::any_of(state_.begin(), state_.end(),
+                                     [](const State& s) { return s.device_step.defined(); });
+  update(on_device, {});
+}
+
+bool Adam::step_unless(const std::vector<Tensor>& found_inf) {
+  update(true, found_inf);
+  return true;
+}
+
+namespace {
+
+// The flag of `device` among a GradScaler's per-device flags (undefined when there are none).
+Tensor flag_for(Device device, const std::vector<Tensor>& found_inf) {
+  if (found_inf.empty()) return {};
+  for (const Tensor& f : found_inf)
+    if (f.device() == device) return f;
+  ::tandem::detail::fail<ValueError>("Adam: step_unless was given found_inf flags on ",
+                                     found_inf.size(), " device(s), none on ", device,
+                                     ", where parameters have gradients");
+  return {};
+}
+
+}  // namespace
+
+void Adam::update(bool on_device, const std::vector<Tensor>& found_inf) {
   NoGradGuard no_grad;
   // Parameters of a group that share a device and a step count share every scalar of the update:
-  // one adam_step_many call each (on CUDA one launch per 48 tensors, not one per tensor).
+  // one adam_step_many call each (on CUDA one launch per 48 tensors, not one per tensor). On the
+  // device each tensor's count is read by the kernel, so a device's tensors are one batch.
   struct Batch {
     Device device;
     int64_t step;
@@ -48,18 +77,25 @@ void Adam::step() {
         s.exp_avg = zeros_like(p);
         s.exp_avg_sq = zeros_like(p);
       }
-      ++s.step;
+      if (on_device && !s.device_step.defined())
+        s.device_step = full({}, double(s.step), {.dtype = kFloat32, .device = p.device()});
+      if (!on_device) ++s.step;
+      const int64_t key = on_device ? 0 : s.step;
       grads.push_back(detail::contiguous_grad("Adam", p, grad));
       auto b = std::find_if(batches.begin(), batches.end(), [&](const Batch& x) {
-        return x.device == p.device() && x.step == s.step;
+        return x.device == p.device() && x.step == key;
       });
-      if (b == batches.end()) b = batches.insert(batches.end(), Batch{p.device(), s.step, {}});
-      b->slots.push_back({&p, &grads.back(), &s.exp_avg, &s.exp_avg_sq});
+      if (b == batches.end()) b = batches.insert(batches.end(), Batch{p.device(), key, {}});
+      b->slots.push_back(
+          {&p, &grads.back(), &s.exp_avg, &s.exp_avg_sq, on_device ? &s.device_step : nullptr});
     }
     const AdamOptions& o = g.options;
     for (const Batch& b : batches) {
       const AdamParams ap{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, b.step, decoupled_};
-      kernels(b.device).adam_step_many(b.slots, ap);
+      if (on_device)
+        kernels(b.device).adam_step_many_unless(b.slots, ap, flag_for(b.device, found_inf));
+      else
+        kernels(b.device).adam_step_many(b.slots, ap);
       for (const AdamSlot& slot : b.slots) tandem::detail::bump_version(*slot.param);
     }
   }
@@ -75,8 +111,10 @@ OptimizerState Adam::state_dict() const {
       params.push_back(i);
       const State& s = state_[i];
       if (!s.exp_avg.defined()) continue;
-      out.tensors.emplace_back(str("state.", i, ".step"),
-                               scalar_tensor(double(s.step)));  // float32 [], as torch
+      // float32 [], as torch (a copy of the device's count, read at saving)
+      out.tensors.emplace_back(str("state.", i, ".step"), s.device_step.defined()
+                                                              ? s.device_step.clone()
+                                                              : scalar_tensor(double(s.step)));
       out.tensors.emplace_back(str("state.", i, ".exp_avg"), s.exp_avg);
       out.tensors.emplace_back(str("state.", i, ".exp_avg_sq"), s.exp_avg_sq);
     }
@@ -115,6 +153,7 @@ void Adam::load_state_dict(const OptimizerState& state) {
     State& s = state_[i];
     const Tensor step = detail::state_tensor(name, state, i, "step", params[i], false, true);
     s.step = step.defined() ? int64_t(step.item()) : 0;
+    s.device_step = Tensor();  // made again from `step` if step_unless is used
     s.exp_avg = detail::state_tensor(name, state, i, "exp_avg", params[i], step.defined());
     s.exp_avg_sq = detail::state_tensor(name, state, i, "exp_avg_sq", params[i], step.defined());
   }

@@ -23,6 +23,9 @@ class Adam : public Optimizer {
   explicit Adam(std::vector<Group> groups, bool decoupled_weight_decay = false);
 
   void step() override;
+  /// Keeps each parameter's step count on its device from the first call on (PyTorch's
+  /// capturable Adam), so that a skipped step is decided there; step() then counts there too.
+  bool step_unless(const std::vector<Tensor>& found_inf) override;
   size_t num_groups() const override { return groups_.size(); }
   double lr(size_t group) const override { return groups_.at(group).options.lr; }
   void set_lr(size_t group, double lr) override { groups_.at(group).options.lr = lr; }
@@ -35,7 +38,11 @@ class Adam : public Optimizer {
   struct State {
     int64_t step = 0;
     Tensor exp_avg, exp_avg_sq;
+    Tensor device_step;  // float32 [] on the parameter's device, once step_unless was used
   };
+  // The update over every parameter with a gradient; with `on_device`, the counts and the flag
+  // are read on the device (found_inf empty: never skip).
+  void update(bool on_device, const std::vector<Tensor>& found_inf);
   std::vector<Group> groups_;
   std::vector<State> state_;  // per parameter index
   bool decoupled_;

@@ -21,15 +21,22 @@
 // bfloat16 has float32's exponent range, so it needs no scaling: GradScaler({.enabled = false})
 // (what `tandem train --amp bf16` uses) passes losses through and steps the optimizer as is.
 //
+// No host sync in a step: as PyTorch's, the scale, the found-inf flag and the counters live on
+// the device of the loss; unscaling reads the scale there, update() changes it there, and an
+// optimizer that can (Adam, AdamW: Optimizer::step_unless) skips on the device's flag. Others
+// (SGD) need the flag on the host: step() reads it, one sync. get_scale(), skipped_steps(),
+// last_step_skipped() and state_dict() read the device: call them when logging, not every step.
+//
 // Under DDP every rank must skip the same steps, or their parameters part ways: pass
-// `all_reduce`, which sums the found-inf count over the ranks, e.g. (Gloo; for NCCL move the
-// tensor to the rank's GPU and back)
+// `all_reduce`, which sums the found-inf count (float32 [1] on the loss's device) over the
+// ranks in place, e.g.
 //   .all_reduce = [&](Tensor& t) { parallel::default_group().all_reduce(t)->wait(); }
 #pragma once
 
 #include <tandem/nn/optim/optimizer.h>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace tandem::optim {
 
@@ -57,24 +64,28 @@ class GradScaler {
  public:
   explicit GradScaler(GradScalerOptions options = {});
 
-  /// loss × scale (loss itself when disabled).
-  Tensor scale(const Tensor& loss) const;
+  /// loss × scale (loss itself when disabled). The first call puts the scale on the loss's
+  /// device, where it stays.
+  Tensor scale(const Tensor& loss);
   /// Divides every gradient of `optimizer`'s parameters by the scale, in place, and notes whether
-  /// any is inf or NaN (one fused pass per gradient). Once per step; ValueError if called twice.
+  /// any is inf or NaN (one fused pass per gradient), on their devices. Once per step;
+  /// ValueError if called twice.
   void unscale_(Optimizer& optimizer);
   /// Unscales (if unscale_ was not called) and steps the optimizer unless a gradient was inf or
-  /// NaN; returns whether it stepped.
-  bool step(Optimizer& optimizer);
+  /// NaN: decided on the device when the optimizer can, else by reading the flag.
+  void step(Optimizer& optimizer);
   /// Halves the scale after a skipped step; doubles it after growth_interval steps in a row
-  /// without one. Once per step, after step().
+  /// without one. Once per step, after step(). On the device.
   void update();
 
-  double get_scale() const { return scale_; }
+  /// The scale (read from the device).
+  double get_scale() const;
   bool is_enabled() const { return options_.enabled; }
-  /// Steps skipped since construction (or since the checkpoint this was loaded from was made).
-  int64_t skipped_steps() const { return skipped_; }
-  /// Whether the last step() skipped.
-  bool last_step_skipped() const { return last_skipped_; }
+  /// Steps skipped since construction (or since the checkpoint this was loaded from was made);
+  /// read from the device.
+  int64_t skipped_steps() const;
+  /// Whether the last step() skipped (read from the device).
+  bool last_step_skipped() const;
 
   /// What a checkpoint keeps (`tandem train` writes it into optimizer.safetensors' metadata).
   GradScalerState state_dict() const;
@@ -82,13 +93,15 @@ class GradScaler {
   void load_state_dict(const GradScalerState& state);
 
  private:
+  // Moves the state to `device` (the loss's); a no-op once it is there.
+  void to_device(Device device);
+
   GradScalerOptions options_;
-  double scale_;
-  int64_t growth_tracker_ = 0;  // steps without inf since the last change of scale
-  int64_t skipped_ = 0;
-  bool last_skipped_ = false;
+  // On one device, the loss's (CPU until the first scale()): scale_ and found_inf_ float32 [1],
+  // the counters int64 [1]. found_inf_ holds the last step's flag until the next unscale_.
+  Tensor scale_, found_inf_, growth_tracker_, skipped_;
+  std::vector<Tensor> found_by_device_;  // the step's flag on each device with gradients
   enum class Stage { Ready, Unscaled, Stepped } stage_ = Stage::Ready;
-  bool found_inf_ = false;
 };
 
 }  // namespace tandem::optim

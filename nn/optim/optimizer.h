@@ -21,6 +21,15 @@ class Optimizer {
   virtual ~Optimizer() = default;
   /// Applies one update to every parameter that has a gradient (under no-grad).
   virtual void step() = 0;
+  /// step(), unless the flag of the parameters' device is nonzero, decided there with no host
+  /// read (what a GradScaler needs for a step without a sync, as PyTorch's fused Adam takes
+  /// found_inf). `found_inf` holds one float32 [1] flag per device the gradients are on. Returns
+  /// false, changing nothing, if this optimizer cannot decide on the device: the caller then
+  /// reads the flag and calls step() itself. Adam and AdamW can.
+  virtual bool step_unless(const std::vector<Tensor>& found_inf) {
+    (void)found_inf;
+    return false;
+  }
   /// Clears every parameter's .grad (set_to_none, PyTorch's default).
   virtual void zero_grad();
 

@@ -1,8 +1,10 @@
 // No hidden host syncs on cuda:0: a GPT training step (embedding, attention, cross entropy with
-// ignored targets, backward, AdamW) runs under SyncDebugMode::Error; the syncs that remain are the
+// ignored targets, backward, AdamW) runs under SyncDebugMode::Error, and so does a float16 step
+// with a GradScaler, skipped or not; the syncs that remain are the
 // ones asked for (item(), copies to the host), and those are reported; bad indices found by a
 // kernel surface as the CPU's IndexError at the next sync point. Skipped, visibly, without a GPU.
 #include <cmath>
+#include <limits>
 
 #include "support/expect.h"
 
@@ -19,25 +21,35 @@ class CudaSync : public ::testing::Test {
   }
   void TearDown() override { cuda::set_sync_debug_mode(cuda::SyncDebugMode::Off); }
   const Device gpu = Device::cuda(0);
+
+  // A two-layer GPT of 32 tokens on cuda:0, and a batch of 4 × 16 tokens (targets at -1 where
+  // `ignore`, whose count must stay on the GPU).
+  nn::Sequential tiny_gpt(double dropout) {
+    nn::Sequential model = nn::gpt({.block_size = 16,
+                                    .vocab_size = 32,
+                                    .n_layer = 2,
+                                    .n_head = 2,
+                                    .n_embd = 32,
+                                    .dropout = dropout,
+                                    .tensor = {.dtype = kFloat32}});
+    model.to(gpu);
+    return model;
+  }
+  std::pair<Tensor, Tensor> batch(bool ignore) {
+    std::vector<int64_t> xs(64), ys(64);
+    for (int64_t i = 0; i < 64; ++i) {
+      xs[size_t(i)] = (i * 7 + 3) % 32;
+      ys[size_t(i)] = ignore && i % 16 < 3 ? -1 : (i * 5 + 1) % 32;
+    }
+    return {from_vector(xs, {4, 16}).to(gpu), from_vector(ys, {4, 16}).to(gpu)};
+  }
 };
 
 TEST_F(CudaSync, AGptTrainingStepNeverWaitsForTheGpu) {
   manual_seed(5);
-  nn::Sequential model = nn::gpt({.block_size = 16,
-                                  .vocab_size = 32,
-                                  .n_layer = 2,
-                                  .n_head = 2,
-                                  .n_embd = 32,
-                                  .dropout = 0.1,
-                                  .tensor = {.dtype = kFloat32}});
-  model.to(gpu);
+  nn::Sequential model = tiny_gpt(0.1);
   optim::AdamW opt(model.parameters(), {.lr = 1e-3});
-  std::vector<int64_t> xs(64), ys(64);
-  for (int64_t i = 0; i < 64; ++i) {
-    xs[size_t(i)] = (i * 7 + 3) % 32;
-    ys[size_t(i)] = i % 16 < 3 ? -1 : (i * 5 + 1) % 32;  // ignored: the count stays on the GPU
-  }
-  Tensor x = from_vector(xs, {4, 16}).to(gpu), y = from_vector(ys, {4, 16}).to(gpu);
+  const auto [x, y] = batch(/*ignore=*/true);
   cuda::synchronize(0);
   const int64_t before = cuda::host_syncs();
   cuda::set_sync_debug_mode(cuda::SyncDebugMode::Error);
@@ -55,6 +67,51 @@ TEST_F(CudaSync, AGptTrainingStepNeverWaitsForTheGpu) {
   cuda::set_sync_debug_mode(cuda::SyncDebugMode::Warn);
   EXPECT_TRUE(std::isfinite(loss.item()));
   EXPECT_EQ(cuda::host_syncs(), before + 2);
+}
+
+// float16 training as `tandem train --amp fp16` does it: autocast, a GradScaler and AdamW. The
+// scale, the found-inf flag and Adam's step counts stay on the GPU, so neither a good step nor a
+// skipped one (an inf planted in a gradient) waits for it.
+TEST_F(CudaSync, AFloat16StepWithAGradScalerNeverWaitsForTheGpu) {
+  manual_seed(6);
+  nn::Sequential model = tiny_gpt(0.0);
+  optim::AdamW opt(model.parameters(), {.lr = 1e-3});
+  optim::GradScaler scaler;
+  const auto [x, y] = batch(/*ignore=*/false);
+  auto step = [&](bool plant_inf) {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      AutocastGuard autocast(DeviceType::CUDA, kFloat16);
+      loss = nn::gpt_loss(model(x), y);
+    }
+    scaler.scale(loss).backward();
+    if (plant_inf) {
+      NoGradGuard no_grad;
+      opt.parameters().back().grad().fill_(std::numeric_limits<double>::infinity());
+    }
+    scaler.step(opt);
+    scaler.update();
+  };
+  step(false);  // the first moves the scaler's state to the GPU (copies from the host)
+  cuda::synchronize(0);
+  const std::vector<double> before = values(opt.parameters().front());
+  const int64_t syncs = cuda::host_syncs();
+  cuda::set_sync_debug_mode(cuda::SyncDebugMode::Error);
+  step(true);
+  cuda::set_sync_debug_mode(cuda::SyncDebugMode::Off);
+  EXPECT_EQ(cuda::host_syncs(), syncs) << "a skipped step made the host wait";
+  EXPECT_EQ(values(opt.parameters().front()), before) << "the skipped step changed a parameter";
+  EXPECT_TRUE(scaler.last_step_skipped());
+  EXPECT_EQ(scaler.get_scale(), 32768.0);
+  const int64_t syncs_after = cuda::host_syncs();
+  cuda::set_sync_debug_mode(cuda::SyncDebugMode::Error);
+  step(false);
+  step(false);
+  cuda::set_sync_debug_mode(cuda::SyncDebugMode::Off);
+  EXPECT_EQ(cuda::host_syncs(), syncs_after) << "a good step made the host wait";
+  EXPECT_NE(values(opt.parameters().front()), before);
+  EXPECT_EQ(scaler.skipped_steps(), 1);
 }
 
 TEST_F(CudaSync, ABadTargetIsTheCpusIndexErrorAtTheNextSync) {

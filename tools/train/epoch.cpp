@@ -81,9 +81,10 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
   ProgressLine progress(s.interactive, epoch, s.steps);
   const int64_t log_every = std::max<int64_t>(1, (s.steps + 9) / 10);  // ~10% of the epoch
   Totals all, interval;
-  int64_t skipped = 0, scaler_skipped = 0;
+  int64_t skipped = 0;
   optim::GradScaler* const scaler = s.step.scaler;  // --amp fp16: skips inf/NaN steps itself
   const bool scaling = scaler != nullptr && scaler->is_enabled();
+  const int64_t scaler_skipped_before = scaling ? scaler->skipped_steps() : 0;
   const Clock::time_point start = Clock::now();
   Clock::time_point interval_start = start;
 
@@ -121,7 +122,7 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
       continue;
     }
     if (scaling) {
-      if (!scaler->step(s.optimizer)) ++scaler_skipped;  // counted, and visible below
+      scaler->step(s.optimizer);  // skips, and counts it, on inf/NaN gradients
       scaler->update();
     } else {
       s.optimizer.step();
@@ -161,7 +162,7 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
           .images = all.images,
           .samples_per_s = secs > 0 ? double(all.images * s.world) / secs : 0,
           .skipped = skipped,
-          .scaler_skipped = scaler_skipped};
+          .scaler_skipped = scaling ? scaler->skipped_steps() - scaler_skipped_before : 0};
 }
 
 PassResult evaluate(Setup& s, data::DataLoader& loader) {

@@ -23,6 +23,7 @@ struct AmpScope : AutocastGuard {
       : AutocastGuard(device.type(), amp == kFloat32 ? kBFloat16 : amp, amp != kFloat32) {}
 };
 
+// The pipelines take the scale as a number: a host read of the scaler's device (one sync).
 double loss_scale(const Setup& s) {
   return s.scaler && s.scaler->is_enabled() ? s.scaler->get_scale() : 1;
 }
@@ -286,7 +287,8 @@ StepResult train_step(Setup& s, const Tensor& x, const Tensor& y) {
     logits = forward(s, x);
     loss = s.loss(logits, y);
   }
-  (loss_scale(s) == 1 ? loss : s.scaler->scale(loss)).backward();
+  const bool scaling = s.scaler && s.scaler->is_enabled();  // no read of the scale: no sync
+  (scaling ? s.scaler->scale(loss) : loss).backward();
   // The replicated tensors saw only this rank's positions: sum their gradients over the group.
   if (s.sequence_parallel) parallel::tp::reduce_sequence_parallel_gradients(*s.model, s.tp);
   return {loss.detach(), logits};

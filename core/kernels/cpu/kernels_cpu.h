@@ -97,6 +97,8 @@ void multinomial(const Tensor& probs, int64_t samples, bool replacement, Generat
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdParams& p);
 void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                const AdamParams& p);
-void unscale_grad(Tensor& grad, double inv_scale, Tensor& found_inf);
+void unscale_grad(Tensor& grad, const Tensor& scale, Tensor& found_inf);
+void amp_update_scale(Tensor& scale, Tensor& growth_tracker, Tensor& skipped,
+                      const Tensor& found_inf, const AmpScaleParams& p);
 
 }  // namespace tandem::cpu

@@ -77,8 +77,10 @@ void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_a
 }
 
 // GradScaler: g ← g·(1/scale) in one pass that also notices inf and NaN (a product with them
-// stays non-finite, so checking the result is checking the input).
-void unscale_grad(Tensor& grad, double inv_scale, Tensor& found_inf) {
+// stays non-finite, so checking the result is checking the input). The reciprocal is computed in
+// double and rounded to float32, as PyTorch's GradScaler does.
+void unscale_grad(Tensor& grad, const Tensor& scale, Tensor& found_inf) {
+  const float inv_scale = float(1.0 / double(*scale.data<float>()));
   dispatch_float(grad.dtype(), "unscale_grad", [&]<typename T>() {
     T* pg = grad.data<T>();
     std::atomic<bool> any{false};
@@ -89,6 +91,21 @@ void unscale_grad(Tensor& grad, double inv_scale, Tensor& found_inf) {
     });
     if (any.load()) *found_inf.data<float>() = 1.0f;
   });
+}
+
+void amp_update_scale(Tensor& scale, Tensor& growth_tracker, Tensor& skipped,
+                      const Tensor& found_inf, const AmpScaleParams& p) {
+  float& s = *scale.data<float>();
+  int64_t& tracker = *growth_tracker.data<int64_t>();
+  if (*found_inf.data<float>() != 0) {
+    s *= float(p.backoff_factor);
+    tracker = 0;
+    ++*skipped.data<int64_t>();
+  } else if (++tracker == p.growth_interval) {
+    const float grown = s * float(p.growth_factor);
+    if (std::isfinite(grown)) s = grown;
+    tracker = 0;
+  }
 }
 
 }  // namespace tandem::cpu

@@ -15,6 +15,19 @@ void adam_step_many(std::span<const AdamSlot> slots, const AdamParams& p) {
     widened<cpu::adam_step>(*s.param, *s.grad, *s.exp_avg, *s.exp_avg_sq, p);
 }
 
+// The flag is in memory the host reads: read it, and step as adam_step_many at each slot's step.
+void adam_step_many_unless(std::span<const AdamSlot> slots, const AdamParams& p,
+                           const Tensor& found_inf) {
+  if (found_inf.defined() && *found_inf.data<float>() != 0) return;
+  for (const AdamSlot& s : slots) {
+    float& step = *s.step->data<float>();
+    step += 1;
+    AdamParams at = p;
+    at.step = int64_t(step);
+    widened<cpu::adam_step>(*s.param, *s.grad, *s.exp_avg, *s.exp_avg_sq, at);
+  }
+}
+
 }  // namespace
 
 extern const Kernels cpu_kernels;
@@ -69,7 +82,9 @@ const Kernels cpu_kernels = {
     .sgd_step = widened<cpu::sgd_step>,
     .adam_step = widened<cpu::adam_step>,
     .adam_step_many = adam_step_many,
+    .adam_step_many_unless = adam_step_many_unless,
     .unscale_grad = widened<cpu::unscale_grad>,
+    .amp_update_scale = cpu::amp_update_scale,
 };
 
 }  // namespace tandem

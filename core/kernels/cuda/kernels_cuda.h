@@ -89,6 +89,10 @@ void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const 
 void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                const AdamParams& p);
 void adam_step_many(std::span<const AdamSlot> slots, const AdamParams& p);  // float32/float64
-void unscale_grad(Tensor& grad, double inv_scale, Tensor& found_inf);
+void adam_step_many_unless(std::span<const AdamSlot> slots, const AdamParams& p,
+                           const Tensor& found_inf);  // float32/float64
+void unscale_grad(Tensor& grad, const Tensor& scale, Tensor& found_inf);
+void amp_update_scale(Tensor& scale, Tensor& growth_tracker, Tensor& skipped,
+                      const Tensor& found_inf, const AmpScaleParams& p);
 
 }  // namespace tandem::cuda

@@ -93,14 +93,62 @@ __global__ void adam_many_kernel(AdamBatch<T> b, AdamScalars<T> s) {
     adam_update(b.param[t], b.grad[t], b.exp_avg[t], b.exp_avg_sq[t], i, s);
 }
 
+// adam_many_kernel with the step count and the skip flag on the device. The bias corrections
+// come from each tensor's step + 1, in double as the host computes them (the device's pow may
+// round its last bit differently); advance_steps_kernel, launched after it on the same stream,
+// then adds the 1, so that no block reads a count another block has already changed.
+struct AdamDeviceScalars {
+  double lr, beta1, beta2;
+};
+
+struct StepPointers {
+  float* step[kSlots];  // tensor i's count
+};
+
+template <typename T>
+__global__ void adam_many_unless_kernel(AdamBatch<T> b, StepPointers steps, AdamScalars<T> s,
+                                        AdamDeviceScalars d, const float* found_inf) {
+  if (found_inf != nullptr && *found_inf != 0) return;
+  int t = 0;
+  while (t + 1 < b.count && int64_t(blockIdx.x) >= b.first_block[t + 1]) ++t;
+  const double step = double(*steps.step[t]) + 1;
+  s.step_size = T(d.lr / (1 - pow(d.beta1, step)));
+  s.bc2_sqrt = T(sqrt(1 - pow(d.beta2, step)));
+  const int64_t lo = (int64_t(blockIdx.x) - b.first_block[t]) * kChunk;
+  const int64_t hi = min(lo + kChunk, b.numel[t]);
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+    adam_update(b.param[t], b.grad[t], b.exp_avg[t], b.exp_avg_sq[t], i, s);
+}
+
+__global__ void advance_steps_kernel(StepPointers p, int count, const float* found_inf) {
+  if (found_inf != nullptr && *found_inf != 0) return;
+  if (int(threadIdx.x) < count) *p.step[threadIdx.x] += 1;
+}
+
 // GradScaler: g ← g·(1/scale), and *found_inf = 1 if any result is inf or NaN (a product with
 // them stays non-finite). Every thread that finds one writes the same value: no atomics needed.
+// The scale is read on the device (no host sync); its reciprocal rounded to float32 as PyTorch.
 template <typename T>
-__global__ void unscale_kernel(T* grad, int64_t n, T inv_scale, float* found_inf) {
+__global__ void unscale_kernel(T* grad, int64_t n, const float* scale, float* found_inf) {
+  const T inv_scale = T(float(1.0 / double(*scale)));
   TD_GRID_STRIDE_LOOP(i, n) {
     const T g = grad[i] * inv_scale;
     grad[i] = g;
     if (!isfinite(g)) *found_inf = 1.0f;
+  }
+}
+
+// GradScaler's update, one thread: the CPU's amp_update_scale.
+__global__ void amp_update_scale_kernel(float* scale, int64_t* tracker, int64_t* skipped,
+                                        const float* found_inf, AmpScaleParams p) {
+  if (*found_inf != 0) {
+    *scale = *scale * float(p.backoff_factor);
+    *tracker = 0;
+    *skipped += 1;
+  } else if (++*tracker == p.growth_interval) {
+    const float grown = *scale * float(p.growth_factor);
+    if (isfinite(grown)) *scale = grown;
+    *tracker = 0;
   }
 }
 
@@ -161,30 +209,44 @@ void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_a
   });
 }
 
+namespace {
+
+// Fills `b` (and `steps`, if given) with the next run of up to kSlots non-empty tensors of one
+// dtype from slots[i...], advancing i; the optimizer passes them grouped by dtype. Returns the
+// blocks the launch needs.
+template <typename T>
+int64_t fill_batch(std::span<const AdamSlot> slots, size_t& i, AdamBatch<T>& b,
+                   StepPointers* steps) {
+  const DType dtype = slots[i].param->dtype();
+  int64_t blocks = 0;
+  for (; i < slots.size() && b.count < kSlots && slots[i].param->dtype() == dtype; ++i) {
+    const AdamSlot& s = slots[i];
+    const int64_t n = s.param->numel();
+    if (n == 0) continue;
+    const int k = b.count++;
+    b.param[k] = s.param->data<T>();
+    b.grad[k] = s.grad->data<T>();
+    b.exp_avg[k] = s.exp_avg->data<T>();
+    b.exp_avg_sq[k] = s.exp_avg_sq->data<T>();
+    b.numel[k] = n;
+    b.first_block[k] = blocks;
+    if (steps != nullptr) steps->step[k] = s.step->data<float>();
+    blocks += (n + kChunk - 1) / kChunk;
+  }
+  b.first_block[b.count] = blocks;
+  return blocks;
+}
+
+}  // namespace
+
 void adam_step_many(std::span<const AdamSlot> slots, const AdamParams& a) {
   if (slots.empty()) return;
   DeviceGuard guard(slots.front().param->device());
-  // One launch per run of up to kSlots tensors of one dtype (the optimizer passes them grouped).
   size_t i = 0;
   while (i < slots.size()) {
-    const DType dtype = slots[i].param->dtype();
-    dispatch_float(dtype, "adam_step_many", [&]<typename T>() {
+    dispatch_float(slots[i].param->dtype(), "adam_step_many", [&]<typename T>() {
       AdamBatch<T> b{};
-      int64_t blocks = 0;
-      for (; i < slots.size() && b.count < kSlots && slots[i].param->dtype() == dtype; ++i) {
-        const AdamSlot& s = slots[i];
-        const int64_t n = s.param->numel();
-        if (n == 0) continue;
-        const int k = b.count++;
-        b.param[k] = s.param->data<T>();
-        b.grad[k] = s.grad->data<T>();
-        b.exp_avg[k] = s.exp_avg->data<T>();
-        b.exp_avg_sq[k] = s.exp_avg_sq->data<T>();
-        b.numel[k] = n;
-        b.first_block[k] = blocks;
-        blocks += (n + kChunk - 1) / kChunk;
-      }
-      b.first_block[b.count] = blocks;
+      const int64_t blocks = fill_batch(slots, i, b, nullptr);
       if (b.count == 0) return;
       adam_many_kernel<T><<<unsigned(blocks), kThreads, 0, stream()>>>(b, adam_scalars<T>(a));
       TD_CUDA_CHECK_LAUNCH();
@@ -192,15 +254,45 @@ void adam_step_many(std::span<const AdamSlot> slots, const AdamParams& a) {
   }
 }
 
-void unscale_grad(Tensor& grad, double inv_scale, Tensor& found_inf) {
+void adam_step_many_unless(std::span<const AdamSlot> slots, const AdamParams& a,
+                           const Tensor& found_inf) {
+  if (slots.empty()) return;
+  DeviceGuard guard(slots.front().param->device());
+  const float* flag = found_inf.defined() ? found_inf.data<float>() : nullptr;
+  size_t i = 0;
+  while (i < slots.size()) {
+    dispatch_float(slots[i].param->dtype(), "adam_step_many_unless", [&]<typename T>() {
+      AdamBatch<T> b{};
+      StepPointers steps{};
+      const int64_t blocks = fill_batch(slots, i, b, &steps);
+      if (b.count == 0) return;
+      adam_many_unless_kernel<T><<<unsigned(blocks), kThreads, 0, stream()>>>(
+          b, steps, adam_scalars<T>(a), AdamDeviceScalars{a.lr, a.beta1, a.beta2}, flag);
+      TD_CUDA_CHECK_LAUNCH();
+      advance_steps_kernel<<<1, kSlots, 0, stream()>>>(steps, b.count, flag);
+      TD_CUDA_CHECK_LAUNCH();
+    });
+  }
+}
+
+void unscale_grad(Tensor& grad, const Tensor& scale, Tensor& found_inf) {
   const int64_t n = grad.numel();
   if (n == 0) return;
   DeviceGuard guard(grad.device());
   dispatch_float(grad.dtype(), "unscale_grad", [&]<typename T>() {
-    unscale_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(grad.data<T>(), n, T(inv_scale),
-                                                                found_inf.data<float>());
+    unscale_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(
+        grad.data<T>(), n, scale.data<float>(), found_inf.data<float>());
     TD_CUDA_CHECK_LAUNCH();
   });
+}
+
+void amp_update_scale(Tensor& scale, Tensor& growth_tracker, Tensor& skipped,
+                      const Tensor& found_inf, const AmpScaleParams& p) {
+  DeviceGuard guard(scale.device());
+  amp_update_scale_kernel<<<1, 1, 0, stream()>>>(
+      scale.data<float>(), growth_tracker.data<int64_t>(), skipped.data<int64_t>(),
+      found_inf.data<float>(), p);
+  TD_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace tandem::cuda

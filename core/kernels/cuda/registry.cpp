@@ -23,6 +23,27 @@ void adam_step_many(std::span<const AdamSlot> slots, const AdamParams& p) {
   cuda::adam_step_many(batched, p);
 }
 
+// One 16-bit parameter through the batched kernel, for widened<> (its step and flag are float32
+// and pass through).
+void adam_one_unless(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+                     Tensor& step, const AdamParams& p, const Tensor& found_inf) {
+  const AdamSlot slot{&param, &grad, &exp_avg, &exp_avg_sq, &step};
+  cuda::adam_step_many_unless({&slot, 1}, p, found_inf);
+}
+
+void adam_step_many_unless(std::span<const AdamSlot> slots, const AdamParams& p,
+                           const Tensor& found_inf) {
+  std::vector<AdamSlot> batched;
+  batched.reserve(slots.size());
+  for (const AdamSlot& s : slots) {
+    if (element_size(s.param->dtype()) == 2)
+      widened<adam_one_unless>(*s.param, *s.grad, *s.exp_avg, *s.exp_avg_sq, *s.step, p, found_inf);
+    else
+      batched.push_back(s);
+  }
+  cuda::adam_step_many_unless(batched, p, found_inf);
+}
+
 }  // namespace
 
 extern const Kernels cuda_kernels;
@@ -77,7 +98,9 @@ const Kernels cuda_kernels = {
     .sgd_step = widened<cuda::sgd_step>,
     .adam_step = widened<cuda::adam_step>,
     .adam_step_many = adam_step_many,
+    .adam_step_many_unless = adam_step_many_unless,
     .unscale_grad = widened<cuda::unscale_grad>,
+    .amp_update_scale = cuda::amp_update_scale,
 };
 
 }  // namespace tandem
