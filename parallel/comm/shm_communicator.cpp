@@ -141,25 +141,33 @@ void ShmCommunicator::all_reduce_direct(char* data, int64_t count, DType dtype, 
   }
 }
 
+// Reduce-scatter then all-gather through the buffers. Only the slices the other ranks reduce go
+// through shared memory on the way in: this rank reduces its own slice straight from its tensor,
+// writing the result to the tensor and, for the others to copy out, to its buffer.
 void ShmCommunicator::all_reduce_large(char* data, int64_t count, DType dtype, ReduceOp op) {
   const size_t es = element_size(dtype);
   const int64_t cap = capacity(es);
   for (int64_t off = 0; off < count; off += cap) {
     const int64_t m = std::min(cap, count - off);
-    copy_bytes(buffer(rank_), data + size_t(off) * es, size_t(m) * es);
-    step();
     auto lo = [&](int r) { return m * r / size_; };
-    by_dtype(dtype, [&]<typename T>(T*) {  // this rank's slice, reduced in place in its buffer
+    auto slice_bytes = [&](int r) { return size_t(lo(r + 1) - lo(r)) * es; };
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_)
+        copy_bytes(buffer(rank_) + size_t(lo(r)) * es, data + size_t(off + lo(r)) * es,
+                   slice_bytes(r));
+    step();
+    by_dtype(dtype, [&]<typename T>(T*) {  // in rank order, the same bits on every rank
+      T* mine = reinterpret_cast<T*>(data) + off + lo(rank_);
       std::vector<const T*> srcs;
       for (int r = 0; r < size_; ++r)
-        srcs.push_back(reinterpret_cast<const T*>(buffer(r)) + lo(rank_));
-      ::tandem::parallel::detail::shm_reduce(reinterpret_cast<T*>(buffer(rank_)) + lo(rank_),
-                                             srcs.data(), size_, lo(rank_ + 1) - lo(rank_), op);
+        srcs.push_back(r == rank_ ? mine : reinterpret_cast<const T*>(buffer(r)) + lo(rank_));
+      ::tandem::parallel::detail::shm_reduce(mine, srcs.data(), size_, lo(rank_ + 1) - lo(rank_),
+                                             op, reinterpret_cast<T*>(buffer(rank_)) + lo(rank_));
     });
     step();
     for (int r = 0; r < size_; ++r)
-      copy_bytes(data + size_t(off + lo(r)) * es, buffer(r) + size_t(lo(r)) * es,
-                 size_t(lo(r + 1) - lo(r)) * es);
+      if (r != rank_)
+        copy_bytes(data + size_t(off + lo(r)) * es, buffer(r) + size_t(lo(r)) * es, slice_bytes(r));
     ++rounds_;
   }
 }

@@ -2,7 +2,9 @@
 // reduction of the same range of every rank's buffer, in rank order, so every rank that reduces
 // a range gets the same bits. 16-bit floats accumulate in float and round once (as NCCL does).
 // Blocks of 1024 elements keep the accumulator in L1 and let the compiler vectorise the loops;
-// `dst` may be one of the sources (the reduction of a block is complete before it is written).
+// `dst` may be one of the sources (the reduction of a block is complete before it is written);
+// `dst2`, if given, receives the same values (the all-reduce writes its slice to its tensor and
+// to shared memory for the peers in one pass).
 #pragma once
 
 #include <tandem/core/reduce_op.h>
@@ -17,7 +19,8 @@ using ShmAccumulator =
     std::conditional_t<std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>, float, T>;
 
 template <typename T>
-void shm_reduce(T* dst, const T* const* srcs, int nsrc, int64_t count, ReduceOp op) {
+void shm_reduce(T* dst, const T* const* srcs, int nsrc, int64_t count, ReduceOp op,
+                T* dst2 = nullptr) {
   using A = ShmAccumulator<T>;
   constexpr int64_t kBlock = 1024;
   A acc[kBlock];
@@ -42,6 +45,7 @@ void shm_reduce(T* dst, const T* const* srcs, int nsrc, int64_t count, ReduceOp 
       for (int64_t i = 0; i < n; ++i) acc[i] /= A(nsrc);
     T* d = dst + b;
     for (int64_t i = 0; i < n; ++i) d[i] = T(acc[i]);
+    if (dst2 != nullptr) std::copy(d, d + n, dst2 + b);
   }
 }
 
