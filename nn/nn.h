@@ -21,5 +21,6 @@
 #include <tandem/nn/optim/param_groups.h>
 #include <tandem/nn/optim/sgd.h>
 #include <tandem/nn/pooling.h>
+#include <tandem/nn/resnet.h>
 #include <tandem/nn/serialize.h>
 #include <tandem/nn/transformer.h>

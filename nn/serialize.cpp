@@ -48,10 +48,11 @@ Metadata load_optimizer(const std::string& path,
   try {
     restore({file.tensors, groups->second});
   } catch (const ValueError& e) {
-    detail::fail<ValueError>(e.what(), " (checkpoint ", path, ")");
+    ::tandem::detail::fail<ValueError>(e.what(), " (checkpoint ", path, ")");
   } catch (const nlohmann::json::exception& e) {  // a field this optimizer needs is missing
-    detail::fail<DataError>("load_optimizer: ", path, ": its param groups do not fit this ",
-                            "optimizer (", e.what(), "); was it saved by another optimizer?");
+    ::tandem::detail::fail<DataError>("load_optimizer: ", path,
+                                      ": its param groups do not fit this ", "optimizer (",
+                                      e.what(), "); was it saved by another optimizer?");
   }
   return file.metadata;
 }
