@@ -3,7 +3,8 @@
 // one training step (forward, cross-entropy, backward, optimizer) of the MNIST reference CNN with
 // Adam and of the MLP 784-512-256-10 with SGD-momentum at batch 64 … 4,096; the CNN at batch 256
 // under autocast (bfloat16; float16 with a gradient scaler) and with BatchNorm2d after each
-// convolution; 4096³ GEMMs in float32 and bfloat16. Prints "name value unit" lines: for each step
+// convolution; ResNet-18 on 32×32 images (float32 and bfloat16) at batch 256; 4096³ GEMMs in
+// float32 and bfloat16. Prints "name value unit" lines: for each step
 // the wall time (`_ms`), the GPU time between CUDA events around the same steps (`_ms_gpu`) and
 // the peak of allocated memory (`_ms_peak`, MiB); medians over rounds, each synchronised at its
 // ends; and the library versions.
@@ -59,9 +60,12 @@ int reps_for(int64_t batch) { return int(std::clamp<int64_t>(50 * 256 / batch, 5
 // One step's timing; `amp` bfloat16/float16 runs forward and loss under autocast (float16 with a
 // scaler).
 template <typename M, typename Opt>
-Timing step(M& model, Opt& opt, int64_t batch, Device d, DType amp = kFloat32) {
+Timing step(M& model, Opt& opt, int64_t batch, Device d, DType amp = kFloat32,
+            const Shape& image = {1, 28, 28}) {
   manual_seed(0);
-  const Tensor x = randn({batch, 1, 28, 28}).to(d);
+  Shape shape{batch};
+  shape.insert(shape.end(), image.begin(), image.end());
+  const Tensor x = randn(shape).to(d);
   const Tensor y = zeros({batch}, {.dtype = kInt64}).to(d);
   optim::GradScaler scaler({.enabled = amp == kFloat16});
   return measure(
@@ -130,6 +134,16 @@ int main() {
     bn_cnn.to(d);
     optim::Adam adam(bn_cnn.parameters(), {.lr = 1e-3});
     print("cnn_bn_b256_ms", step(bn_cnn, adam, 256, d));
+  }
+  for (DType amp : {kFloat32, kBFloat16}) {
+    // ResNet-18 on 32×32 images (torchvision's, with the CIFAR stem), SGD with momentum: the
+    // batch-norm network of issue 35's list.
+    manual_seed(0);
+    nn::Sequential resnet = nn::resnet18({.num_classes = 10, .small_images = true});
+    resnet.to(d);
+    optim::SGD sgd(resnet.parameters(), {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
+    print(std::string("resnet18_b256") + (amp == kBFloat16 ? "_bf16" : "") + "_ms",
+          step(resnet, sgd, 256, d, amp, {3, 32, 32}));
   }
   for (DType amp : {kBFloat16, kFloat16}) {
     manual_seed(0);

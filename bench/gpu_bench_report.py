@@ -57,24 +57,32 @@ for heads in (tandem[0][1], torch[0][1]):
         print(h)
 print(f"\n{len(tandem)} interleaved run(s) of each side; medians, with the range over the runs")
 main = ["cnn_b64_ms", "cnn_b256_ms", "cnn_bn_b256_ms", "cnn_b256_bf16_ms", "cnn_b256_fp16_ms",
-        "mlp_b256_ms", "gemm4096_tflops", "gemm4096_bf16_tflops"]
+        "mlp_b256_ms", "resnet18_b256_ms", "resnet18_b256_bf16_ms", "gemm4096_tflops",
+        "gemm4096_bf16_tflops"]
 table("Tandem against PyTorch eager (wall ms per step; GEMM TFLOP/s from GPU time)",
       ["benchmark", "Tandem", "PyTorch eager", "Tandem / PyTorch"],
       [[k, cell(tandem, k), cell(torch, k), ratio(med(tandem, k), med(torch, k))] for k in main])
 rows = []
-for k in ["cnn_b64_ms", "cnn_b256_ms", "cnn_bn_b256_ms", "mlp_b256_ms"]:
+for k in ["cnn_b64_ms", "cnn_b256_ms", "cnn_bn_b256_ms", "mlp_b256_ms", "resnet18_b256_ms",
+          "resnet18_b256_bf16_ms"]:
     cols = [med(torch, k + s) for s in ("", "_tuned", "_compile", "_ro")]
+    if all(c is None for c in cols):
+        continue
     best = min(c for c in cols if c is not None)
     rows.append([k, cell(tandem, k)] + [cell(torch, k + s) for s in ("", "_tuned", "_compile", "_ro")]
                 + [ratio(med(tandem, k), best)])
-table("Against PyTorch at its best (wall ms per step): tuned = fused optimizer and cudnn.benchmark; "
+table("Against PyTorch at its best (wall ms per step): tuned = fused optimizer and cudnn.benchmark "
+      "(and channels_last for ResNet-18); "
       "compile = torch.compile; reduce-overhead = torch.compile(mode=\"reduce-overhead\")",
       ["step", "Tandem", "eager", "tuned", "compile", "reduce-overhead", "Tandem / best"], rows)
 for model in ("cnn", "mlp"):
     rows = []
     for b in (64, 128, 256, 512, 1024, 2048, 4096):
         k = f"{model}_b{b}_ms"
-        best = min(c for c in (med(torch, k), med(torch, k + "_tuned")) if c is not None)
+        found = [c for c in (med(torch, k), med(torch, k + "_tuned")) if c is not None]
+        if not found:
+            continue
+        best = min(found)
         rows.append([str(b), cell(tandem, k), cell(torch, k), cell(torch, k + "_tuned"),
                      ratio(med(tandem, k), best), cell(tandem, k + "_gpu"), cell(torch, k + "_gpu"),
                      cell(tandem, k + "_peak", "{:.0f}"), cell(torch, k + "_peak", "{:.0f}")])
@@ -88,3 +96,17 @@ if rows:
     table("CNN with cuDNN's first heuristic pick (cuda::set_deterministic_convolutions(false), "
           "PyTorch's default) against the deterministic choice", ["batch", "Tandem deterministic",
           "Tandem first pick", "eager", "first pick / eager"], rows)
+
+# The same initial weights and batches on both sides (bench/loss_match.cpp and gpu_bench_torch.py
+# --loss-match, appended to the first runs): the losses step by step.
+steps = sorted({int(k.rsplit("step", 1)[1]) for k in tandem[0][0] if k.startswith("loss_")})
+rows = []
+for model in ("cnn", "resnet18"):
+    for s in steps:
+        k = f"loss_{model}_step{s}"
+        a, b = med(tandem, k), med(torch, k)
+        if a is not None and b is not None:
+            rows.append([model, str(s), f"{a:.7f}", f"{b:.7f}", f"{abs(a - b) / abs(b):.1e}"])
+if rows:
+    table("The same initial weights and batches on both sides: training loss at each step",
+          ["model", "step", "Tandem", "PyTorch", "|difference| / PyTorch"], rows)

@@ -47,7 +47,8 @@ pack() {
   mkdir -p "$bundle/bin" "$bundle/lib"
   local progs=("$root"/build-gpu/tests/tandem_*_tests "$root/build-gpu/tools/tandem"
                "$root/build-gpu/tools/tandem_launch_test" "$root/build-gpu/tools/tandem_launch_test_worker"
-               "$root/build-gpu/bench/gpu_bench" "$root/build-gpu/bench/gpt_bench")
+               "$root/build-gpu/bench/gpu_bench" "$root/build-gpu/bench/gpt_bench"
+               "$root/build-gpu/bench/loss_match")
   for p in "${progs[@]}"; do
     cp "$p" "$bundle/bin/" && strip "$bundle/bin/$(basename "$p")"
   done
