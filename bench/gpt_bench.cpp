@@ -9,6 +9,11 @@
 //     LayerNorm, GELU, and AdamW's update. The share of each is its
 //     time over the step's; what is left is the elementwise rest (residual adds, embedding, loss,
 //     clipping) and the engine.
+//   gpt_bench mfu [--device cuda:0] [--amp bf16] [--batch 8] [--peak-tflops P] [--shape gpt2|test]
+//     GPT-2 124M's shape (12 layers, 12 heads, 768 wide, context 1,024, vocabulary 50,304 as
+//     nanoGPT pads it, biases): a whole training step's time, tokens/s, and the model FLOPs
+//     utilisation against the GPU's peak (nanoGPT's estimate_mfu; llm.c reports about 50 % on
+//     A100/H100 in bf16). --shape test: a tiny model, to try the part on a CPU.
 //   gpt_bench attention [--rounds N] [--threads N]
 //     Causal attention, 8 heads of 64, T = 64 … 2048: forward + backward of the fused op and of
 //     the composed form (matmul, mask, softmax, matmul), and the bytes each graph holds after the
@@ -33,6 +38,9 @@ struct Options {
   std::string device = "cpu";
   std::string recipe = "cpu";
   std::string amp = "none";  // bf16: the step and its parts under autocast, as nanoGPT on a GPU
+  int64_t batch = 8;         // mfu: sequences per step
+  double peak_tflops = 0;    // mfu: the GPU's dense peak; 0: from its name where known
+  std::string shape = "gpt2";
 };
 
 Options parse(int argc, char** argv) {
@@ -49,12 +57,20 @@ Options parse(int argc, char** argv) {
       o.recipe = argv[i + 1];
     else if (!std::strcmp(argv[i], "--amp"))
       o.amp = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--batch"))
+      o.batch = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--peak-tflops"))
+      o.peak_tflops = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--shape"))
+      o.shape = argv[i + 1];
   }
-  if ((o.part != "step" && o.part != "attention") || (o.recipe != "cpu" && o.recipe != "gpu") ||
-      (o.amp != "none" && o.amp != "bf16")) {
+  if ((o.part != "step" && o.part != "attention" && o.part != "mfu") ||
+      (o.recipe != "cpu" && o.recipe != "gpu") || (o.amp != "none" && o.amp != "bf16") ||
+      (o.shape != "gpt2" && o.shape != "test") || o.batch < 1) {
     std::fprintf(stderr,
-                 "usage: %s step|attention [--rounds N] [--threads N] [--device D] "
-                 "[--recipe cpu|gpu] [--amp none|bf16]\n",
+                 "usage: %s step|attention|mfu [--rounds N] [--threads N] [--device D] "
+                 "[--recipe cpu|gpu] [--amp none|bf16] [--batch B] [--peak-tflops P] "
+                 "[--shape gpt2|test]\n",
                  argv[0]);
     std::exit(2);
   }
@@ -187,6 +203,68 @@ void step_part(const Options& o) {
   std::printf("(%s)\n", alternative.c_str());
 }
 
+// ---- mfu: GPT-2 124M's step against the GPU's peak ---------------------------------------------
+// The dense bf16 peak of the GPUs whose name says which they are (NVIDIA's data sheets), in
+// TFLOP/s; 0 when unknown.
+double known_peak_tflops(const std::string& name) {
+  if (name.find("H100") != std::string::npos && name.find("PCIe") != std::string::npos) return 756;
+  if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) return 989;
+  if (name.find("A100") != std::string::npos) return 312;
+  return 0;
+}
+
+void mfu_part(const Options& o) {
+  const bool test = o.shape == "test";
+  const nn::GPTConfig c{.block_size = test ? 64 : 1024,
+                        .vocab_size = test ? 512 : 50304,
+                        .n_layer = test ? 2 : 12,
+                        .n_head = test ? 2 : 12,
+                        .n_embd = test ? 64 : 768,
+                        .dropout = 0,
+                        .bias = true};
+  const int64_t kB = o.batch, kT = c.block_size;
+  manual_seed(0);
+  nn::Sequential model = nn::gpt(c);
+  model.to(g_device);
+  optim::AdamW opt(optim::adamw_groups(
+      model.named_parameters(), {.lr = 6e-4, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = 0.1}));
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < kB * (kT + 1); ++i) ids.push_back((i * 7919 + i / 3) % c.vocab_size);
+  const Tensor tokens = from_vector(ids, {kB, kT + 1});
+  const Tensor x = tokens.narrow(1, 0, kT).contiguous().to(g_device),
+               y = tokens.narrow(1, 1, kT).contiguous().to(g_device);
+  const double ms = median_ms(o.rounds, [&] {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      AutocastGuard autocast(g_device.type(), kBFloat16, o.amp == "bf16");
+      loss = nn::gpt_loss(model(x), y);
+    }
+    loss.backward();
+    optim::clip_grad_norm_(model.parameters(), 1.0);
+    opt.step();
+  });
+  // nanoGPT's estimate_mfu (PaLM, appendix B): 6N + 12·L·H·Q·T FLOPs per token, N the parameters
+  // less the position embedding (the tied token embedding counted once).
+  const double n = double(model.parameter_count() - c.block_size * c.n_embd);
+  const double per_token = 6 * n + 12.0 * double(c.n_layer * c.n_head * (c.n_embd / c.n_head) * kT);
+  const double tokens_per_s = double(kB * kT) / (ms * 1e-3);
+  const double peak = o.peak_tflops > 0    ? o.peak_tflops
+                      : g_device.is_cuda() ? known_peak_tflops(cuda::device_name(g_device.index()))
+                                           : 0;
+  std::printf("GPT %s (%lld parameters), batch %lld × %lld tokens, %s, on %s%s\n",
+              test ? "test shape" : "GPT-2 124M", (long long)model.parameter_count(), (long long)kB,
+              (long long)kT, o.amp == "bf16" ? "autocast bf16" : "float32", g_device.str().c_str(),
+              g_device.is_cuda() ? (" (" + cuda::device_name(g_device.index()) + ")").c_str() : "");
+  std::printf("mfu_step_ms %.3f\nmfu_tokens_per_s %.0f\nmfu_model_tflops %.2f\n", ms, tokens_per_s,
+              per_token * tokens_per_s / 1e12);
+  if (peak > 0)
+    std::printf("mfu_percent %.1f (peak %.0f TFLOP/s)\n",
+                100 * per_token * tokens_per_s / 1e12 / peak, peak);
+  else
+    std::printf("mfu_percent unknown (pass --peak-tflops)\n");
+}
+
 // ---- attention: fused against composed --------------------------------------------------------
 Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   const int64_t t = q.size(-2);
@@ -230,6 +308,8 @@ int main(int argc, char** argv) {
   bench::report_load();
   if (o.part == "step")
     step_part(o);
+  else if (o.part == "mfu")
+    mfu_part(o);
   else
     attention_part(o);
   return 0;

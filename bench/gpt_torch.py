@@ -14,6 +14,9 @@ softmax of matmuls it falls back to (Debian's 1.13).
 Prints one line per evaluation and ends with `result: ...` (wall seconds, final losses,
 tokens/s, ms per training iteration) for bench/gpt_bench.sh. With --attention instead: causal
 attention alone, 8 heads of 64, T = 64 … 2048, forward + backward in ms, as nanoGPT computes it.
+With --mfu: GPT-2 124M's training step at context 1,024 (--batch-size sequences; --compile,
+--amp bf16 as nanoGPT on a GPU), tokens/s and MFU against --peak-tflops, beside
+`gpt_bench mfu`.
 """
 import argparse
 import contextlib
@@ -153,6 +156,56 @@ def attention_times(rounds):
         t *= 2
 
 
+def mfu_times(a):
+    """GPT-2 124M's shape (or --shape test), random tokens: the step (forward and loss under
+    autocast, backward, clipping, fused AdamW) timed after warm-up, tokens/s, and the MFU as
+    nanoGPT's estimate_mfu computes it; the keys of bench/gpt_bench.cpp's mfu part."""
+    class Config:
+        pass
+
+    c = Config()
+    test = a.shape == "test"
+    c.n_layer, c.n_head, c.n_embd = (2, 2, 64) if test else (12, 12, 768)
+    c.block_size, c.vocab_size = (64, 512) if test else (1024, 50304)
+    c.bias, c.dropout = True, 0.0
+    model = GPT(c).to(a.device)
+    params = list(model.parameters())
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    fused = {"fused": True} if a.device.startswith("cuda") else {}
+    opt = torch.optim.AdamW(groups, lr=6e-4, betas=(0.9, 0.95), **fused)
+    run = torch.compile(model) if a.compile else model
+    g = torch.Generator().manual_seed(0)
+    tok = torch.randint(0, c.vocab_size, (a.batch_size, c.block_size + 1), generator=g).to(a.device)
+    x, y = tok[:, :-1].contiguous(), tok[:, 1:].contiguous()
+    cuda = a.device.startswith("cuda")
+
+    def step():
+        with torch.autocast(device_type=a.device.split(":")[0], dtype=torch.bfloat16,
+                            enabled=a.amp == "bf16"):
+            loss = run(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        if cuda:
+            torch.cuda.synchronize()
+
+    for _ in range(3 if not a.compile else 10):  # warm-up (and compilation)
+        step()
+    reps = max(1, int(0.3 / max(timeit(step, 1), 1e-9)))
+    ms = 1e3 * sorted(timeit(step, reps) for _ in range(a.rounds))[a.rounds // 2]
+    n = sum(p.numel() for p in model.parameters()) - model.transformer.wpe.weight.numel()
+    per_token = 6 * n + 12 * c.n_layer * c.n_head * (c.n_embd // c.n_head) * c.block_size
+    tokens_per_s = a.batch_size * c.block_size / (ms * 1e-3)
+    print(f"torch {torch.__version__}, compile={a.compile}, amp={a.amp}, device={a.device}")
+    print(f"mfu_step_ms {ms:.3f}\nmfu_tokens_per_s {tokens_per_s:.0f}\n"
+          f"mfu_model_tflops {per_token * tokens_per_s / 1e12:.2f}")
+    if a.peak_tflops > 0:
+        print(f"mfu_percent {100 * per_token * tokens_per_s / 1e12 / a.peak_tflops:.1f} "
+              f"(peak {a.peak_tflops:.0f} TFLOP/s)")
+
+
 def timeit(fn, reps):
     t0 = time.time()
     for _ in range(reps):
@@ -179,11 +232,16 @@ def main():
     p.add_argument("--eval-interval", type=int, default=250)
     p.add_argument("--eval-iters", type=int, default=20)
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--mfu", action="store_true", help="GPT-2 124M's step, tokens/s and MFU")
+    p.add_argument("--shape", default="gpt2", choices=["gpt2", "test"], help="--mfu's model")
+    p.add_argument("--peak-tflops", type=float, default=0.0, help="--mfu: the GPU's dense peak")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     if a.attention:
         return attention_times(a.rounds)
+    if a.mfu:
+        return mfu_times(a)
 
     text = open(a.text, encoding="utf-8").read()
     chars = sorted(set(text))

@@ -22,6 +22,11 @@
 #   bash tools/gpu-check.sh run  [BUNDLE] profile
 #                                           # bench/gpt_bench on cuda:0: the GPU recipe's step and
 #                                           # its parts, and attention alone, T = 64 … 2048
+#   bash tools/gpu-check.sh run  [BUNDLE] mfu
+#                                           # GPT-2 124M's shape at context 1,024, batch MFU_BATCH
+#                                           # (16), bf16: step time, tokens/s and MFU against
+#                                           # MFU_PEAK (989 TFLOP/s, H100 SXM) by gpt_bench mfu
+#                                           # and gpt_torch.py --mfu (eager, torch.compile)
 #   bash tools/gpu-check.sh run  [BUNDLE] sanitize
 #                                           # compute-sanitizer (memcheck, racecheck, synccheck,
 #                                           # initcheck) over the GPT's ops and the fast CUDA
@@ -117,6 +122,21 @@ PY
       done
       LD_LIBRARY_PATH="$libs" timeout 240 "$bundle/bin/gpt_bench" attention --device cuda:0 \
         --rounds 3 || status=1
+      echo '```'
+    } >>"$out" 2>&1
+    cat "$out"
+    return $status
+  fi
+  if [ "$part" = mfu ]; then  # GPT-2 124M at context 1,024: tokens/s and MFU, both frameworks
+    local batch=${MFU_BATCH:-16}
+    {
+      echo '```'
+      LD_LIBRARY_PATH="$libs" timeout 150 "$bundle/bin/gpt_bench" mfu --device cuda:0 --amp bf16 \
+        --batch "$batch" --rounds 3 || status=1
+      for compile in "" --compile; do
+        timeout 240 python3 "$bundle/bin/gpt_torch.py" --mfu --device cuda --amp bf16 \
+          --batch-size "$batch" --rounds 3 --peak-tflops "${MFU_PEAK:-989}" $compile || status=1
+      done
       echo '```'
     } >>"$out" 2>&1
     cat "$out"
@@ -269,10 +289,10 @@ run_tests() {
   return $status
 }
 
-case "$part" in all | tests | bench | profile | sanitize | gpt-tandem | gpt-torch | gpt-compile) ;; *) mode=usage ;; esac
+case "$part" in all | tests | bench | profile | mfu | sanitize | gpt-tandem | gpt-torch | gpt-compile) ;; *) mode=usage ;; esac
 case "$mode" in
   pack) pack ;;
   run) run ;;
-  *) echo "usage: $0 pack [BUNDLE] | run [BUNDLE] [tests|bench|profile|sanitize|gpt-tandem|gpt-torch|gpt-compile]" >&2
+  *) echo "usage: $0 pack [BUNDLE] | run [BUNDLE] [tests|bench|profile|mfu|sanitize|gpt-tandem|gpt-torch|gpt-compile]" >&2
      exit 2 ;;
 esac
