@@ -9,6 +9,7 @@
 // the peak of allocated memory (`_ms_peak`, MiB); medians over rounds, each synchronised at its
 // ends; and the library versions.
 #include <tandem/core/cpu_info.h>
+#include <tandem/core/cuda/graph.h>
 #include <tandem/core/cuda/stream.h>
 #include <tandem/tandem.h>
 #include <algorithm>
@@ -59,29 +60,33 @@ int reps_for(int64_t batch) { return int(std::clamp<int64_t>(50 * 256 / batch, 5
 
 // One step's timing; `amp` bfloat16/float16 runs forward and loss under autocast (float16 with a
 // scaler).
+// With `graph`, the step is captured once into a CUDA graph (after measure()'s warm-up steps,
+// three more run eagerly first) and each timed step is one replay.
 template <typename M, typename Opt>
 Timing step(M& model, Opt& opt, int64_t batch, Device d, DType amp = kFloat32,
-            const Shape& image = {1, 28, 28}) {
+            const Shape& image = {1, 28, 28}, bool graph = false) {
   manual_seed(0);
   Shape shape{batch};
   shape.insert(shape.end(), image.begin(), image.end());
   const Tensor x = randn(shape).to(d);
   const Tensor y = zeros({batch}, {.dtype = kInt64}).to(d);
   optim::GradScaler scaler({.enabled = amp == kFloat16});
-  return measure(
-      [&] {
-        opt.zero_grad();
-        Tensor loss;
-        {
-          AutocastGuard autocast(DeviceType::CUDA, amp == kFloat32 ? kBFloat16 : amp,
-                                 amp != kFloat32);
-          loss = cross_entropy(model.forward(x), y);
-        }
-        scaler.scale(loss).backward();
-        scaler.step(opt);
-        scaler.update();
-      },
-      reps_for(batch));
+  auto train_step = [&] {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      AutocastGuard autocast(DeviceType::CUDA, amp == kFloat32 ? kBFloat16 : amp, amp != kFloat32);
+      loss = cross_entropy(model.forward(x), y);
+    }
+    scaler.scale(loss).backward();
+    scaler.step(opt);
+    scaler.update();
+  };
+  if (!graph) return measure(train_step, reps_for(batch));
+  for (int i = 0; i < 3; ++i) train_step();
+  cuda::Graph g(d.index());
+  g.capture(train_step);
+  return measure([&] { g.replay(); }, reps_for(batch));
 }
 
 void print(const std::string& key, const Timing& t) {
@@ -114,6 +119,21 @@ int main() {
     optim::SGD sgd(mlp.parameters(), {.lr = 0.05, .momentum = 0.9});
     print("mlp_b" + std::to_string(batch) + "_ms", step(mlp, sgd, batch, d));
   }
+  // The same steps as one CUDA graph each (core/cuda/graph.h): what launching costs is gone.
+  for (int64_t batch : {64, 256}) {
+    manual_seed(0);
+    bench::ReferenceCnn cnn;
+    cnn.to(d);
+    optim::Adam adam(cnn.parameters(), {.lr = 1e-3, .capturable = true});
+    print("cnn_b" + std::to_string(batch) + "_ms_graph",
+          step(cnn, adam, batch, d, kFloat32, {1, 28, 28}, true));
+    manual_seed(0);
+    bench::ReferenceMlp mlp;
+    mlp.to(d);
+    optim::SGD sgd(mlp.parameters(), {.lr = 0.05, .momentum = 0.9});
+    print("mlp_b" + std::to_string(batch) + "_ms_graph",
+          step(mlp, sgd, batch, d, kFloat32, {1, 28, 28}, true));
+  }
   // cuDNN's first heuristic pick, as PyTorch takes it by default (FFT, Winograd, atomics allowed).
   cuda::set_deterministic_convolutions(false);
   for (int64_t batch : {256, 1024, 4096}) {
@@ -142,8 +162,9 @@ int main() {
     nn::Sequential resnet = nn::resnet18({.num_classes = 10, .small_images = true});
     resnet.to(d);
     optim::SGD sgd(resnet.parameters(), {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
-    print(std::string("resnet18_b256") + (amp == kBFloat16 ? "_bf16" : "") + "_ms",
-          step(resnet, sgd, 256, d, amp, {3, 32, 32}));
+    const std::string key = std::string("resnet18_b256") + (amp == kBFloat16 ? "_bf16" : "");
+    print(key + "_ms", step(resnet, sgd, 256, d, amp, {3, 32, 32}));
+    print(key + "_ms_graph", step(resnet, sgd, 256, d, amp, {3, 32, 32}, true));
   }
   for (DType amp : {kBFloat16, kFloat16}) {
     manual_seed(0);

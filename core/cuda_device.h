@@ -133,6 +133,15 @@ int64_t host_syncs();
 /// Called by Tandem just before each implicit host sync; throws CudaError under Error.
 void note_host_sync(const char* what);
 
+/// Whether a CUDA graph (cuda::Graph, core/cuda/graph.h) is capturing work on cuda:device now.
+/// What cannot be captured asks this to fail clearly instead: random draws (their numbers would
+/// be the same at every replay), index checks read later by the host. False without CUDA.
+bool is_capturing(int device);
+namespace detail {
+/// core/cuda/graph.cpp: the calling thread begins or ends capturing on `device`.
+void note_capture(int device, bool begins);
+}  // namespace detail
+
 /// Index checks that kernels on cuda:device registered and the host has not read yet; they are
 /// read, and a bad index raised, at the next sync (core/cuda/deferred_errors.h). 0 without CUDA.
 size_t deferred_checks(int device);

@@ -55,7 +55,7 @@ Tensor rand(const Shape& shape, const TensorOptions& options) {
   Tensor t = empty(shape, options);
   TD_CHECK_DTYPE(is_floating(t.dtype()), "rand: expected a floating dtype, but got ", t.dtype());
   if (t.numel() == 0) return t;
-  const GeneratorState state = default_generator(t.device()).reserve(uint64_t(t.numel()));
+  const GeneratorState state = reserve_random(t.device(), uint64_t(t.numel()));
   kernels(t.device()).uniform(t, 0.0, 1.0, state);
   return t;
 }
@@ -64,7 +64,7 @@ Tensor randn(const Shape& shape, const TensorOptions& options) {
   Tensor t = empty(shape, options);
   TD_CHECK_DTYPE(is_floating(t.dtype()), "randn: expected a floating dtype, but got ", t.dtype());
   if (t.numel() == 0) return t;
-  const GeneratorState state = default_generator(t.device()).reserve(uint64_t(t.numel()));
+  const GeneratorState state = reserve_random(t.device(), uint64_t(t.numel()));
   kernels(t.device()).normal(t, 0.0, 1.0, state);
   return t;
 }

@@ -1,5 +1,6 @@
 // core/generator.cpp — the per-device default generators.
 #include <tandem/core/check.h>
+#include <tandem/core/cuda_device.h>
 #include <tandem/core/generator.h>
 
 namespace tandem {
@@ -76,6 +77,16 @@ Generator& default_generator(Device device) {
   if (g == nullptr) g = &shared_generator(device);
   if (t_recorder != nullptr) t_recorder->note(device, *g);
   return *g;
+}
+
+GeneratorState reserve_random(Device device, uint64_t counters) {
+  TD_CHECK_AS(CudaError, !(device.is_cuda() && cuda::is_capturing(device.index())),
+              "a random draw on ", device,
+              " (dropout, rand, randn, multinomial, an initialiser) is being captured into a CUDA "
+              "graph, where every replay would repeat the same numbers; graph-safe random "
+              "offsets are not supported\n  hint: capture steps without dropout (p = 0), or run "
+              "this one without a graph");
+  return default_generator(device).reserve(counters);
 }
 
 void manual_seed(uint64_t seed) {

@@ -39,6 +39,11 @@ class Generator {
 /// replay of it inside a ReplayGenerators scope.
 Generator& default_generator(Device device);
 
+/// default_generator(device).reserve(counters), for a random kernel about to run on `device`:
+/// the draw every random op makes. CudaError while a CUDA graph captures `device`, whose replays
+/// would repeat the same numbers (graph-safe random offsets are not supported).
+GeneratorState reserve_random(Device device, uint64_t counters);
+
 /// While alive, this thread's random draws on each listed device come from a private generator
 /// that starts at the given state. Activation checkpointing replays a forward's random numbers
 /// (dropout masks) this way without touching the shared generators: other threads, and devices

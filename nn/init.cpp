@@ -17,7 +17,7 @@ Tensor& fill_random(Tensor& t, F draw) {
   check_floating("init", "tensor", t);
   if (t.numel() == 0) return t;
   NoGradGuard no_grad;
-  const GeneratorState state = default_generator(t.device()).reserve(uint64_t(t.numel()));
+  const GeneratorState state = reserve_random(t.device(), uint64_t(t.numel()));
   if (t.is_contiguous()) {
     draw(t, state);
   } else {

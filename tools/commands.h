@@ -77,7 +77,8 @@ struct TrainOptions {
   int64_t chunks = 4;    // --pipeline: micro-batches per batch
   std::string pipeline_schedule = "gpipe";  // --pipeline: gpipe | 1f1b
   std::string amp = "none";                 // none | bf16 | fp16: autocast (fp16 with a GradScaler)
-  GptOptions gpt;                           // --model gpt only
+  bool cuda_graphs = false;  // the whole step as one CUDA graph (train/graphed_step.h)
+  GptOptions gpt;            // --model gpt only
 };
 
 /// Trains a model on an MNIST-format dataset; writes metrics.jsonl, report.html and checkpoints.

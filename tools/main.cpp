@@ -155,6 +155,10 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
   cmd->add_flag("--no-progress", t.no_progress, "plain log lines even on a terminal");
   cmd->add_option("--max-steps", t.max_steps, "stop each epoch after N steps (smoke tests)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--cuda-graphs", t.cuda_graphs,
+                "capture the whole training step (forward, backward, optimizer) as one CUDA graph "
+                "after 3 eager steps, and replay it on every batch (--model mlp or cnn: no "
+                "dropout; --schedule none; one device)");
   cmd->add_flag("--skip-nonfinite", t.skip_nonfinite,
                 "skip (and count) a step whose loss or gradients are NaN or inf, instead of "
                 "stopping the run with an error naming the step");

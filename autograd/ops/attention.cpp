@@ -132,7 +132,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   const Tensor mask = kernel_mask(o.attn_mask, batch, b, tq, tk, q.options());
   AttentionParams p{.scale = scale, .causal = o.causal, .dropout_p = o.dropout_p};
   if (p.dropout_p > 0)
-    p.rng = default_generator(q.device()).reserve(uint64_t(b) * uint64_t(tq) * uint64_t(tk));
+    p.rng = reserve_random(q.device(), uint64_t(b) * uint64_t(tq) * uint64_t(tk));
   Tensor out = empty({b, tq, dv}, q.options());
   Tensor lse = empty({b, tq}, {.dtype = accumulate_dtype(q.dtype()), .device = q.device()});
   kernels(q.device()).attention_forward(q, k, v, mask, p, out, lse);

@@ -81,7 +81,7 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
   TD_CHECK_VALUE(p.size(1) >= 1, "multinomial: probs has no categories");
   Tensor out = empty({p.size(0), num_samples}, {.dtype = kInt64, .device = probs.device()});
   const GeneratorState rng =
-      default_generator(probs.device()).reserve(uint64_t(p.size(0)) * uint64_t(num_samples));
+      reserve_random(probs.device(), uint64_t(p.size(0)) * uint64_t(num_samples));
   {
     NoGradGuard no_grad;
     kernels(probs.device()).multinomial(p.detach(), num_samples, replacement, rng, out);

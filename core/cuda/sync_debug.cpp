@@ -1,6 +1,7 @@
 // core/cuda/sync_debug.cpp — counting and reporting the host syncs nobody asked for
 // (cuda_device.h, SyncDebugMode). The mode is process-wide, as PyTorch's: the sync may happen on
-// a worker thread (a backward worker, a DataLoader's) that the setting must reach.
+// a worker thread (a backward worker, a DataLoader's) that the setting must reach. And which
+// devices a CUDA graph is capturing (core/cuda/graph.cpp): a host sync there is always an error.
 #include <tandem/core/check.h>
 #include <tandem/core/cuda_device.h>
 #include <atomic>
@@ -10,7 +11,21 @@ namespace tandem::cuda {
 namespace {
 std::atomic<SyncDebugMode> g_mode{SyncDebugMode::Off};
 std::atomic<int64_t> g_syncs{0};
+std::atomic<int> g_captures[Device::kMaxCudaDevices] = {};
+thread_local int t_capturing = -1;  // the device this thread is capturing a graph on
 }  // namespace
+
+bool is_capturing(int device) {
+  return device >= 0 && device < Device::kMaxCudaDevices &&
+         g_captures[device].load(std::memory_order_relaxed) > 0;
+}
+
+namespace detail {
+void note_capture(int device, bool begins) {
+  g_captures[device].fetch_add(begins ? 1 : -1);
+  t_capturing = begins ? device : -1;
+}
+}  // namespace detail
 
 void set_sync_debug_mode(SyncDebugMode mode) { g_mode.store(mode); }
 SyncDebugMode sync_debug_mode() { return g_mode.load(); }
@@ -18,6 +33,12 @@ int64_t host_syncs() { return g_syncs.load(); }
 
 void note_host_sync(const char* what) {
   g_syncs.fetch_add(1, std::memory_order_relaxed);
+  if (t_capturing >= 0)
+    ::tandem::detail::fail<CudaError>(
+        "the host would wait for the GPU in ", what,
+        " while capturing a CUDA graph on cuda:", t_capturing,
+        ": a captured step cannot read a result (no item(), no copy to the host)",
+        "\n  hint: read it after replay(), from the tensor the captured step wrote");
   switch (g_mode.load(std::memory_order_relaxed)) {
     case SyncDebugMode::Off:
       return;

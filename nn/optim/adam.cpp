@@ -1,6 +1,7 @@
 // nn/optim/adam.cpp — Adam/AdamW: fused multi-tensor updates, with the step counts on the host, or
 // on the devices once a GradScaler asks for steps it can skip without reading its flag.
 #include <tandem/autograd/grad_mode.h>
+#include <tandem/core/cuda_device.h>
 #include <tandem/core/kernels/kernels.h>
 #include <tandem/core/layout.h>
 #include <tandem/nn/optim/adam.h>
@@ -28,13 +29,32 @@ Adam::Adam(std::vector<Group> groups, bool decoupled)
 std::vector<Tensor> Adam::parameters() const { return detail::flatten_groups(groups_); }
 
 void Adam::step() {
-  // Once the counts live on the devices (a GradScaler used step_unless), they are counted there.
-  const bool on_device = std::any_of(state_.begin(), state_.end(),
-                                     [](const State& s) { return s.device_step.defined(); });
+  // Once the counts live on the devices (capturable, or a GradScaler used step_unless), they are
+  // counted there.
+  bool on_device = std::any_of(state_.begin(), state_.end(),
+                               [](const State& s) { return s.device_step.defined(); });
+  for (const Group& g : groups_) on_device = on_device || g.options.capturable;
+  check_capture();
   update(on_device, {});
 }
 
+// A captured step repeats what it recorded: state created inside the capture would be created
+// (zeroed) again at every replay, and a count on the host would never advance.
+void Adam::check_capture() const {
+  const std::vector<Tensor> params = parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Device d = params[i].device();
+    if (!d.is_cuda() || !cuda::is_capturing(d.index()) || !params[i].grad().defined()) continue;
+    TD_CHECK_VALUE(state_[i].exp_avg.defined() && state_[i].device_step.defined(),
+                   decoupled_ ? "AdamW" : "Adam", ": parameter ", i, " has no step count on ", d,
+                   " yet, and a CUDA graph is capturing its step",
+                   "\n  hint: AdamOptions{.capturable = true}, and a step before capturing (warm "
+                   "up)");
+  }
+}
+
 bool Adam::step_unless(const std::vector<Tensor>& found_inf) {
+  check_capture();
   update(true, found_inf);
   return true;
 }
@@ -126,7 +146,7 @@ OptimizerState Adam::state_dict() const {
                       {"amsgrad", false},
                       {"maximize", false},
                       {"foreach", nullptr},
-                      {"capturable", false},
+                      {"capturable", o.capturable},
                       {"differentiable", false},
                       {"fused", nullptr},
                       {"params", params}});

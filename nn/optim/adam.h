@@ -11,6 +11,9 @@ struct AdamOptions {
   double beta1 = 0.9, beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0;  // AdamW's default is 1e-2
+  /// PyTorch's capturable: the step counts live on the parameters' devices from the first step,
+  /// so that a CUDA graph (core/cuda/graph.h) can capture a step whose replays each advance them.
+  bool capturable = false;
 };
 
 class Adam : public Optimizer {
@@ -43,6 +46,7 @@ class Adam : public Optimizer {
   // The update over every parameter with a gradient; with `on_device`, the counts and the flag
   // are read on the device (found_inf empty: never skip).
   void update(bool on_device, const std::vector<Tensor>& found_inf);
+  void check_capture() const;
   std::vector<Group> groups_;
   std::vector<State> state_;  // per parameter index
   bool decoupled_;

@@ -1,5 +1,6 @@
 // nn/optim/sgd.cpp — SGD: one fused kernel per parameter per step (core/kernels/cpu/optim.cpp).
 #include <tandem/autograd/grad_mode.h>
+#include <tandem/core/cuda_device.h>
 #include <tandem/core/kernels/kernels.h>
 #include <tandem/core/layout.h>
 #include <tandem/core/tensor_checks.h>
@@ -35,6 +36,12 @@ void SGD::step() {
       const Tensor grad = p.grad();
       if (!grad.defined()) continue;
       const bool first = !buf.defined();
+      // A captured first step would make every replay a first step (buffer = gradient).
+      TD_CHECK_VALUE(!(first && g.options.momentum != 0 && p.device().is_cuda() &&
+                       cuda::is_capturing(p.device().index())),
+                     "SGD: the first step with momentum is being captured into a CUDA graph, and "
+                     "every replay would repeat it (the buffer starts as the gradient)\n  hint: "
+                     "take a step before capturing (warm up)");
       if (g.options.momentum != 0 && first) buf = empty_like(p);
       const SgdParams sp{g.options.lr,           g.options.momentum, g.options.dampening,
                          g.options.weight_decay, g.options.nesterov, first};

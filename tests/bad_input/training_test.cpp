@@ -1,8 +1,8 @@
 // tests/bad_input/training_test.cpp — the bad-input table, part 2: `tandem train` run as a user
 // runs it. Resuming from a half-written or interrupted checkpoint, a loss that turns NaN (it
 // stops naming the step, or skips under --skip-nonfinite, and never saves NaN over a good
-// checkpoint, in the parameters or in batch norm's statistics), and a dataset whose image and
-// label counts differ.
+// checkpoint, in the parameters or in batch norm's statistics), a dataset whose image and
+// label counts differ, and --cuda-graphs with what a replayed step cannot hold.
 #include <cmath>
 #include <filesystem>
 
@@ -131,6 +131,26 @@ const Row kTrainRows[] = {
      {"size mismatch", "{dir}/data/train-images-idx3-ubyte holds 32 images",
       "train-labels-idx1-ubyte holds 30 labels"},
      [](const TempDir& d) { EXPECT_FALSE(fs::exists(d.file("ckpt/model.safetensors"))); }},
+    // --cuda-graphs replays one captured step: what changes between steps cannot be in it.
+    {"CudaGraphsWithDropout",
+     [](const TempDir& d) { return train(d, "ckpt", "--model cnn-bn --cuda-graphs"); },
+     "exit 1",
+     {"--cuda-graphs needs --model mlp or cnn", "dropout"},
+     [](const TempDir&) {}},
+    {"CudaGraphsWithALearningRateSchedule",
+     [](const TempDir& d) { return train(d, "ckpt", "--cuda-graphs --schedule cosine"); },
+     "exit 1",
+     {"--cuda-graphs needs --schedule none", "cosine"},
+     [](const TempDir&) {}},
+    {"CudaGraphsOnTheCpu",
+     [](const TempDir& d) {
+       fs::create_directories(d.file("data"));
+       write_dataset(d.file("data"), 32);
+       return train(d, "ckpt", "--cuda-graphs --schedule none --device cpu");
+     },
+     "exit 1",
+     {"--cuda-graphs needs a CUDA device", "not cpu"},
+     [](const TempDir&) {}},
 };
 
 class Training : public ::testing::TestWithParam<Row> {};

@@ -213,6 +213,20 @@ TrainOptions resolve_config(TrainOptions o) {
     use_first_device(o, "--data-parallel", o.data_parallel,
                      device_list("--data-parallel", o.data_parallel), "holds the model");
   }
+  if (o.cuda_graphs) {
+    // A replay repeats the captured step exactly: what changes between steps on the host cannot
+    // be in it (train/graphed_step.h).
+    TD_CHECK_VALUE(o.model != "gpt" && o.model != "cnn-bn",
+                   "train: --cuda-graphs needs --model mlp or cnn: ", o.model,
+                   "'s dropout draws a new mask every step, which a replayed graph cannot");
+    TD_CHECK_VALUE(o.schedule == "none", "train: --cuda-graphs needs --schedule none: the ",
+                   o.schedule, " schedule changes the learning rate every step, and the graph ",
+                   "holds the one it was captured with");
+    TD_CHECK_VALUE(!o.ddp && o.data_parallel.empty() && o.pipeline.empty() &&
+                       !o.activation_checkpointing && !o.skip_nonfinite,
+                   "train: --cuda-graphs captures one device's plain step: not with --ddp, "
+                   "--data-parallel, --pipeline, --activation-checkpointing or --skip-nonfinite");
+  }
   TD_CHECK_VALUE(one_of(o.amp, {"none", "bf16", "fp16"}), "train: --amp ", o.amp,
                  " is not one of none, bf16, fp16");
   TD_CHECK_VALUE(o.chunks >= 1, "train: --chunks must be >= 1, but got ", o.chunks);

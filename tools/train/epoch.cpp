@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 #include <utility>
 
 #include "augment.h"
@@ -98,14 +99,26 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
                          .to(device, /*non_blocking=*/s.augment == 0);
     const Tensor y = batch.y.to(device, /*non_blocking=*/true);  // pinned when on a GPU
 
-    s.optimizer.zero_grad();
-    const auto [loss, logits] = train_step(s.step, x, y);
+    // --cuda-graphs: zero_grad, the step and the optimizer's are one replay, already applied.
+    Tensor loss, logits;
+    if (s.graphed) {
+      std::tie(loss, logits) = (*s.graphed)(x, y);
+    } else {
+      s.optimizer.zero_grad();
+      const StepResult r = train_step(s.step, x, y);
+      loss = r.loss, logits = r.logits;
+    }
     const double l = loss.item();
     // Under the gradient scaler, inf/NaN gradients are expected now and then (the scale is
     // probing how high it can go): the scaler skips those steps. A non-finite loss is still
     // an error (or a --skip-nonfinite skip).
     const bool gradients_ok =
-        scaling || gradients_finite(s.optimizer, sharded_gradients_group(s.step));  // every rank
+        scaling || s.graphed || gradients_finite(s.optimizer, sharded_gradients_group(s.step));
+    TD_CHECK_AS(
+        NonFiniteError, std::isfinite(l) || !s.graphed, "train: the loss is ", l, " at epoch ",
+        epoch, ", step ", all.steps + 1,
+        "; under --cuda-graphs the step was applied with it (the replay is the whole "
+        "step)\n  hint: lower --lr, or run without --cuda-graphs and with --skip-nonfinite");
     if (!std::isfinite(l) || !gradients_ok) {
       TD_CHECK_AS(NonFiniteError, s.skip_nonfinite, "train: the loss is ",
                   std::isnan(l) ? std::string("NaN") : std::to_string(l),
@@ -121,7 +134,9 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
       if (++all.steps == s.steps) break;
       continue;
     }
-    if (scaling) {
+    if (s.graphed) {
+      // (applied by the replay)
+    } else if (scaling) {
       scaler->step(s.optimizer);  // skips, and counts it, on inf/NaN gradients
       scaler->update();
     } else {

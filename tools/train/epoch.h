@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "graphed_step.h"
 #include "metrics.h"
 #include "step.h"
 
@@ -30,6 +31,7 @@ struct EpochSetup {
   int world = 1;                           // ranks training together: images/s counts all of them
   bool skip_nonfinite = false;             // --skip-nonfinite: skip such a step instead of stopping
   std::function<void()> after_first_step;  // runs once, after this process's first step
+  GraphedStep* graphed = nullptr;          // --cuda-graphs: the whole step, optimizer included
 };
 
 /// A step's loss or gradients were NaN or inf (the step was not applied), or parameters were

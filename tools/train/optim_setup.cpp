@@ -30,7 +30,8 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, std::vec
         std::move(params),
         optim::SGDOptions{.lr = lr, .momentum = o.momentum, .weight_decay = o.weight_decay}, o.zero,
         s);
-  const optim::AdamOptions adam{.lr = lr, .weight_decay = o.weight_decay};
+  const optim::AdamOptions adam{
+      .lr = lr, .weight_decay = o.weight_decay, .capturable = o.cuda_graphs};
   if (o.optimizer == "adamw") return build<optim::AdamW>(std::move(params), adam, o.zero, s);
   return build<optim::Adam>(std::move(params), adam, o.zero, s);
 }

@@ -203,6 +203,22 @@ int run_train(const TrainOptions& flags) {
                     .quiet = !lead,
                     .world = world,
                     .skip_nonfinite = o.skip_nonfinite};
+  // --cuda-graphs: the step the epoch loop would run, optimizer included, as one graph.
+  std::unique_ptr<GraphedStep> graphed;
+  if (o.cuda_graphs) {
+    graphed = std::make_unique<GraphedStep>(device, [&](const Tensor& x, const Tensor& y) {
+      optimizer->zero_grad();
+      const StepResult r = train_step(setup, x, y);
+      if (setup.scaler != nullptr && setup.scaler->is_enabled()) {
+        setup.scaler->step(*optimizer);
+        setup.scaler->update();
+      } else {
+        optimizer->step();
+      }
+      return std::pair{r.loss, r.logits};
+    });
+    epochs.graphed = graphed.get();
+  }
   std::string memory;  // --ddp: this rank's memory after the first step, beside the formula
   if (o.ddp)
     epochs.after_first_step = [&] {
