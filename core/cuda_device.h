@@ -140,6 +140,8 @@ bool is_capturing(int device);
 namespace detail {
 /// core/cuda/graph.cpp: the calling thread begins or ends capturing on `device`.
 void note_capture(int device, bool begins);
+/// Whether the calling thread's current stream on cuda:device is being captured.
+bool current_stream_is_capturing(int device);
 }  // namespace detail
 
 /// Index checks that kernels on cuda:device registered and the host has not read yet; they are

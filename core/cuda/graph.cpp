@@ -11,6 +11,15 @@
 
 namespace tandem::cuda {
 
+bool detail::current_stream_is_capturing(int device) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(current_stream(device), &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return status == cudaStreamCaptureStatusActive;
+}
+
 Graph::Graph(int device) : device_(device) {
   DeviceGuard guard(device);  // checks the device exists, before anything is made on it
   stream_ = std::make_unique<Stream>(device);
@@ -37,6 +46,19 @@ void Graph::reset() {
     detail::release_graph_pool(device_, pool_);
     pool_ = 0;
   }
+}
+
+void Graph::run(const std::function<void()>& work) {
+  DeviceGuard guard(device_);
+  const cudaStream_t caller = current_stream(device_);
+  before_->record(caller);
+  before_->wait(stream_->get());
+  {
+    StreamGuard on_graph_stream(*stream_);
+    work();
+  }
+  after_->record(stream_->get());
+  after_->wait(caller);
 }
 
 void Graph::capture(const std::function<void()>& work) {

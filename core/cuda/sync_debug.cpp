@@ -16,11 +16,18 @@ thread_local int t_capturing = -1;  // the device this thread is capturing a gra
 }  // namespace
 
 bool is_capturing(int device) {
-  return device >= 0 && device < Device::kMaxCudaDevices &&
-         g_captures[device].load(std::memory_order_relaxed) > 0;
+  // Cheap while no graph is capturing anywhere; then only the calling thread's stream counts, so
+  // that other threads' work on the device goes on as usual.
+  if (device < 0 || device >= Device::kMaxCudaDevices ||
+      g_captures[device].load(std::memory_order_relaxed) == 0)
+    return false;
+  return detail::current_stream_is_capturing(device);
 }
 
 namespace detail {
+#if !TANDEM_HAS_CUDA
+bool current_stream_is_capturing(int) { return false; }
+#endif
 void note_capture(int device, bool begins) {
   g_captures[device].fetch_add(begins ? 1 : -1);
   t_capturing = begins ? device : -1;
@@ -33,10 +40,13 @@ int64_t host_syncs() { return g_syncs.load(); }
 
 void note_host_sync(const char* what) {
   g_syncs.fetch_add(1, std::memory_order_relaxed);
-  if (t_capturing >= 0)
+  int capturing = t_capturing;  // this thread's capture, or a backward worker's on its stream
+  for (int d = 0; capturing < 0 && d < Device::kMaxCudaDevices; ++d)
+    if (is_capturing(d)) capturing = d;
+  if (capturing >= 0)
     ::tandem::detail::fail<CudaError>(
         "the host would wait for the GPU in ", what,
-        " while capturing a CUDA graph on cuda:", t_capturing,
+        " while capturing a CUDA graph on cuda:", capturing,
         ": a captured step cannot read a result (no item(), no copy to the host)",
         "\n  hint: read it after replay(), from the tensor the captured step wrote");
   switch (g_mode.load(std::memory_order_relaxed)) {

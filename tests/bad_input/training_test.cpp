@@ -142,6 +142,13 @@ const Row kTrainRows[] = {
      "exit 1",
      {"--cuda-graphs needs --schedule none", "cosine"},
      [](const TempDir&) {}},
+    {"CudaGraphsWithFloat16AndSgd",
+     [](const TempDir& d) {
+       return train(d, "ckpt", "--cuda-graphs --schedule none --amp fp16");  // SGD: train()'s
+     },
+     "exit 1",
+     {"--cuda-graphs --amp fp16 needs --optimizer adam or adamw"},
+     [](const TempDir&) {}},
     {"CudaGraphsOnTheCpu",
      [](const TempDir& d) {
        fs::create_directories(d.file("data"));

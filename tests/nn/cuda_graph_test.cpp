@@ -44,15 +44,24 @@ TEST_F(CudaGraph, ReplaysOnNewInputsAndComputesNothingWhileCapturing) {
   EXPECT_THAT(error_message<ValueError>([&] { g.capture([] {}); }), HasSubstr("reset() first"));
 }
 
-// The memory the graph's kernels use stays the graph's: allocations after the capture, of the
-// sizes its temporaries had, get other blocks, so filling them cannot change what a replay makes.
+// The memory the graph's kernels use stays the graph's. A tensor made before the capture on the
+// caller's stream and dropped inside it is read by every replay: without the private pool its
+// block would go back to the caller's stream's cache, the next allocation of that size there
+// would get it, and the replay would read -7s.
 TEST_F(CudaGraph, ItsMemoryIsNotHandedToWorkOutsideIt) {
-  Tensor x = arange(0, 4096, 1, {.dtype = kFloat32}).to(gpu);
+  Tensor before = arange(0, 4096, 1, {.dtype = kFloat32}).to(gpu);
+  const void* address = before.data_ptr();
   Tensor y;
   cuda::Graph g(0);
-  g.capture([&] { y = ((x + 1.0) * 3.0 - 2.0).relu(); });  // temporaries freed inside
+  g.capture([&] {
+    y = ((before + 1.0) * 3.0 - 2.0).relu();  // temporaries freed inside, too
+    before = Tensor();
+  });
   std::vector<Tensor> outside;
-  for (int i = 0; i < 8; ++i) outside.push_back(full({4096}, -7.0, {.device = gpu}));
+  for (int i = 0; i < 8; ++i) {
+    outside.push_back(full({4096}, -7.0, {.device = gpu}));
+    EXPECT_NE(outside.back().data_ptr(), address) << "the graph's block was handed out";
+  }
   g.replay();
   const std::vector<double> got = values(y);
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], (double(i) + 1) * 3 - 2) << i;
@@ -70,8 +79,9 @@ void expect_graph_steps_equal_eager(Device gpu, MakeOpt make_opt, DType amp) {
   graph_model.to(gpu);
   auto eager_opt = make_opt(eager_model.parameters());
   auto graph_opt = make_opt(graph_model.parameters());
-  optim::GradScaler eager_scaler({.enabled = amp == kFloat16}),
-      graph_scaler({.enabled = amp == kFloat16});
+  // The scale grows after every good step: the replays must update it on the GPU as eager does.
+  optim::GradScaler eager_scaler({.growth_interval = 1, .enabled = amp == kFloat16}),
+      graph_scaler({.growth_interval = 1, .enabled = amp == kFloat16});
   std::vector<Tensor> xs, ys;
   for (int s = 0; s < 6; ++s) {
     xs.push_back(randn({16, 20}).to(gpu));
@@ -94,8 +104,8 @@ void expect_graph_steps_equal_eager(Device gpu, MakeOpt make_opt, DType amp) {
   cuda::Graph g(0);
   for (int s = 0; s < 6; ++s) {
     step(eager_model, eager_opt, eager_scaler, xs[size_t(s)], ys[size_t(s)]);
-    if (s < 2) {
-      step(graph_model, graph_opt, graph_scaler, xs[size_t(s)], ys[size_t(s)]);
+    if (s < 2) {  // warm-up, on the graph's stream
+      g.run([&] { step(graph_model, graph_opt, graph_scaler, xs[size_t(s)], ys[size_t(s)]); });
     } else {
       if (s == 2)
         g.capture([&] { step(graph_model, graph_opt, graph_scaler, static_x, static_y); });
@@ -108,6 +118,7 @@ void expect_graph_steps_equal_eager(Device gpu, MakeOpt make_opt, DType amp) {
       ASSERT_EQ(values(r[i]), values(e[i])) << "parameter " << i << " after step " << s;
   }
   EXPECT_EQ(graph_scaler.get_scale(), eager_scaler.get_scale());
+  EXPECT_EQ(graph_scaler.skipped_steps(), eager_scaler.skipped_steps());
 }
 
 TEST_F(CudaGraph, AdamStepsReplayedEqualEagerSteps) {

@@ -222,6 +222,10 @@ TrainOptions resolve_config(TrainOptions o) {
     TD_CHECK_VALUE(o.schedule == "none", "train: --cuda-graphs needs --schedule none: the ",
                    o.schedule, " schedule changes the learning rate every step, and the graph ",
                    "holds the one it was captured with");
+    TD_CHECK_VALUE(o.amp != "fp16" || o.optimizer != "sgd",
+                   "train: --cuda-graphs --amp fp16 needs --optimizer adam or adamw: the gradient "
+                   "scaler skips a step with inf/NaN gradients on the GPU only for Adam; SGD's "
+                   "would read the flag on the host, which a graph cannot");
     TD_CHECK_VALUE(!o.ddp && o.data_parallel.empty() && o.pipeline.empty() &&
                        !o.activation_checkpointing && !o.skip_nonfinite,
                    "train: --cuda-graphs captures one device's plain step: not with --ddp, "

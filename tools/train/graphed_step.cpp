@@ -22,17 +22,21 @@ GraphedStep::~GraphedStep() = default;
 
 std::pair<Tensor, Tensor> GraphedStep::operator()(const Tensor& x, const Tensor& y) {
 #if TANDEM_HAS_CUDA
-  const bool other_shape = graph_ && (x.shape() != x_.shape() || y.shape() != y_.shape());
+  if (!graph_) graph_ = std::make_shared<cuda::Graph>(device_.index());
+  const bool other_shape =
+      graph_->captured() && (x.shape() != x_.shape() || y.shape() != y_.shape());
   if (eager_ < kEagerSteps || other_shape) {
+    // On the graph's stream: the warm-up prepares it (cuda::Graph::run says why). After an eager
+    // step the parameters' .grad are that step's tensors; the replays keep using their own.
     ++eager_;
-    return step_(x, y);
+    std::pair<Tensor, Tensor> result;
+    graph_->run([&] { result = step_(x, y); });
+    return result;
   }
-  if (!graph_) {
+  if (!graph_->captured()) {
     x_ = x.to(device_).clone();
     y_ = y.to(device_).clone();
-    auto graph = std::make_shared<cuda::Graph>(device_.index());
-    graph->capture([&] { std::tie(loss_, output_) = step_(x_, y_); });
-    graph_ = std::move(graph);
+    graph_->capture([&] { std::tie(loss_, output_) = step_(x_, y_); });
   } else {
     x_.copy_(x);
     y_.copy_(y);

@@ -128,6 +128,12 @@ void keep_alive_until_done(const Tensor& host) {
 /// Host to GPU: convert and compact on the host (the CPU copy kernel), move the bytes, and
 /// scatter on the device if dst is strided.
 void copy_host_to_device(const Tensor& src, Tensor& dst) {
+  // A captured copy would read this host memory again at every replay, long after it is gone.
+  TD_CHECK_AS(CudaError, !is_capturing(dst.device().index()), "a copy from the host to ",
+              dst.device(),
+              " is being captured into a CUDA graph, whose replays would read the host memory "
+              "again after it is gone\n  hint: copy inputs into the graph's tensors before "
+              "replay(), outside the capture");
   const Tensor host = src.is_contiguous() && src.dtype() == dst.dtype()
                           ? src
                           : tandem::detail::convert(src, src.device(), dst.dtype());
