@@ -363,3 +363,27 @@ TEST(TrainCommand, AmpTrainsAndTheScalerStateResumes) {
   EXPECT_NE(bad.output.find("--amp fp32 is not one of none, bf16, fp16"), std::string::npos)
       << bad.output;
 }
+
+// --cuda-graphs: three eager steps, one capture, then replays, with the last (smaller) batch of
+// each epoch run eagerly; the parameters match a run without graphs (to the device pow's last
+// bits in Adam's bias corrections). Skipped, visibly, without a GPU.
+TEST(TrainCommand, CudaGraphsTrainAsEagerSteps) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount = 0)";
+  TempDir tmp;
+  write_synthetic_dataset(tmp / "data");
+  const std::string common = "train --dataset " + (tmp / "data").string() +
+                             " --model cnn --batch-size 48 --epochs 2 --schedule none"
+                             " --device cuda:0 --no-progress";
+  const Result eager = tandem_cli(
+      common + " --checkpoint " + (tmp / "a").string() + " --log-dir " + (tmp / "log-a").string(),
+      tmp / "a.txt");
+  ASSERT_EQ(eager.code, 0) << eager.output;
+  const Result graphed = tandem_cli(common + " --cuda-graphs --checkpoint " + (tmp / "b").string() +
+                                        " --log-dir " + (tmp / "log-b").string(),
+                                    tmp / "b.txt");
+  ASSERT_EQ(graphed.code, 0) << graphed.output;
+  const SafetensorsFile a = load_safetensors((tmp / "a" / "model.safetensors").string());
+  const SafetensorsFile b = load_safetensors((tmp / "b" / "model.safetensors").string());
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (const auto& [name, t] : a.tensors) EXPECT_LT(abs(t - b.at(name)).max().item(), 1e-5) << name;
+}
