@@ -8,6 +8,7 @@
 #include <tandem/core/cuda/graph_pool.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/kernels/cuda/handles.h>
+#include <tandem/core/memory_stats.h>
 
 namespace tandem::cuda {
 
@@ -68,6 +69,9 @@ void Graph::capture(const std::function<void()>& work) {
   const cudaStream_t s = stream_->get();
   before_->record(current_stream(device_));  // the capture sees what the caller queued so far
   before_->wait(s);
+  // The capture allocates only from its own pool (fresh blocks): give the shared cache back to
+  // the device first, since a capture cannot empty it when memory runs short.
+  ::tandem::empty_cache(Device::cuda(device_));
   pool_ = detail::new_graph_pool();
   detail::begin_capture_allocations(device_, s, pool_);
   detail::note_capture(device_, true);
