@@ -121,13 +121,9 @@ void Graph::capture(const std::function<void()>& work) {
 
 void Graph::replay() {
   TD_CHECK_AS(CudaError, exec_ != nullptr, "cuda::Graph: replay() before a successful capture()");
-  DeviceGuard guard(device_);
-  const cudaStream_t caller = current_stream(device_), s = stream_->get();
-  before_->record(caller);  // inputs copied in on the caller's stream are there
-  before_->wait(s);
-  TD_CUDA_CHECK(cudaGraphLaunch(exec_, s));
-  after_->record(s);  // and what the caller queues next sees the step's results
-  after_->wait(caller);
+  // Ordered as run() orders work: after what the caller queued (the inputs copied in), before
+  // what it queues next (reading the step's results).
+  run([&] { TD_CUDA_CHECK(cudaGraphLaunch(exec_, stream_->get())); });
 }
 
 }  // namespace tandem::cuda

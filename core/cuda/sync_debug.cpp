@@ -12,7 +12,6 @@ namespace {
 std::atomic<SyncDebugMode> g_mode{SyncDebugMode::Off};
 std::atomic<int64_t> g_syncs{0};
 std::atomic<int> g_captures[Device::kMaxCudaDevices] = {};
-thread_local int t_capturing = -1;  // the device this thread is capturing a graph on
 }  // namespace
 
 bool is_capturing(int device) {
@@ -28,10 +27,7 @@ namespace detail {
 #if !TANDEM_HAS_CUDA
 bool current_stream_is_capturing(int) { return false; }
 #endif
-void note_capture(int device, bool begins) {
-  g_captures[device].fetch_add(begins ? 1 : -1);
-  t_capturing = begins ? device : -1;
-}
+void note_capture(int device, bool begins) { g_captures[device].fetch_add(begins ? 1 : -1); }
 }  // namespace detail
 
 void set_sync_debug_mode(SyncDebugMode mode) { g_mode.store(mode); }
@@ -40,7 +36,7 @@ int64_t host_syncs() { return g_syncs.load(); }
 
 void note_host_sync(const char* what) {
   g_syncs.fetch_add(1, std::memory_order_relaxed);
-  int capturing = t_capturing;  // this thread's capture, or a backward worker's on its stream
+  int capturing = -1;  // a capture on this thread's current stream (a backward worker's too)
   for (int d = 0; capturing < 0 && d < Device::kMaxCudaDevices; ++d)
     if (is_capturing(d)) capturing = d;
   if (capturing >= 0)

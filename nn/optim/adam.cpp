@@ -34,27 +34,10 @@ void Adam::step() {
   bool on_device = std::any_of(state_.begin(), state_.end(),
                                [](const State& s) { return s.device_step.defined(); });
   for (const Group& g : groups_) on_device = on_device || g.options.capturable;
-  check_capture();
   update(on_device, {});
 }
 
-// A captured step repeats what it recorded: state created inside the capture would be created
-// (zeroed) again at every replay, and a count on the host would never advance.
-void Adam::check_capture() const {
-  const std::vector<Tensor> params = parameters();
-  for (size_t i = 0; i < params.size(); ++i) {
-    const Device d = params[i].device();
-    if (!d.is_cuda() || !cuda::is_capturing(d.index()) || !params[i].grad().defined()) continue;
-    TD_CHECK_VALUE(state_[i].exp_avg.defined() && state_[i].device_step.defined(),
-                   decoupled_ ? "AdamW" : "Adam", ": parameter ", i, " has no step count on ", d,
-                   " yet, and a CUDA graph is capturing its step",
-                   "\n  hint: AdamOptions{.capturable = true}, and a step before capturing (warm "
-                   "up)");
-  }
-}
-
 bool Adam::step_unless(const std::vector<Tensor>& found_inf) {
-  check_capture();
   update(true, found_inf);
   return true;
 }
@@ -93,6 +76,14 @@ void Adam::update(bool on_device, const std::vector<Tensor>& found_inf) {
       State& s = state_[i++];
       const Tensor grad = p.grad();
       if (!grad.defined()) continue;
+      // A captured step repeats what it recorded: state made inside the capture would be made
+      // (zeroed) again at every replay, and a count on the host would never advance.
+      TD_CHECK_VALUE((s.exp_avg.defined() && s.device_step.defined()) || !p.device().is_cuda() ||
+                         !cuda::is_capturing(p.device().index()),
+                     decoupled_ ? "AdamW" : "Adam", ": parameter ", i - 1, " has no step count on ",
+                     p.device(),
+                     " yet, and a CUDA graph is capturing its step\n  hint: "
+                     "AdamOptions{.capturable = true}, and a step before capturing (warm up)");
       if (!s.exp_avg.defined()) {
         s.exp_avg = zeros_like(p);
         s.exp_avg_sq = zeros_like(p);

@@ -46,7 +46,6 @@ class Adam : public Optimizer {
   // The update over every parameter with a gradient; with `on_device`, the counts and the flag
   // are read on the device (found_inf empty: never skip).
   void update(bool on_device, const std::vector<Tensor>& found_inf);
-  void check_capture() const;
   std::vector<Group> groups_;
   std::vector<State> state_;  // per parameter index
   bool decoupled_;

@@ -74,7 +74,7 @@ void GradScaler::unscale_(Optimizer& optimizer) {
   if (!total.defined()) total = zeros({1}, {.dtype = kFloat32, .device = scale_.device()});
   if (options_.all_reduce) options_.all_reduce(total);
   for (Tensor& f : found_by_device_)
-    if (f.data<float>() != total.data<float>()) f.copy_(total);
+    if (!f.is_same(total)) f.copy_(total);
   found_inf_ = total;
   stage_ = Stage::Unscaled;
 }
