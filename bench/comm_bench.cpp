@@ -4,8 +4,10 @@
 // direct algorithm at every size), threads (2 ranks in this process, cpu:0 and cpu:1),
 // and memcpy of the same bytes as the bound. algbw = bytes / time (for 2 ranks it equals
 // nccl-tests' busbw). Per size: the median of single calls per round, then the median over rounds.
-// Open MPI's own all-reduce is measured beside it by bench/comm_bench.sh (bench/mpi_allreduce.cpp),
-// which hands its times over in the file TANDEM_MPI_RESULTS names.
+// Open MPI's own all-reduce is measured by bench/comm_bench.sh (bench/shm_vs_mpi.cpp) in turn
+// with Tandem's shm in the same processes, and handed over in the file TANDEM_MPI_RESULTS names:
+// its shm/mpi column is that side-by-side ratio (median over rounds, with its range), not this
+// program's shm column over an MPI run made before it.
 //   bash bench/comm_bench.sh [rounds]    or    build-bench/bench/comm_bench [--rounds N]
 #include <tandem/parallel/comm/shm_communicator.h>
 #include <tandem/parallel/comm/thread_communicator.h>
@@ -103,17 +105,23 @@ int main(int argc, char** argv) {
         if (group->rank() == 0) times["threads"] = t[0];
       },
       2);
-  std::map<int64_t, double> mpi;  // bytes -> seconds, from bench/mpi_allreduce
+  struct Paired {  // bench/shm_vs_mpi's line for one size
+    double mpi_s, shm_s, ratio, ratio_min, ratio_max;
+  };
+  std::map<int64_t, Paired> mpi;
   if (const char* file = std::getenv("TANDEM_MPI_RESULTS")) {
     std::ifstream in(file);
-    for (double bytes, t; in >> bytes >> t;) mpi[int64_t(bytes)] = t;
+    double bytes = 0;
+    for (Paired p; in >> bytes >> p.mpi_s >> p.shm_s >> p.ratio >> p.ratio_min >> p.ratio_max;)
+      mpi[int64_t(bytes)] = p;
   }
   std::printf(
       "All-reduce (sum), 2 ranks on one machine, float32; algbw in GB/s (medians of %d "
       "rounds)\n",
       args.rounds);
-  std::printf("%9s %8s %8s %8s %8s %8s %8s %8s %9s %8s %10s\n", "size", "gloo", "shm", "queued",
-              "direct", "threads", "open-mpi", "memcpy", "shm/gloo", "shm/mpi", "shm/memcpy");
+  std::printf("%9s %8s %8s %8s %8s %8s %8s %8s %9s %10s %10s  %s\n", "size", "gloo", "shm",
+              "queued", "direct", "threads", "open-mpi", "memcpy", "shm/gloo", "shm/memcpy",
+              "shm/mpi", "[range] (side by side)");
   for (size_t i = 0; i < kSizes.size(); ++i) {
     const double bytes = double(kSizes[i]);
     std::vector<char> src(static_cast<size_t>(bytes), 1), dst(static_cast<size_t>(bytes));
@@ -124,10 +132,12 @@ int main(int argc, char** argv) {
       copies.push_back(bench::time_per_call(copy, reps_for(kSizes[i])));
     auto bw = [&](const std::string& v) { return bytes / times[v][i] / 1e9; };
     const double gloo = bw("gloo"), shm = bw("shm"), mc = bytes / bench::median(copies) / 1e9;
-    const double ompi = mpi.count(kSizes[i]) ? bytes / mpi[kSizes[i]] / 1e9 : 0.0;
-    std::printf("%6.0f KB %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.1fx %7.2fx %9.0f%%\n",
-                bytes / 1024, gloo, shm, bw("shm-queued"), bw("shm-direct"), bw("threads"), ompi,
-                mc, shm / gloo, ompi > 0 ? shm / ompi : 0.0, 100 * shm / mc);
+    const bool paired = mpi.count(kSizes[i]) > 0;
+    const Paired p = paired ? mpi[kSizes[i]] : Paired{};
+    std::printf("%6.0f KB %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.1fx %9.0f%% %9.2fx  ",
+                bytes / 1024, gloo, shm, bw("shm-queued"), bw("shm-direct"), bw("threads"),
+                paired ? bytes / p.mpi_s / 1e9 : 0.0, mc, shm / gloo, 100 * shm / mc, p.ratio);
+    std::printf(paired ? "[%.2f-%.2f]\n" : "\n", p.ratio_min, p.ratio_max);
   }
   return 0;
 }

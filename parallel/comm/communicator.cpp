@@ -7,40 +7,31 @@
 
 namespace tandem::parallel {
 
-Work::Work(uint64_t sequence_number, std::string description, std::chrono::milliseconds timeout)
-    : seq_(sequence_number),
-      describe_([d = std::move(description)] { return d; }),
-      timeout_(timeout) {}
-
-Work::Work(uint64_t sequence_number, std::function<std::string()> describe,
-           std::chrono::milliseconds timeout)
-    : seq_(sequence_number), describe_(std::move(describe)), timeout_(timeout) {}
+Work::Work(CollectiveInfo info, std::chrono::milliseconds timeout)
+    : info_(std::move(info)), timeout_(timeout) {}
 
 const std::string& Work::description() const {
-  std::call_once(described_, [&] { description_ = describe_(); });
+  std::call_once(described_, [&] { description_ = info_.text(); });
   return description_;
 }
 
 void Work::wait(std::chrono::milliseconds timeout) {
-  std::unique_lock lk(mu_);
-  const bool done = cv_.wait_for(lk, timeout, [&] { return done_; });
-  TD_CHECK_AS(DistributedError, done, description(), " did not complete within ",
-              timeout.count() / 1000.0,
-              " s (timeout)\n  hint: a rank that stopped calling collectives, or called them in a "
-              "different order, leaves the others waiting; compare the sequence numbers");
+  if (!done_.load(std::memory_order_acquire)) {
+    std::unique_lock lk(mu_);
+    const bool done = cv_.wait_for(lk, timeout, [&] { return done_.load(); });
+    TD_CHECK_AS(DistributedError, done, description(), " did not complete within ",
+                timeout.count() / 1000.0,
+                " s (timeout)\n  hint: a rank that stopped calling collectives, or called them "
+                "in a different order, leaves the others waiting; compare the sequence numbers");
+  }
   if (error_) std::rethrow_exception(error_);
-}
-
-bool Work::is_completed() {
-  std::lock_guard lk(mu_);
-  return done_;
 }
 
 void Work::mark_done(std::exception_ptr error) {
   {
     std::lock_guard lk(mu_);
-    done_ = true;
     error_ = std::move(error);
+    done_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }
@@ -159,7 +150,7 @@ WorkPtr Communicator::new_work(const std::string& op, uint64_t seq, const Tensor
   }
   // The trace shows each collective by its description, so the wire bytes go in it; formatted
   // only when asked for, like the rest of it.
-  return std::make_shared<Work>(seq, describer(op, seq, t, extra, bytes), timeout);
+  return std::make_shared<Work>(info(op, seq, t, extra, bytes), timeout);
 }
 
 WorkPtr Communicator::message_work(const std::string& op, uint64_t n, const Tensor& t, int peer) {
@@ -186,28 +177,29 @@ void Communicator::check_peer(int peer, const std::string& what) const {
 
 std::string Communicator::describe(const std::string& op, uint64_t seq, const Tensor* t,
                                    const std::string& extra) const {
-  return describer(op, seq, t, extra)();
+  return info(op, seq, t, extra).text();
 }
 
-std::function<std::string()> Communicator::describer(const std::string& op, uint64_t seq,
-                                                     const Tensor* t, const std::string& extra,
-                                                     uint64_t wire) const {
-  const bool has_tensor = t != nullptr;
-  const int64_t numel = has_tensor ? t->numel() : 0;
-  const DType dtype = has_tensor ? t->dtype() : kFloat32;
-  return [=, rank = rank_, size = size_] {
-    std::string e = extra;
-    if (wire > 0) e += (e.empty() ? "" : ", ") + human_bytes(double(wire)) + " on the wire";
-    std::string s = op + " #" + std::to_string(seq) + " (";
-    if (!e.empty()) s += e + (has_tensor ? ", " : "");
-    if (has_tensor) {
-      char mib[32];
-      std::snprintf(mib, sizeof(mib), "%.2f MiB",
-                    double(numel) * double(element_size(dtype)) / (1 << 20));
-      s += str(numel, " x ", dtype, " = ", mib);
-    }
-    return s + ") on rank " + std::to_string(rank) + " of " + std::to_string(size);
-  };
+CollectiveInfo Communicator::info(const std::string& op, uint64_t seq, const Tensor* t,
+                                  const std::string& extra, uint64_t wire) const {
+  CollectiveInfo i{
+      .op = op, .seq = seq, .extra = extra, .wire = wire, .rank = rank_, .size = size_};
+  if (t != nullptr) i.has_tensor = true, i.numel = t->numel(), i.dtype = t->dtype();
+  return i;
+}
+
+std::string CollectiveInfo::text() const {
+  std::string e = extra;
+  if (wire > 0) e += (e.empty() ? "" : ", ") + human_bytes(double(wire)) + " on the wire";
+  std::string s = op + " #" + std::to_string(seq) + " (";
+  if (!e.empty()) s += e + (has_tensor ? ", " : "");
+  if (has_tensor) {
+    char mib[32];
+    std::snprintf(mib, sizeof(mib), "%.2f MiB",
+                  double(numel) * double(element_size(dtype)) / (1 << 20));
+    s += str(numel, " x ", dtype, " = ", mib);
+  }
+  return s + ") on rank " + std::to_string(rank) + " of " + std::to_string(size);
 }
 
 std::shared_ptr<Communicator> Communicator::new_group(const std::vector<int>& ranks) {

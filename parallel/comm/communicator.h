@@ -12,6 +12,7 @@
 
 #include <tandem/core/reduce_op.h>
 #include <tandem/core/tensor.h>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -25,21 +26,33 @@
 
 namespace tandem::parallel {
 
+/// What a Work names, kept as values and formatted only when asked for (an error, a trace):
+/// formatting takes about a microsecond, as long as a small collective over shared memory, and
+/// these fields cost no allocation where a closure holding them did.
+struct CollectiveInfo {
+  std::string op;     // "all_reduce"
+  uint64_t seq = 0;   // the sequence number (per peer for send/recv)
+  std::string extra;  // "sum", "root 0", "to rank 1"
+  bool has_tensor = false;
+  int64_t numel = 0;
+  DType dtype = kFloat32;
+  uint64_t wire = 0;  // bytes on the wire; 0: not said
+  int rank = 0, size = 1;
+  /// "all_reduce #12 (sum, 2.00 MiB on the wire, 262144 x float32 = 1.00 MiB) on rank 0 of 2".
+  std::string text() const;
+};
+
 /// One collective in flight.
 class Work {
  public:
-  Work(uint64_t sequence_number, std::string description, std::chrono::milliseconds timeout);
-  /// A description made the first time it is asked for (an error, a trace): formatting one takes
-  /// about a microsecond, and a small collective over shared memory only a few.
-  Work(uint64_t sequence_number, std::function<std::string()> describe,
-       std::chrono::milliseconds timeout);
+  Work(CollectiveInfo info, std::chrono::milliseconds timeout);
 
   /// Blocks until the collective completes. Rethrows its DistributedError, or throws one naming
   /// the collective, its sequence number and the seconds waited after `timeout`.
   void wait(std::chrono::milliseconds timeout);
   void wait() { wait(timeout_); }
-  bool is_completed();
-  uint64_t sequence_number() const { return seq_; }
+  bool is_completed() const { return done_.load(std::memory_order_acquire); }
+  uint64_t sequence_number() const { return info_.seq; }
   /// e.g. "all_reduce #12 (sum, 262,144 x float32 = 1.0 MiB)".
   const std::string& description() const;
 
@@ -47,14 +60,15 @@ class Work {
   void mark_done(std::exception_ptr error = nullptr);
 
  private:
-  const uint64_t seq_;
-  std::function<std::string()> describe_;
+  const CollectiveInfo info_;
   mutable std::once_flag described_;
   mutable std::string description_;
   const std::chrono::milliseconds timeout_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;
+  // Set (release) after error_: a Work completed before wait() (a collective run in the caller's
+  // thread) is then read without the lock or the clock.
+  std::atomic<bool> done_{false};
   std::exception_ptr error_;
 };
 
@@ -140,10 +154,10 @@ class Communicator {
   /// "all_reduce #12 (sum, 262,144 x float32 = 1.0 MiB)" for Work and error messages.
   std::string describe(const std::string& op, uint64_t seq, const Tensor* t,
                        const std::string& extra = "") const;
-  /// The same, formatted only when called (for Work's lazy constructor); `wire` bytes, if any,
-  /// are added as "2.10 MB on the wire".
-  std::function<std::string()> describer(const std::string& op, uint64_t seq, const Tensor* t,
-                                         const std::string& extra = "", uint64_t wire = 0) const;
+  /// The same as values, formatted when asked (CollectiveInfo::text); `wire` bytes, if any, are
+  /// added as "2.10 MB on the wire".
+  CollectiveInfo info(const std::string& op, uint64_t seq, const Tensor* t,
+                      const std::string& extra = "", uint64_t wire = 0) const;
   /// The backend's part of new_group, on every rank: `index` is this rank's place in `ranks`
   /// (−1: not a member, return nullptr unless the backend needs every rank), `name` unique to the
   /// call and the same on every rank. Default: a DistributedError naming the backend.

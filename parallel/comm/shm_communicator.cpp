@@ -13,6 +13,7 @@
 #include <tandem/parallel/failure_record.h>
 #include <tandem/parallel/store/prefix_store.h>
 #include <unistd.h>
+#include <array>
 #include <cstring>
 #include <random>
 
@@ -74,16 +75,16 @@ ShmCommunicator::ShmCommunicator(std::shared_ptr<Store> store, int rank, int siz
 
 ShmCommunicator::~ShmCommunicator() { queue_.reset(); }  // before the segments are unmapped
 
+template <typename Run>
 WorkPtr ShmCommunicator::enqueue(const std::string& op, const Tensor* t, const std::string& extra,
-                                 std::function<void()> run) {
+                                 Run run) {
   std::lock_guard lk(mu_);
   const uint64_t seq = next_seq_++;
   // The transport's own wait ends first, with the more precise error (who is missing).
   auto work = new_work(op, seq, t, extra, timeout_ + kWorkGrace);
   queue_->push(
       work,
-      [this, run = std::move(run)](uint32_t) {
-        deadline_ = Clock::now() + timeout_;
+      [this, run = std::move(run)](uint32_t) mutable {
         try {
           run();
         } catch (...) {
@@ -102,7 +103,7 @@ void ShmCommunicator::step() {
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     const ShmHeader& peer = segments_[size_t(r)].header();
-    shm_wait(peer, steps_, deadline_, [&](const char* reason) {
+    shm_wait(peer, steps_, timeout_, [&](const char* reason) {
       if (std::string(reason) != "timeout") detail::record_peer_failure(r);
       const std::string why = std::string(reason) == "died"
                                   ? str("rank ", r, " (pid ", peer.pid, ") died")
@@ -132,10 +133,12 @@ void ShmCommunicator::all_reduce_direct(char* data, int64_t count, DType dtype, 
     copy_bytes(buffer(rank_), data + size_t(off) * es, size_t(m) * es);
     step();
     by_dtype(dtype, [&]<typename T>(T*) {
-      std::vector<const T*> srcs;
-      for (int r = 0; r < size_; ++r) srcs.push_back(reinterpret_cast<const T*>(buffer(r)));
-      ::tandem::parallel::detail::shm_reduce(reinterpret_cast<T*>(data) + off, srcs.data(), size_,
-                                             m, op);
+      // The sources on the stack up to 8 ranks: an allocation is a few percent of a 4 KB call.
+      std::array<const T*, 8> few;
+      std::vector<const T*> many(size_ > 8 ? size_t(size_) : 0);
+      const T** srcs = size_ > 8 ? many.data() : few.data();
+      for (int r = 0; r < size_; ++r) srcs[r] = reinterpret_cast<const T*>(buffer(r));
+      ::tandem::parallel::detail::shm_reduce(reinterpret_cast<T*>(data) + off, srcs, size_, m, op);
     });
     ++rounds_;
   }

@@ -64,9 +64,10 @@ void shm_fail(ShmHeader& mine);
 
 /// Waits until `peer` has reached step `step` (counts wrap: compared modulo 2^32). `why_not`
 /// is called when it stops waiting without the step: it throws the error that says so. Every
-/// millisecond the wait checks the peer's `failed` word, whether its process is alive, and the
-/// deadline, and calls why_not with "failed", "died" or "timeout".
-void shm_wait(const ShmHeader& peer, uint32_t step, std::chrono::steady_clock::time_point deadline,
+/// millisecond the wait checks the peer's `failed` word, whether its process is alive, and
+/// whether `timeout` has passed since the wait began, and calls why_not with "failed", "died" or
+/// "timeout".
+void shm_wait(const ShmHeader& peer, uint32_t step, std::chrono::milliseconds timeout,
               const std::function<void(const char* reason)>& why_not);
 
 /// True while process `pid` exists and is not a zombie.
