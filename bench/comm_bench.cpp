@@ -9,13 +9,16 @@
 // its shm/mpi column is that side-by-side ratio (median over rounds, with its range), not this
 // program's shm column over an MPI run made before it.
 //   bash bench/comm_bench.sh [rounds]    or    build-bench/bench/comm_bench [--rounds N]
+#include <pthread.h>
 #include <tandem/parallel/comm/shm_communicator.h>
 #include <tandem/parallel/comm/thread_communicator.h>
 #include <tandem/parallel/store/prefix_store.h>
 #include <tandem/tandem.h>
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "bench_util.h"
 
@@ -91,11 +94,50 @@ std::vector<std::vector<double>> over_processes(int rounds) {
   return times;
 }
 
+// The time a cache line takes to go from CPU 0 to CPU 1 and back (two threads pinned there
+// bounce one atomic word), in ns: the floor under every small transfer between 2 ranks. On the
+// 2-vCPU VMs this project runs on, it changes between runs (and within one), and every
+// transport's small calls change with it; printed at the start and end so a run says which.
+double core_round_trip_ns() {
+  if (std::thread::hardware_concurrency() < 2) return 0;  // two spinners on one CPU: no meaning
+  std::atomic<uint32_t> word{0};
+  constexpr uint32_t kTrips = 20000;
+  auto pin = [](int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort
+  };
+  std::thread echo([&] {
+    pin(1);
+    for (uint32_t i = 1; i < 2 * kTrips; i += 2) {
+      while (word.load(std::memory_order_acquire) != i) {
+      }
+      word.store(i + 1, std::memory_order_release);
+    }
+  });
+  pin(0);
+  const double t0 = bench::now_s();
+  for (uint32_t i = 0; i < 2 * kTrips; i += 2) {
+    word.store(i + 1, std::memory_order_release);
+    while (word.load(std::memory_order_acquire) != i + 2) {
+    }
+  }
+  const double ns = (bench::now_s() - t0) / kTrips * 1e9;
+  echo.join();
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (int c = 0; c < CPU_SETSIZE; ++c) CPU_SET(c, &all);
+  pthread_setaffinity_np(pthread_self(), sizeof(all), &all);
+  return ns;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const bench::Args args = bench::parse_args(argc, argv, 7);
   bench::report_load();
+  const double trip_before = core_round_trip_ns();
   std::map<std::string, std::vector<double>> times;
   const auto processes = over_processes(args.rounds);
   for (size_t v = 0; v < kProcessVariants.size(); ++v) times[kProcessVariants[v]] = processes[v];
@@ -139,5 +181,7 @@ int main(int argc, char** argv) {
                 paired ? bytes / p.mpi_s / 1e9 : 0.0, mc, shm / gloo, 100 * shm / mc, p.ratio);
     std::printf(paired ? "[%.2f-%.2f]\n" : "\n", p.ratio_min, p.ratio_max);
   }
+  std::printf("core-to-core round trip (CPU 0 <-> 1): %.0f ns at the start, %.0f ns at the end\n",
+              trip_before, core_round_trip_ns());
   return 0;
 }

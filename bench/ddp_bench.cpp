@@ -5,12 +5,14 @@
 //     one rank alone (no communication at all). Interleaved rounds, medians.
 //  2. cnn: images/s of the MNIST reference CNN (Adam, global batch 64): 1 rank with both cores
 //     against 2 ranks with one core each (32 images per rank per step), over Gloo, shared
-//     memory, and shared memory with every all-reduce on its worker thread (none inline).
+//     memory, and shared memory with every all-reduce on its worker thread (none inline); the
+//     variants take turns, a round each per pass, and the ratios are taken within passes.
 //   build-bench/bench/ddp_bench [--rounds N] [--quick]
 #include <tandem/parallel/comm/shm_communicator.h>
 #include <tandem/parallel/store/prefix_store.h>
 #include <tandem/tandem.h>
 #include <fstream>
+#include <map>
 
 #include "bench_util.h"
 #include "reference_models.h"
@@ -86,47 +88,52 @@ int main(int argc, char** argv) {
           parallel::destroy_process_group();
         },
         world);
-  // ---- 2. cnn throughput: 1 rank, then 2 ranks over each CPU transport
-  for (const std::string variant : {"1-rank", "gloo", "shm", "shm-queued"}) {
-    const int world = variant == "1-rank" ? 1 : 2;
-    parallel::spawn(
-        [&](int rank) {
-          using namespace std::chrono_literals;
-          auto group = parallel::init_process_group(
-              {.backend = variant == "shm" ? "shm" : "gloo", .timeout = 300s});
-          if (variant == "shm-queued")  // every all-reduce on the worker thread, none inline
-            group = std::make_shared<parallel::ShmCommunicator>(
-                std::make_shared<parallel::PrefixStore>("queued", parallel::default_store()), rank,
-                world, parallel::ShmOptions{.timeout = 300s, .inline_when_idle = false});
-          bench::ReferenceCnn model;
-          std::unique_ptr<parallel::DistributedDataParallel<bench::ReferenceCnn>> ddp;
-          if (world == 2)
-            ddp = std::make_unique<parallel::DistributedDataParallel<bench::ReferenceCnn>>(
-                model, parallel::DDPOptions{.group = group});
-          optim::Adam opt(model.parameters(), {.lr = 1e-3});
-          const int64_t batch = 64 / world;
-          const Tensor x = randn({batch, 1, 28, 28});
-          const Tensor y = zeros({batch}, {.dtype = kInt64});
-          auto step = [&] {
-            opt.zero_grad();
-            cross_entropy(model.forward(x), y).backward();
-            opt.step();
-          };
-          std::vector<double> t;
-          for (int r = 0; r < args.rounds; ++r) t.push_back(median_step(step, steps * 3));
-          if (rank == 0)
-            std::ofstream(out, std::ios::app)
-                << "cnn " << variant << " " << bench::median(t) << "\n";
-          ddp.reset();
-          group.reset();
-          parallel::destroy_process_group();
-        },
-        world);
-  }
+  // ---- 2. cnn throughput: 1 rank, then 2 ranks over each CPU transport. One round of each in
+  // turn, per pass (the order reversed every other pass): each 2-rank/1-rank ratio is taken
+  // within its pass, seconds apart, so a change in the machine's speed between passes (on the
+  // 2-vCPU VMs, 0.7-1.0 in single runs of the same build) does not become the ratio.
+  const std::vector<std::string> variants{"1-rank", "gloo", "shm", "shm-queued"};
+  for (int pass = 0; pass < args.rounds; ++pass)
+    for (size_t v = 0; v < variants.size(); ++v) {
+      const std::string& variant = variants[pass % 2 == 0 ? v : variants.size() - 1 - v];
+      const int world = variant == "1-rank" ? 1 : 2;
+      parallel::spawn(
+          [&](int rank) {
+            using namespace std::chrono_literals;
+            auto group = parallel::init_process_group(
+                {.backend = variant == "shm" ? "shm" : "gloo", .timeout = 300s});
+            if (variant == "shm-queued")  // every all-reduce on the worker thread, none inline
+              group = std::make_shared<parallel::ShmCommunicator>(
+                  std::make_shared<parallel::PrefixStore>("queued", parallel::default_store()),
+                  rank, world, parallel::ShmOptions{.timeout = 300s, .inline_when_idle = false});
+            bench::ReferenceCnn model;
+            std::unique_ptr<parallel::DistributedDataParallel<bench::ReferenceCnn>> ddp;
+            if (world == 2)
+              ddp = std::make_unique<parallel::DistributedDataParallel<bench::ReferenceCnn>>(
+                  model, parallel::DDPOptions{.group = group});
+            optim::Adam opt(model.parameters(), {.lr = 1e-3});
+            const int64_t batch = 64 / world;
+            const Tensor x = randn({batch, 1, 28, 28});
+            const Tensor y = zeros({batch}, {.dtype = kInt64});
+            auto step = [&] {
+              opt.zero_grad();
+              cross_entropy(model.forward(x), y).backward();
+              opt.step();
+            };
+            const double t = median_step(step, steps * 3);
+            if (rank == 0)
+              std::ofstream(out, std::ios::app) << "cnn " << variant << " " << t << "\n";
+            ddp.reset();
+            group.reset();
+            parallel::destroy_process_group();
+          },
+          world);
+    }
 
   std::ifstream in(out);
   std::string kind;
-  double single_rank = 0, cnn1 = 0;
+  double single_rank = 0;
+  std::map<std::string, std::vector<double>> cnn;  // variant -> seconds per step, per pass
   std::printf("1. MLP with 64 MiB of parameters, batch 32 per rank, step time (median)\n");
   while (in >> kind) {
     if (kind == "overlap") {
@@ -148,15 +155,20 @@ int main(int argc, char** argv) {
       std::string variant;
       double t;
       in >> variant >> t;
-      if (variant == "1-rank") {
-        cnn1 = 64 / t;
-        std::printf("2. reference CNN, global batch 64, Adam\n  1 rank (2 threads):  %7.0f img/s\n",
-                    cnn1);
-      } else {
-        std::printf("  2 ranks (1 thread), %-10s: %7.0f img/s  (2 ranks / 1 rank = %.2f)\n",
-                    variant.c_str(), 64 / t, (64 / t) / cnn1);
-      }
+      cnn[variant].push_back(t);
     }
+  }
+  const std::vector<double>& one = cnn["1-rank"];
+  std::printf("2. reference CNN, global batch 64, Adam (medians of %zu passes)\n", one.size());
+  std::printf("  1 rank (2 threads):  %7.0f img/s\n", 64 / bench::median(one));
+  for (const std::string& variant : variants) {
+    if (variant == "1-rank") continue;
+    std::vector<double> ratio;  // 2 ranks / 1 rank in images/s, within each pass
+    for (size_t p = 0; p < one.size(); ++p) ratio.push_back(one[p] / cnn[variant][p]);
+    std::printf("  2 ranks (1 thread), %-10s: %7.0f img/s  (2 ranks / 1 rank = %.2f [%.2f-%.2f])\n",
+                variant.c_str(), 64 / bench::median(cnn[variant]), bench::median(ratio),
+                *std::min_element(ratio.begin(), ratio.end()),
+                *std::max_element(ratio.begin(), ratio.end()));
   }
   std::remove(out.c_str());
   return 0;

@@ -9,8 +9,6 @@
 
 namespace tandem::parallel {
 
-using Clock = std::chrono::steady_clock;
-
 CollectiveQueue::CollectiveQueue(std::string backend, int rank,
                                  std::function<std::vector<int64_t>()> departed_ranks,
                                  bool inline_when_idle, std::function<bool()> progress)
@@ -24,6 +22,7 @@ CollectiveQueue::CollectiveQueue(std::string backend, int rank,
     if (trace::enabled()) trace::set_thread_name(backend_ + " collectives");
     loop();
   });
+  if (departed_ranks_) watchdog_ = std::thread([this] { watch(); });
 }
 
 CollectiveQueue::~CollectiveQueue() {
@@ -33,6 +32,24 @@ CollectiveQueue::~CollectiveQueue() {
   }
   ready_.notify_all();
   thread_.join();
+  // The watchdog outlives the worker: the queued collectives that finish first may still hang.
+  {
+    std::lock_guard lk(mutex_);
+    watch_stop_ = true;
+  }
+  watch_wake_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+}
+
+void CollectiveQueue::started(const WorkPtr& work) {
+  if (!departed_ranks_) return;  // no watchdog: skip the clock
+  running_ = work;
+  running_since_ = Clock::now();
+}
+
+bool CollectiveQueue::broken() {
+  std::lock_guard lk(mutex_);
+  return broken_ != nullptr;
 }
 
 void CollectiveQueue::push(WorkPtr work, std::function<void(uint32_t)> run, uint32_t tag,
@@ -43,11 +60,13 @@ void CollectiveQueue::push(WorkPtr work, std::function<void(uint32_t)> run, uint
   std::unique_lock lk(mutex_);
   if (may_inline && inline_when_idle_ && queue_.empty() && !busy_) {
     busy_ = true;
+    started(task.work);
     lk.unlock();
     execute(task);
-    const bool more = progress_ && !broken_ && progress_();
+    const bool more = progress_ && !broken() && progress_();
     lk.lock();
     busy_ = false;
+    running_.reset();
     pending_ = pending_ || more;
     // Wake the worker only when it has something to do: a task queued meanwhile, progress due,
     // or the stop. An unconditional notify woke it (a futex call and a context switch) after
@@ -80,22 +99,29 @@ void CollectiveQueue::loop() {
         task = std::move(queue_.front());
         queue_.pop_front();
         have_task = true;
+        started(task.work);
       }
       busy_ = true;
     }
     if (have_task) execute(task);
-    const bool more = progress_ && !broken_ && progress_();
+    const bool more = progress_ && !broken() && progress_();
     {
       std::lock_guard lk(mutex_);
       busy_ = false;
       pending_ = more;
+      running_.reset();
     }
   }
 }
 
 void CollectiveQueue::execute(Task& task) {
-  if (broken_) {
-    task.work->mark_done(broken_);
+  std::exception_ptr broken_before;
+  {
+    std::lock_guard lk(mutex_);
+    broken_before = broken_;
+  }
+  if (broken_before) {
+    task.work->mark_done(broken_before);
     return;
   }
   const auto start = Clock::now();
@@ -107,9 +133,51 @@ void CollectiveQueue::execute(Task& task) {
     if (t0 >= 0) trace::record(task.work->description(), "comm", t0, trace::now_us());
     task.work->mark_done();
   } catch (const std::exception& e) {
-    broken_ = failure(task, e, std::chrono::duration<double>(Clock::now() - start).count());
-    task.work->mark_done(broken_);
+    std::exception_ptr err =
+        failure(task, e, std::chrono::duration<double>(Clock::now() - start).count());
+    {
+      std::lock_guard lk(mutex_);
+      if (!broken_) broken_ = err;  // else the watchdog's came first, and the Work has it
+    }
+    task.work->mark_done(err);  // no effect after the watchdog's
   }
+}
+
+void CollectiveQueue::watch() {
+  using namespace std::chrono_literals;
+  std::unique_lock lk(mutex_);
+  while (!watch_stop_) {
+    watch_wake_.wait_for(lk, 250ms, [&] { return watch_stop_; });
+    if (watch_stop_ || !running_ || broken_ || Clock::now() - running_since_ < 1s) continue;
+    const WorkPtr work = running_;
+    lk.unlock();
+    const std::string gone = departed_peers();  // a store request: not under the lock
+    lk.lock();
+    if (gone.empty() || running_ != work || broken_) continue;
+    const double seconds = std::chrono::duration<double>(Clock::now() - running_since_).count();
+    detail::record_peer_failure(std::stoi(gone));  // the first of them
+    broken_ = error(*work, "a peer left while it was in flight (seen by the store's watchdog)",
+                    seconds, gone);
+    work->mark_done(broken_);  // the transport's own call returns at its timeout
+  }
+}
+
+std::string CollectiveQueue::departed_peers() const {
+  std::string who;
+  for (int64_t r : departed_ranks_())
+    if (r != rank_) who += (who.empty() ? "" : ", ") + std::to_string(r);
+  return who;
+}
+
+std::exception_ptr CollectiveQueue::error(const Work& work, const std::string& what, double seconds,
+                                          const std::string& departed) const {
+  return std::make_exception_ptr(DistributedError(str(
+      backend_, " ", work.description(), " failed after ", seconds, " s: ", what,
+      departed.empty()
+          ? ""
+          : "\n  rank " + departed + (departed.find(',') == std::string::npos ? " has" : " have") +
+                " exited or crashed (its store connection closed)",
+      "\n  hint: the group cannot be used after a failed collective; restart the job")));
 }
 
 std::exception_ptr CollectiveQueue::failure(const Task& task, const std::exception& e,
@@ -119,20 +187,12 @@ std::exception_ptr CollectiveQueue::failure(const Task& task, const std::excepti
     // A dead peer's sockets close at once, but the store may see its connection close a moment
     // after Gloo does: ask for up to a second.
     for (int tries = 0; tries < 20 && who.empty(); ++tries) {
-      for (int64_t r : departed_ranks_())
-        if (r != rank_) {
-          if (who.empty()) detail::record_peer_failure(int(r));
-          who += (who.empty() ? "" : ", ") + std::to_string(r);
-        }
+      who = departed_peers();
       if (who.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    if (!who.empty()) detail::record_peer_failure(std::stoi(who));  // the first of them
   }
-  return std::make_exception_ptr(DistributedError(str(
-      backend_, " ", task.work->description(), " failed after ", seconds, " s: ", e.what(),
-      who.empty() ? ""
-                  : "\n  rank " + who + (who.find(',') == std::string::npos ? " has" : " have") +
-                        " exited or crashed (its store connection closed)",
-      "\n  hint: the group cannot be used after a failed collective; restart the job")));
+  return error(*task.work, e.what(), seconds, who);
 }
 
 }  // namespace tandem::parallel

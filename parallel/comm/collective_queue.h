@@ -5,10 +5,17 @@
 // timeout) becomes a DistributedError naming the backend, the collective, its sequence number,
 // the seconds it ran and, when the store knows, which rank died. After a failure the group is
 // broken: every later collective fails at once with the first error.
+//
+// With `departed_ranks`, a watchdog also asks the store, every 250 ms once a collective has run
+// for a second, whether a peer has gone, and fails that collective's Work at once if one has.
+// Gloo needs it: its TCP transport wakes the sends and receives still queued on a pair whose
+// peer died, but not one already on the wire (Pair::signalException skips them), so a rank
+// waiting on such a transfer sat out the whole timeout (seen in CI once in ~10 runs).
 #pragma once
 
 #include <tandem/core/cuda_device.h>
 #include <tandem/parallel/comm/communicator.h>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -24,7 +31,8 @@ namespace tandem::parallel {
 class CollectiveQueue {
  public:
   /// Starts the thread (with SIGPIPE blocked: gloo_rendezvous.h). `backend` prefixes errors;
-  /// `departed_ranks`, if given, names the ranks known to have died, for a failure's message.
+  /// `departed_ranks`, if given, names the ranks known to have died, for a failure's message and
+  /// for the watchdog.
   /// With `inline_when_idle`, a collective pushed while nothing is queued or running runs at
   /// once in the caller's thread, which saves two thread hand-offs (microseconds, which is what a
   /// small collective over shared memory takes) at the price of blocking the caller until it is
@@ -54,9 +62,17 @@ class CollectiveQueue {
     uint32_t tag;
     cuda::StreamFence fence;  // the caller's streams at push, for a task run by the worker
   };
+  using Clock = std::chrono::steady_clock;
   void loop();
-  void execute(Task& task);  // runs it and completes its Work; called with busy_ set
+  void execute(Task& task);           // runs it and completes its Work; called with busy_ set
+  void watch();                       // the watchdog's thread
+  void started(const WorkPtr& work);  // with mutex_ held: the watchdog's view of what runs
+  bool broken();
+  // The error of `work`: what went wrong, after how long, and the ranks that have gone.
+  std::exception_ptr error(const Work& work, const std::string& what, double seconds,
+                           const std::string& departed) const;
   std::exception_ptr failure(const Task& task, const std::exception& e, double seconds) const;
+  std::string departed_peers() const;  // "1" or "1, 3"; "" while none
 
   const std::string backend_;
   const int rank_;
@@ -70,7 +86,12 @@ class CollectiveQueue {
   bool stop_ = false;
   bool busy_ = false;          // a task is running (on the worker or inline): the next one waits
   std::exception_ptr broken_;  // the first failure; the group is unusable after it
+  WorkPtr running_;            // the collective running now (with a watchdog only)
+  Clock::time_point running_since_;
+  bool watch_stop_ = false;
+  std::condition_variable watch_wake_;
   std::thread thread_;
+  std::thread watchdog_;
 };
 
 }  // namespace tandem::parallel

@@ -30,6 +30,7 @@ void Work::wait(std::chrono::milliseconds timeout) {
 void Work::mark_done(std::exception_ptr error) {
   {
     std::lock_guard lk(mu_);
+    if (done_.load(std::memory_order_relaxed)) return;  // the first completion stands
     error_ = std::move(error);
     done_.store(true, std::memory_order_release);
   }

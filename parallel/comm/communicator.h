@@ -56,7 +56,8 @@ class Work {
   /// e.g. "all_reduce #12 (sum, 262,144 x float32 = 1.0 MiB)".
   const std::string& description() const;
 
-  /// For implementations: the collective finished (error: it failed).
+  /// For implementations: the collective finished (error: it failed). Only the first call
+  /// counts (a watchdog may fail a Work whose transport call returns later).
   void mark_done(std::exception_ptr error = nullptr);
 
  private:

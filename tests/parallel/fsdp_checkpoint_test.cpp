@@ -20,14 +20,14 @@ namespace fs = std::filesystem;
 constexpr int64_t kGlobal = 12;  // rows per step, split over the ranks
 
 // 784-64-30-10: 30 rows cut 10, 10, 10 on 3 ranks and 15, 15 on 2; 10 rows 4, 4, 2 and 5, 5.
-nn::Sequential mlp() {
+nn::Sequential checkpoint_mlp() {
   return nn::Sequential{{"flatten", nn::Flatten()}, {"fc1", nn::Linear(784, 64)},
                         {"relu1", nn::ReLU()},      {"fc2", nn::Linear(64, 30)},
                         {"relu2", nn::ReLU()},      {"fc3", nn::Linear(30, 10)}};
 }
 
 std::vector<nn::Sequential> mlps(int world) {
-  return tandem::testing::sequentials_on_devices(world, kFloat64, mlp);
+  return tandem::testing::sequentials_on_devices(world, kFloat64, checkpoint_mlp);
 }
 
 // Two Adam steps on 3 ranks saved as step 2, then the third step on 2 ranks loaded from it: the
@@ -36,7 +36,7 @@ TEST(ShardedCheckpoint, WrittenByThreeRanksResumesOnTwo) {
   const auto data = tandem::testing::synthetic_data(3 * kGlobal);
   const Tensor x = data.first.to(kFloat64), y = data.second;
   manual_seed(0);
-  nn::Sequential reference = mlp();
+  nn::Sequential reference = checkpoint_mlp();
   reference.to(kFloat64);
   const nn::StateDict initial = nn::clone(reference).state_dict();
   optim::Adam ref_opt(reference.parameters(), {.lr = 1e-2});
@@ -72,7 +72,7 @@ TEST(ShardedCheckpoint, WrittenByThreeRanksResumesOnTwo) {
           if (first == 0) save_sharded_checkpoint(ckpt, first + steps, fsdp, &opt);
           nn::StateDict whole = fsdp.full_state_dict(/*rank0_only=*/true);
           if (rank == 0) {
-            nn::Sequential m = mlp();
+            nn::Sequential m = checkpoint_mlp();
             m.to(kFloat64);
             for (auto& [name, t] : whole) t = t.to(Device::cpu());
             m.load_state_dict(whole);
