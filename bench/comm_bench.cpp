@@ -99,24 +99,30 @@ std::vector<std::vector<double>> over_processes(int rounds) {
 // 2-vCPU VMs this project runs on, it changes between runs (and within one), and every
 // transport's small calls change with it; printed at the start and end so a run says which.
 double core_round_trip_ns() {
-  if (std::thread::hardware_concurrency() < 2) return 0;  // two spinners on one CPU: no meaning
-  std::atomic<uint32_t> word{0};
-  constexpr uint32_t kTrips = 20000;
+  cpu_set_t allowed;
+  if (pthread_getaffinity_np(pthread_self(), sizeof(allowed), &allowed) != 0) return 0;
+  std::vector<int> cpus;  // the first two this process may use
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (cpus.size() < 2) return 0;  // two spinners on one CPU: no meaning
   auto pin = [](int cpu) {
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort
+    return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
   };
+  std::atomic<uint32_t> word{0};
+  std::atomic<bool> pinned{true};
+  constexpr uint32_t kTrips = 20000;
   std::thread echo([&] {
-    pin(1);
+    if (!pin(cpus[1])) pinned = false;
     for (uint32_t i = 1; i < 2 * kTrips; i += 2) {
       while (word.load(std::memory_order_acquire) != i) {
       }
       word.store(i + 1, std::memory_order_release);
     }
   });
-  pin(0);
+  if (!pin(cpus[0])) pinned = false;
   const double t0 = bench::now_s();
   for (uint32_t i = 0; i < 2 * kTrips; i += 2) {
     word.store(i + 1, std::memory_order_release);
@@ -125,11 +131,9 @@ double core_round_trip_ns() {
   }
   const double ns = (bench::now_s() - t0) / kTrips * 1e9;
   echo.join();
-  cpu_set_t all;
-  CPU_ZERO(&all);
-  for (int c = 0; c < CPU_SETSIZE; ++c) CPU_SET(c, &all);
-  pthread_setaffinity_np(pthread_self(), sizeof(all), &all);
-  return ns;
+  // Back to what it was: the ranks forked later inherit this thread's mask.
+  pthread_setaffinity_np(pthread_self(), sizeof(allowed), &allowed);
+  return pinned ? ns : 0;
 }
 
 }  // namespace
@@ -161,9 +165,9 @@ int main(int argc, char** argv) {
       "All-reduce (sum), 2 ranks on one machine, float32; algbw in GB/s (medians of %d "
       "rounds)\n",
       args.rounds);
-  std::printf("%9s %8s %8s %8s %8s %8s %8s %8s %9s %10s %10s  %s\n", "size", "gloo", "shm",
-              "queued", "direct", "threads", "open-mpi", "memcpy", "shm/gloo", "shm/memcpy",
-              "shm/mpi", "[range] (side by side)");
+  std::printf("%9s %8s %8s %8s %8s %8s %8s %9s %10s | side by side: %8s %8s %8s  %s\n", "size",
+              "gloo", "shm", "queued", "direct", "threads", "memcpy", "shm/gloo", "shm/memcpy",
+              "open-mpi", "shm", "shm/mpi", "[range]");
   for (size_t i = 0; i < kSizes.size(); ++i) {
     const double bytes = double(kSizes[i]);
     std::vector<char> src(static_cast<size_t>(bytes), 1), dst(static_cast<size_t>(bytes));
@@ -174,14 +178,20 @@ int main(int argc, char** argv) {
       copies.push_back(bench::time_per_call(copy, reps_for(kSizes[i])));
     auto bw = [&](const std::string& v) { return bytes / times[v][i] / 1e9; };
     const double gloo = bw("gloo"), shm = bw("shm"), mc = bytes / bench::median(copies) / 1e9;
-    const bool paired = mpi.count(kSizes[i]) > 0;
-    const Paired p = paired ? mpi[kSizes[i]] : Paired{};
-    std::printf("%6.0f KB %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.1fx %9.0f%% %9.2fx  ",
-                bytes / 1024, gloo, shm, bw("shm-queued"), bw("shm-direct"), bw("threads"),
-                paired ? bytes / p.mpi_s / 1e9 : 0.0, mc, shm / gloo, 100 * shm / mc, p.ratio);
-    std::printf(paired ? "[%.2f-%.2f]\n" : "\n", p.ratio_min, p.ratio_max);
+    std::printf("%6.0f KB %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.1fx %9.0f%% |", bytes / 1024, gloo,
+                shm, bw("shm-queued"), bw("shm-direct"), bw("threads"), mc, shm / gloo,
+                100 * shm / mc);
+    if (mpi.count(kSizes[i]) == 0) {
+      std::printf("\n");
+      continue;
+    }
+    const Paired& p = mpi[kSizes[i]];
+    std::printf("               %8.2f %8.2f %7.2fx  [%.2f-%.2f]\n", bytes / p.mpi_s / 1e9,
+                bytes / p.shm_s / 1e9, p.ratio, p.ratio_min, p.ratio_max);
   }
-  std::printf("core-to-core round trip (CPU 0 <-> 1): %.0f ns at the start, %.0f ns at the end\n",
-              trip_before, core_round_trip_ns());
+  std::printf(
+      "core-to-core round trip (two pinned threads; 0 = could not pin two CPUs): %.0f ns at the "
+      "start, %.0f ns at the end\n",
+      trip_before, core_round_trip_ns());
   return 0;
 }

@@ -22,7 +22,18 @@ CollectiveQueue::CollectiveQueue(std::string backend, int rank,
     if (trace::enabled()) trace::set_thread_name(backend_ + " collectives");
     loop();
   });
-  if (departed_ranks_) watchdog_ = std::thread([this] { watch(); });
+  if (!departed_ranks_) return;
+  try {
+    watchdog_ = std::thread([this] { watch(); });
+  } catch (...) {  // a joinable thread_ must not be destroyed
+    {
+      std::lock_guard lk(mutex_);
+      stop_ = true;
+    }
+    ready_.notify_all();
+    thread_.join();
+    throw;
+  }
 }
 
 CollectiveQueue::~CollectiveQueue() {
@@ -58,6 +69,12 @@ void CollectiveQueue::push(WorkPtr work, std::function<void(uint32_t)> run, uint
   // streams have produced them (StreamFence says why). Empty when they are the default streams.
   Task task{std::move(work), std::move(run), tag, cuda::StreamFence::record()};
   std::unique_lock lk(mutex_);
+  if (broken_) {  // fail at once: the worker may still be inside the call that broke the group
+    const std::exception_ptr error = broken_;
+    lk.unlock();
+    task.work->mark_done(error);
+    return;
+  }
   if (may_inline && inline_when_idle_ && queue_.empty() && !busy_) {
     busy_ = true;
     started(task.work);
@@ -143,22 +160,51 @@ void CollectiveQueue::execute(Task& task) {
   }
 }
 
+// A rank counts as gone when two looks in a row, 250 ms apart, name it: one look can be wrong
+// (TCPStore::departed_ranks names rank 0 when the store does not answer within 2 s). A look that
+// throws is no look.
 void CollectiveQueue::watch() {
   using namespace std::chrono_literals;
+  std::string seen_before;  // the ranks the previous look named, for the same collective
+  WorkPtr looked_at;
   std::unique_lock lk(mutex_);
   while (!watch_stop_) {
     watch_wake_.wait_for(lk, 250ms, [&] { return watch_stop_; });
     if (watch_stop_ || !running_ || broken_ || Clock::now() - running_since_ < 1s) continue;
     const WorkPtr work = running_;
+    const Clock::time_point since = running_since_;
+    if (work != looked_at) seen_before.clear(), looked_at = work;
     lk.unlock();
-    const std::string gone = departed_peers();  // a store request: not under the lock
-    lk.lock();
-    if (gone.empty() || running_ != work || broken_) continue;
-    const double seconds = std::chrono::duration<double>(Clock::now() - running_since_).count();
-    detail::record_peer_failure(std::stoi(gone));  // the first of them
-    broken_ = error(*work, "a peer left while it was in flight (seen by the store's watchdog)",
+    std::string gone;
+    try {
+      gone = departed_peers();  // a store request: not under the lock
+    } catch (const std::exception&) {
+    }
+    const bool confirmed = !gone.empty() && gone == seen_before;
+    seen_before = gone;
+    std::exception_ptr err;
+    if (confirmed) {
+      try {
+        const double seconds = std::chrono::duration<double>(Clock::now() - since).count();
+        err = error(*work, "a peer left while it was in flight (seen by the store's watchdog)",
                     seconds, gone);
-    work->mark_done(broken_);  // the transport's own call returns at its timeout
+      } catch (...) {
+        err = std::current_exception();
+      }
+    }
+    lk.lock();
+    if (!err || running_ != work || work->is_completed() || broken_) continue;
+    broken_ = err;
+    std::vector<WorkPtr> queued;  // they would wait behind the call that does not return
+    for (const Task& t : queue_) queued.push_back(t.work);
+    lk.unlock();
+    work->mark_done(err);  // the transport's own call returns at its timeout
+    for (const WorkPtr& w : queued) w->mark_done(err);
+    try {
+      detail::record_peer_failure(std::stoi(gone));  // the first of them
+    } catch (const std::exception&) {
+    }
+    lk.lock();
   }
 }
 

@@ -7,10 +7,12 @@
 // broken: every later collective fails at once with the first error.
 //
 // With `departed_ranks`, a watchdog also asks the store, every 250 ms once a collective has run
-// for a second, whether a peer has gone, and fails that collective's Work at once if one has.
-// Gloo needs it: its TCP transport wakes the sends and receives still queued on a pair whose
-// peer died, but not one already on the wire (Pair::signalException skips them), so a rank
-// waiting on such a transfer sat out the whole timeout (seen in CI once in ~10 runs).
+// for a second, whether a peer has gone, and when two looks in a row say so it fails that
+// collective's Work and the queued ones at once. Gloo needs it: its TCP transport wakes the
+// sends and receives still queued on a pair whose peer died, but not one already on the wire
+// (Pair::signalException skips them), so a rank waiting on such a transfer sat out the whole
+// timeout (seen in CI once in ~10 runs). The transport's call itself still returns only at its
+// timeout, and the destructor waits for it: Gloo has no way to abort one.
 #pragma once
 
 #include <tandem/core/cuda_device.h>

@@ -38,7 +38,7 @@ struct CollectiveInfo {
   DType dtype = kFloat32;
   uint64_t wire = 0;  // bytes on the wire; 0: not said
   int rank = 0, size = 1;
-  /// "all_reduce #12 (sum, 2.00 MiB on the wire, 262144 x float32 = 1.00 MiB) on rank 0 of 2".
+  /// "all_reduce #12 (sum, 1.05 MB on the wire, 262144 x float32 = 1.00 MiB) on rank 0 of 2".
   std::string text() const;
 };
 
@@ -53,7 +53,7 @@ class Work {
   void wait() { wait(timeout_); }
   bool is_completed() const { return done_.load(std::memory_order_acquire); }
   uint64_t sequence_number() const { return info_.seq; }
-  /// e.g. "all_reduce #12 (sum, 262,144 x float32 = 1.0 MiB)".
+  /// e.g. "all_reduce #12 (sum, 1.05 MB on the wire, 262144 x float32 = 1.00 MiB) on rank 0 of 2".
   const std::string& description() const;
 
   /// For implementations: the collective finished (error: it failed). Only the first call
@@ -152,7 +152,7 @@ class Communicator {
   void check_all_to_all(const Tensor& output, const Tensor& input) const;
   /// Checks a point-to-point call's peer: another rank of the group.
   void check_peer(int peer, const std::string& what) const;
-  /// "all_reduce #12 (sum, 262,144 x float32 = 1.0 MiB)" for Work and error messages.
+  /// "all_reduce #12 (sum, 262144 x float32 = 1.00 MiB) on rank 0 of 2" for errors.
   std::string describe(const std::string& op, uint64_t seq, const Tensor* t,
                        const std::string& extra = "") const;
   /// The same as values, formatted when asked (CollectiveInfo::text); `wire` bytes, if any, are

@@ -85,6 +85,7 @@ WorkPtr ShmCommunicator::enqueue(const std::string& op, const Tensor* t, const s
   queue_->push(
       work,
       [this, run = std::move(run)](uint32_t) mutable {
+        deadline_ = {};  // set by the first late step (shm_wait): the clock only when waiting
         try {
           run();
         } catch (...) {
@@ -103,16 +104,16 @@ void ShmCommunicator::step() {
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     const ShmHeader& peer = segments_[size_t(r)].header();
-    shm_wait(peer, steps_, timeout_, [&](const char* reason) {
-      if (std::string(reason) != "timeout") detail::record_peer_failure(r);
-      const std::string why = std::string(reason) == "died"
-                                  ? str("rank ", r, " (pid ", peer.pid, ") died")
-                              : std::string(reason) == "failed"
-                                  ? str("rank ", r, " gave up on the group after an error")
-                                  : str("rank ", r, " did not reach step ", steps_, " within ",
-                                        timeout_.count() / 1000.0, " s (timeout)");
-      ::tandem::detail::fail<DistributedError>(why);
-    });
+    const char* reason = shm_wait(peer, steps_, deadline_, timeout_);
+    if (reason == nullptr) continue;
+    const std::string why = std::string(reason) == "died"
+                                ? str("rank ", r, " (pid ", peer.pid, ") died")
+                            : std::string(reason) == "failed"
+                                ? str("rank ", r, " gave up on the group after an error")
+                                : str("rank ", r, " did not reach step ", steps_, " within ",
+                                      timeout_.count() / 1000.0, " s (timeout)");
+    if (std::string(reason) != "timeout") detail::record_peer_failure(r);
+    ::tandem::detail::fail<DistributedError>(why);
   }
 }
 

@@ -88,6 +88,7 @@ class ShmCommunicator : public Communicator {
   // The worker thread's alone:
   uint32_t steps_ = 0;   // synchronisations so far
   uint64_t rounds_ = 0;  // buffer uses so far (its parity picks the buffer)
+  std::chrono::steady_clock::time_point deadline_;  // this collective's; zero until a step is late
 };
 
 }  // namespace tandem::parallel

@@ -115,21 +115,20 @@ void shm_fail(ShmHeader& mine) {
   futex_wake_all(mine.arrived);
 }
 
-void shm_wait(const ShmHeader& peer, uint32_t step, std::chrono::milliseconds timeout,
-              const std::function<void(const char*)>& why_not) {
+const char* shm_wait(const ShmHeader& peer, uint32_t step, Clock::time_point& deadline,
+                     std::chrono::milliseconds timeout) {
   // Spin first: when both ranks are in the collective, the step comes within microseconds, and
   // a sleep would cost more than the copy (a futex wake-up takes tens of microseconds). Past
   // 20 µs, yield between checks, so a rank that shares this core with the peer lets it run; past
   // 1 ms, sleep, so a rank waiting for a peer that is still computing leaves the core to others.
-  // The clock is read only once the step is late: most steps are not, and each read (tens of
-  // nanoseconds) is a few percent of a small collective.
   Clock::time_point start;
   for (int i = 0;; ++i) {
-    if (reached(peer, step)) return;
+    if (reached(peer, step)) return nullptr;
     detail::cpu_relax();
     if ((i & 63) != 63) continue;
-    if (i == 63) {
+    if (i == 63) {  // late: now the clock
       start = Clock::now();
+      if (deadline == Clock::time_point{}) deadline = start + timeout;
       continue;
     }
     const auto waited = Clock::now() - start;
@@ -143,10 +142,10 @@ void shm_wait(const ShmHeader& peer, uint32_t step, std::chrono::milliseconds ti
     const uint32_t seen = arrived.load(std::memory_order_seq_cst);
     if (int32_t(seen - step) < 0) futex_wait(arrived, seen, 1'000'000);  // 1 ms, then check
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    if (reached(peer, step)) return;
-    if (peer.failed.load(std::memory_order_acquire) != 0) why_not("failed");
-    if (!process_alive(peer.pid)) why_not("died");
-    if (Clock::now() > start + timeout) why_not("timeout");
+    if (reached(peer, step)) return nullptr;
+    if (peer.failed.load(std::memory_order_acquire) != 0) return "failed";
+    if (!process_alive(peer.pid)) return "died";
+    if (Clock::now() > deadline) return "timeout";
   }
 }
 

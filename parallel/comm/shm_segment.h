@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <string>
 
 namespace tandem::parallel {
@@ -62,13 +61,14 @@ void shm_arrive(ShmHeader& mine);
 /// Marks this rank failed and wakes the peers sleeping on it (they see `failed` and give up).
 void shm_fail(ShmHeader& mine);
 
-/// Waits until `peer` has reached step `step` (counts wrap: compared modulo 2^32). `why_not`
-/// is called when it stops waiting without the step: it throws the error that says so. Every
-/// millisecond the wait checks the peer's `failed` word, whether its process is alive, and
-/// whether `timeout` has passed since the wait began, and calls why_not with "failed", "died" or
-/// "timeout".
-void shm_wait(const ShmHeader& peer, uint32_t step, std::chrono::milliseconds timeout,
-              const std::function<void(const char* reason)>& why_not);
+/// Waits until `peer` has reached step `step` (counts wrap: compared modulo 2^32); returns
+/// nullptr then. Every millisecond the wait checks the peer's `failed` word, whether its process
+/// is alive, and `deadline`, and returns "failed", "died" or "timeout" instead. A default (zero)
+/// `deadline` is set to `timeout` from the moment a step is first late, so a collective reads
+/// the clock only if it has to wait (each read is a few percent of a 4 KB collective).
+const char* shm_wait(const ShmHeader& peer, uint32_t step,
+                     std::chrono::steady_clock::time_point& deadline,
+                     std::chrono::milliseconds timeout);
 
 /// True while process `pid` exists and is not a zombie.
 bool process_alive(int pid);

@@ -30,11 +30,18 @@ WorkPtr all_reduce_work(uint64_t seq) {
   return std::make_shared<Work>(CollectiveInfo{.op = "all_reduce", .seq = seq, .size = 2}, 60s);
 }
 
+// Releases a blocked task however the test ends, so the queue's destructor does not wait on it.
+struct Release {
+  std::atomic<bool>& flag;
+  ~Release() { flag = true; }
+};
+
 TEST(CollectiveQueue, AWatchdogFailsACollectiveWhosePeerLeftWhileItWaited) {
   std::atomic<bool> gone{false}, release{false};
   CollectiveQueue queue("gloo", 0, [&] {
     return gone ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{};  // 0: this rank, not named
   });
+  Release at_end{release};
   auto stuck = all_reduce_work(7);
   queue.push(
       stuck,
@@ -42,6 +49,9 @@ TEST(CollectiveQueue, AWatchdogFailsACollectiveWhosePeerLeftWhileItWaited) {
         while (!release) std::this_thread::sleep_for(1ms);  // a transfer the transport never wakes
       },
       7);
+  auto queued = all_reduce_work(8);  // waits behind it
+  queue.push(
+      queued, [](uint32_t) { ADD_FAILURE() << "a collective ran after a failure"; }, 8);
   std::this_thread::sleep_for(200ms);
   gone = true;
   // Without the watchdog this wait ends at its own 20 s timeout, with that error instead.
@@ -50,27 +60,37 @@ TEST(CollectiveQueue, AWatchdogFailsACollectiveWhosePeerLeftWhileItWaited) {
   EXPECT_THAT(error, HasSubstr("a peer left while it was in flight"));
   EXPECT_THAT(error, HasSubstr("rank 1 has exited or crashed"));
   EXPECT_THAT(error, Not(HasSubstr("rank 0 has")));
-  release = true;  // the transport's call returns at last: its completion changes nothing
-  EXPECT_EQ(wait_error(*stuck, 20s), error);
-
-  // The group is broken: the next collective fails at once with the first error, unrun.
-  auto next = all_reduce_work(8);
+  // The group is broken: the queued collective and a new one fail with the first error, unrun,
+  // while the transport's call has not returned.
+  EXPECT_EQ(wait_error(*queued, 20s), error);
+  auto next = all_reduce_work(9);
   queue.push(
-      next, [](uint32_t) { ADD_FAILURE() << "a collective ran after a failure"; }, 8);
+      next, [](uint32_t) { ADD_FAILURE() << "a collective ran after a failure"; }, 9);
   EXPECT_EQ(wait_error(*next, 20s), error);
+  release = true;  // the transport's call returns at last: its completion changes nothing
+  auto after = all_reduce_work(10);  // and after it returned
+  queue.push(
+      after, [](uint32_t) { ADD_FAILURE() << "a collective ran after a failure"; }, 10);
+  EXPECT_EQ(wait_error(*after, 20s), error);
+  EXPECT_EQ(wait_error(*stuck, 20s), error);
 }
 
-TEST(CollectiveQueue, ASlowCollectiveWithEveryPeerPresentIsLeftToFinish) {
+TEST(CollectiveQueue, OneLookAtTheStoreIsNotEnoughToFailACollective) {
+  // The store names rank 1 once (as TCPStore does for rank 0 when a reply is late), then nobody:
+  // the collective, which finishes once the watchdog has looked a few times, is left alone.
   std::atomic<int> asked{0};
-  CollectiveQueue queue("gloo", 0, [&] {
-    ++asked;
-    return std::vector<int64_t>{};
-  });
+  CollectiveQueue queue(
+      "gloo", 0, [&] { return ++asked == 1 ? std::vector<int64_t>{1} : std::vector<int64_t>{}; });
   auto slow = all_reduce_work(1);
   queue.push(
-      slow, [](uint32_t) { std::this_thread::sleep_for(1600ms); }, 1);
-  EXPECT_EQ(wait_error(*slow, 20s), "no error");
-  EXPECT_GE(asked.load(), 1) << "the watchdog looked while it ran past a second";
+      slow,
+      [&](uint32_t) {
+        // Until the watchdog has looked 3 times (the cap only ends a broken test).
+        for (int i = 0; i < 20000 && asked < 3; ++i) std::this_thread::sleep_for(1ms);
+      },
+      1);
+  EXPECT_EQ(wait_error(*slow, 30s), "no error");
+  EXPECT_GE(asked.load(), 3);
 }
 
 }  // namespace
