@@ -4,6 +4,8 @@
 // direct algorithm at every size), threads (2 ranks in this process, cpu:0 and cpu:1),
 // and memcpy of the same bytes as the bound. algbw = bytes / time (for 2 ranks it equals
 // nccl-tests' busbw). Per size: the median of single calls per round, then the median over rounds.
+// The rounds take turns between the transports, and shm/gloo is the median of the per-round
+// ratios (with their range): each ratio compares two moments seconds apart, not two medians.
 // Open MPI's own all-reduce is measured by bench/comm_bench.sh (bench/shm_vs_mpi.cpp) in turn
 // with Tandem's shm in the same processes, and handed over in the file TANDEM_MPI_RESULTS names:
 // its shm/mpi column is that side-by-side ratio (median over rounds, with its range), not this
@@ -31,11 +33,12 @@ const std::vector<int64_t> kSizes{4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20,
 // The calls per round at a size: enough that a round lasts ~50 ms, the same on every rank.
 int reps_for(int64_t bytes) { return int(std::clamp<int64_t>((64 << 20) / bytes, 4, 400)); }
 
-// Median time (s) of one all-reduce of each size through each communicator: times[c][size].
-// Rounds alternate between the communicators, so a change in the machine's load hits them alike.
-std::vector<std::vector<double>> measure(const std::vector<parallel::Communicator*>& comms,
-                                         int rounds) {
-  std::vector<std::vector<double>> out(comms.size());
+// Per round, the median time (s) of one all-reduce of each size through each communicator:
+// times[c][size][round]. Rounds alternate between the communicators, so a change in the machine's
+// load hits them alike.
+using Rounds = std::vector<std::vector<double>>;  // [size][round]
+std::vector<Rounds> measure(const std::vector<parallel::Communicator*>& comms, int rounds) {
+  std::vector<Rounds> out(comms.size());
   for (int64_t bytes : kSizes) {
     Tensor t = ones({bytes / 4});
     std::vector<std::vector<double>> per_round(comms.size());
@@ -49,7 +52,7 @@ std::vector<std::vector<double>> measure(const std::vector<parallel::Communicato
         per_round[c].push_back(bench::median(calls));
       }
     }
-    for (size_t c = 0; c < comms.size(); ++c) out[c].push_back(bench::median(per_round[c]));
+    for (size_t c = 0; c < comms.size(); ++c) out[c].push_back(per_round[c]);
   }
   return out;
 }
@@ -58,7 +61,7 @@ std::vector<std::vector<double>> measure(const std::vector<parallel::Communicato
 // its worker thread always (no inline calls), and with the direct algorithm at every size.
 const std::vector<std::string> kProcessVariants{"gloo", "shm", "shm-queued", "shm-direct"};
 
-std::vector<std::vector<double>> over_processes(int rounds) {
+std::vector<Rounds> over_processes(int rounds) {
   const std::string file = "/tmp/tandem-comm-bench-" + std::to_string(::getpid()) + ".txt";
   parallel::spawn(
       [&](int rank) {
@@ -75,21 +78,23 @@ std::vector<std::vector<double>> over_processes(int rounds) {
         const auto times = measure({gloo.get(), fast.get(), queued.get(), direct.get()}, rounds);
         if (rank == 0) {
           std::ofstream f(file);
-          for (const auto& row : times) {
-            for (double t : row) f << t << " ";
-            f << "\n";
-          }
+          for (const Rounds& variant : times)
+            for (const std::vector<double>& size : variant) {
+              for (double t : size) f << t << " ";
+              f << "\n";
+            }
         }
         fast.reset(), queued.reset(), direct.reset();
         parallel::destroy_process_group();
       },
       2);
-  std::vector<std::vector<double>> times(kProcessVariants.size());
+  std::vector<Rounds> times(kProcessVariants.size(), Rounds(kSizes.size()));
   std::ifstream in(file);
-  for (auto& row : times) {
-    row.resize(kSizes.size());
-    for (double& t : row) in >> t;
-  }
+  for (Rounds& variant : times)
+    for (std::vector<double>& size : variant) {
+      size.resize(size_t(rounds));
+      for (double& t : size) in >> t;
+    }
   std::remove(file.c_str());
   return times;
 }
@@ -142,7 +147,7 @@ int main(int argc, char** argv) {
   const bench::Args args = bench::parse_args(argc, argv, 7);
   bench::report_load();
   const double trip_before = core_round_trip_ns();
-  std::map<std::string, std::vector<double>> times;
+  std::map<std::string, Rounds> times;
   const auto processes = over_processes(args.rounds);
   for (size_t v = 0; v < kProcessVariants.size(); ++v) times[kProcessVariants[v]] = processes[v];
   parallel::spawn_threads(
@@ -165,9 +170,9 @@ int main(int argc, char** argv) {
       "All-reduce (sum), 2 ranks on one machine, float32; algbw in GB/s (medians of %d "
       "rounds)\n",
       args.rounds);
-  std::printf("%9s %8s %8s %8s %8s %8s %8s %9s %10s | side by side: %8s %8s %8s  %s\n", "size",
-              "gloo", "shm", "queued", "direct", "threads", "memcpy", "shm/gloo", "shm/memcpy",
-              "open-mpi", "shm", "shm/mpi", "[range]");
+  std::printf("%9s %8s %8s %8s %8s %8s %8s %9s %13s %10s | side by side: %8s %8s %8s  %s\n", "size",
+              "gloo", "shm", "queued", "direct", "threads", "memcpy", "shm/gloo", "[range]",
+              "shm/memcpy", "open-mpi", "shm", "shm/mpi", "[range]");
   for (size_t i = 0; i < kSizes.size(); ++i) {
     const double bytes = double(kSizes[i]);
     std::vector<char> src(static_cast<size_t>(bytes), 1), dst(static_cast<size_t>(bytes));
@@ -176,11 +181,15 @@ int main(int argc, char** argv) {
     std::vector<double> copies;
     for (int r = 0; r < args.rounds; ++r)
       copies.push_back(bench::time_per_call(copy, reps_for(kSizes[i])));
-    auto bw = [&](const std::string& v) { return bytes / times[v][i] / 1e9; };
-    const double gloo = bw("gloo"), shm = bw("shm"), mc = bytes / bench::median(copies) / 1e9;
-    std::printf("%6.0f KB %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.1fx %9.0f%% |", bytes / 1024, gloo,
-                shm, bw("shm-queued"), bw("shm-direct"), bw("threads"), mc, shm / gloo,
-                100 * shm / mc);
+    auto bw = [&](const std::string& v) { return bytes / bench::median(times[v][i]) / 1e9; };
+    const double shm = bw("shm"), mc = bytes / bench::median(copies) / 1e9;
+    std::vector<double> ratio;  // shm/gloo in speed, within each round
+    for (size_t r = 0; r < times["shm"][i].size(); ++r)
+      ratio.push_back(times["gloo"][i][r] / times["shm"][i][r]);
+    std::printf("%6.0f KB %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.1fx [%5.1f-%5.1f] %9.0f%% |",
+                bytes / 1024, bw("gloo"), shm, bw("shm-queued"), bw("shm-direct"), bw("threads"),
+                mc, bench::median(ratio), *std::min_element(ratio.begin(), ratio.end()),
+                *std::max_element(ratio.begin(), ratio.end()), 100 * shm / mc);
     if (mpi.count(kSizes[i]) == 0) {
       std::printf("\n");
       continue;

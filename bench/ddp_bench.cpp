@@ -5,8 +5,10 @@
 //     one rank alone (no communication at all). Interleaved rounds, medians.
 //  2. cnn: images/s of the MNIST reference CNN (Adam, global batch 64): 1 rank with both cores
 //     against 2 ranks with one core each (32 images per rank per step), over Gloo, shared
-//     memory, and shared memory with every all-reduce on its worker thread (none inline); the
-//     variants take turns, a round each per pass, and the ratios are taken within passes.
+//     memory, shared memory with every all-reduce on its worker thread (none inline), shared
+//     memory with gradient_as_bucket_view, and 2 ranks that never synchronise (no DDP: the
+//     bound, what splitting the batch alone gives); the variants take turns, a round each per
+//     pass, and the ratios are taken within passes.
 //   build-bench/bench/ddp_bench [--rounds N] [--quick]
 #include <tandem/parallel/comm/shm_communicator.h>
 #include <tandem/parallel/store/prefix_store.h>
@@ -92,7 +94,8 @@ int main(int argc, char** argv) {
   // turn, per pass (the order reversed every other pass): each 2-rank/1-rank ratio is taken
   // within its pass, seconds apart, so a change in the machine's speed between passes (on the
   // 2-vCPU VMs, 0.7-1.0 in single runs of the same build) does not become the ratio.
-  const std::vector<std::string> variants{"1-rank", "gloo", "shm", "shm-queued"};
+  const std::vector<std::string> variants{"1-rank",     "gloo",     "shm",
+                                          "shm-queued", "shm-view", "no-sync"};
   for (int pass = 0; pass < args.rounds; ++pass)
     for (size_t v = 0; v < variants.size(); ++v) {
       const std::string& variant = variants[pass % 2 == 0 ? v : variants.size() - 1 - v];
@@ -100,17 +103,19 @@ int main(int argc, char** argv) {
       parallel::spawn(
           [&](int rank) {
             using namespace std::chrono_literals;
-            auto group = parallel::init_process_group(
-                {.backend = variant == "shm" ? "shm" : "gloo", .timeout = 300s});
+            const bool shm = variant == "shm" || variant == "shm-view" || variant == "no-sync";
+            auto group =
+                parallel::init_process_group({.backend = shm ? "shm" : "gloo", .timeout = 300s});
             if (variant == "shm-queued")  // every all-reduce on the worker thread, none inline
               group = std::make_shared<parallel::ShmCommunicator>(
                   std::make_shared<parallel::PrefixStore>("queued", parallel::default_store()),
                   rank, world, parallel::ShmOptions{.timeout = 300s, .inline_when_idle = false});
             bench::ReferenceCnn model;
             std::unique_ptr<parallel::DistributedDataParallel<bench::ReferenceCnn>> ddp;
-            if (world == 2)
+            if (world == 2 && variant != "no-sync")  // no-sync: each rank trains alone
               ddp = std::make_unique<parallel::DistributedDataParallel<bench::ReferenceCnn>>(
-                  model, parallel::DDPOptions{.group = group});
+                  model, parallel::DDPOptions{.group = group,
+                                              .gradient_as_bucket_view = variant == "shm-view"});
             optim::Adam opt(model.parameters(), {.lr = 1e-3});
             const int64_t batch = 64 / world;
             const Tensor x = randn({batch, 1, 28, 28});
@@ -169,6 +174,16 @@ int main(int argc, char** argv) {
                 variant.c_str(), 64 / bench::median(cnn[variant]), bench::median(ratio),
                 *std::min_element(ratio.begin(), ratio.end()),
                 *std::max_element(ratio.begin(), ratio.end()));
+  }
+  // What synchronising costs, apart from what splitting the batch costs: each DDP variant's
+  // images/s over the unsynchronised ranks', within passes.
+  const std::vector<double>& bound = cnn["no-sync"];
+  std::printf("  (shm-view: gradient_as_bucket_view; no-sync: no DDP, the bound)\n");
+  for (const char* variant : {"shm", "shm-view"}) {
+    std::vector<double> ratio;
+    for (size_t p = 0; p < bound.size(); ++p) ratio.push_back(bound[p] / cnn[variant][p]);
+    std::printf("  %s / no-sync = %.3f: synchronising costs %.1f %% of the images/s\n", variant,
+                bench::median(ratio), 100 * (1 - bench::median(ratio)));
   }
   std::remove(out.c_str());
   return 0;
