@@ -104,15 +104,15 @@ void ShmCommunicator::step() {
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     const ShmHeader& peer = segments_[size_t(r)].header();
-    const char* reason = shm_wait(peer, steps_, deadline_, timeout_);
-    if (reason == nullptr) continue;
-    const std::string why = std::string(reason) == "died"
-                                ? str("rank ", r, " (pid ", peer.pid, ") died")
-                            : std::string(reason) == "failed"
+    const ShmWait result = shm_wait(peer, steps_, deadline_, timeout_);
+    if (result == ShmWait::kReached) continue;
+    const std::string why = result == ShmWait::kDied ? str("rank ", r, " (pid ", peer.pid, ") died")
+                            : result == ShmWait::kFailed
                                 ? str("rank ", r, " gave up on the group after an error")
                                 : str("rank ", r, " did not reach step ", steps_, " within ",
                                       timeout_.count() / 1000.0, " s (timeout)");
-    if (std::string(reason) != "timeout") detail::record_peer_failure(r);
+    // A late peer may still be alive and merely slow: only a known failure is recorded as its.
+    if (result != ShmWait::kTimedOut) detail::record_peer_failure(r);
     ::tandem::detail::fail<DistributedError>(why);
   }
 }

@@ -115,15 +115,15 @@ void shm_fail(ShmHeader& mine) {
   futex_wake_all(mine.arrived);
 }
 
-const char* shm_wait(const ShmHeader& peer, uint32_t step, Clock::time_point& deadline,
-                     std::chrono::milliseconds timeout) {
+ShmWait shm_wait(const ShmHeader& peer, uint32_t step, Clock::time_point& deadline,
+                 std::chrono::milliseconds timeout) {
   // Spin first: when both ranks are in the collective, the step comes within microseconds, and
   // a sleep would cost more than the copy (a futex wake-up takes tens of microseconds). Past
   // 20 µs, yield between checks, so a rank that shares this core with the peer lets it run; past
   // 1 ms, sleep, so a rank waiting for a peer that is still computing leaves the core to others.
   Clock::time_point start;
   for (int i = 0;; ++i) {
-    if (reached(peer, step)) return nullptr;
+    if (reached(peer, step)) return ShmWait::kReached;
     detail::cpu_relax();
     if ((i & 63) != 63) continue;
     if (i == 63) {  // late: now the clock
@@ -142,10 +142,10 @@ const char* shm_wait(const ShmHeader& peer, uint32_t step, Clock::time_point& de
     const uint32_t seen = arrived.load(std::memory_order_seq_cst);
     if (int32_t(seen - step) < 0) futex_wait(arrived, seen, 1'000'000);  // 1 ms, then check
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    if (reached(peer, step)) return nullptr;
-    if (peer.failed.load(std::memory_order_acquire) != 0) return "failed";
-    if (!process_alive(peer.pid)) return "died";
-    if (Clock::now() > deadline) return "timeout";
+    if (reached(peer, step)) return ShmWait::kReached;
+    if (peer.failed.load(std::memory_order_acquire) != 0) return ShmWait::kFailed;
+    if (!process_alive(peer.pid)) return ShmWait::kDied;
+    if (Clock::now() > deadline) return ShmWait::kTimedOut;
   }
 }
 

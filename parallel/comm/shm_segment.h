@@ -61,14 +61,22 @@ void shm_arrive(ShmHeader& mine);
 /// Marks this rank failed and wakes the peers sleeping on it (they see `failed` and give up).
 void shm_fail(ShmHeader& mine);
 
-/// Waits until `peer` has reached step `step` (counts wrap: compared modulo 2^32); returns
-/// nullptr then. Every millisecond the wait checks the peer's `failed` word, whether its process
-/// is alive, and `deadline`, and returns "failed", "died" or "timeout" instead. A default (zero)
-/// `deadline` is set to `timeout` from the moment a step is first late, so a collective reads
-/// the clock only if it has to wait (each read is a few percent of a 4 KB collective).
-const char* shm_wait(const ShmHeader& peer, uint32_t step,
-                     std::chrono::steady_clock::time_point& deadline,
-                     std::chrono::milliseconds timeout);
+/// How a wait for a peer's step ended.
+enum class ShmWait {
+  kReached,   // the peer reached the step
+  kFailed,    // the peer marked itself failed (shm_fail)
+  kDied,      // the peer's process is gone
+  kTimedOut,  // the deadline passed first
+};
+
+/// Waits until `peer` has reached step `step` (counts wrap: compared modulo 2^32). Every
+/// millisecond the wait checks the peer's `failed` word, whether its process is alive, and
+/// `deadline`, and gives up on the first that says so. A default (zero) `deadline` is set to
+/// `timeout` from the moment a step is first late, so a collective reads the clock only if it
+/// has to wait (each read is a few percent of a 4 KB collective).
+ShmWait shm_wait(const ShmHeader& peer, uint32_t step,
+                 std::chrono::steady_clock::time_point& deadline,
+                 std::chrono::milliseconds timeout);
 
 /// True while process `pid` exists and is not a zombie.
 bool process_alive(int pid);
