@@ -9,6 +9,10 @@
 //     memory with gradient_as_bucket_view, and 2 ranks that never synchronise (no DDP: the
 //     bound, what splitting the batch alone gives); the variants take turns, a round each per
 //     pass, and the ratios are taken within passes.
+//  3. the same CNN with its configurations alive at once in three processes, taking turns of a
+//     few steps while the others sleep: 1 rank with both cores, the DDP pair over shared memory,
+//     the pair without DDP. Turns are ~0.2 s apart where section 2's passes are seconds apart,
+//     so the ratios see far less of the VM's changes of speed.
 //   build-bench/bench/ddp_bench [--rounds N] [--quick]
 #include <tandem/parallel/comm/shm_communicator.h>
 #include <tandem/parallel/store/prefix_store.h>
@@ -23,10 +27,13 @@ using namespace tandem;
 
 namespace {
 
-// Median seconds per step of `steps` steps, per round.
+// Median seconds per step of `steps` steps, after `warm_up` untimed ones (page faults, buckets,
+// Gloo buffers; and on the 2-vCPU VMs, a new process's threads can share one CPU for its first
+// ~30 ms, until the scheduler spreads them: the first 4-5 steps of the 2-thread CNN run 2-3x
+// slower).
 template <typename Step>
-double median_step(Step&& step, int steps) {
-  step();  // warm-up: page faults, buckets, Gloo buffers
+double median_step(Step&& step, int steps, int warm_up = 1) {
+  for (int i = 0; i < warm_up; ++i) step();
   std::vector<double> t;
   for (int i = 0; i < steps; ++i) t.push_back(bench::time_per_call(step, 1));
   return bench::median(t);
@@ -62,6 +69,58 @@ void overlap_rank(int rank, int world, int rounds, int steps, const std::string&
   if (rank == 0)
     std::ofstream(out, std::ios::app) << "overlap " << world << " " << bench::median(ta) << " "
                                       << (tb.empty() ? 0.0 : bench::median(tb)) << "\n";
+}
+
+// One process of section 3. Rank 0 is the single rank (2 threads, batch 64); ranks 1 and 2 are
+// the pair (1 thread each, batch 32), with a DDP model over shared memory and a model of their
+// own without it. Turn t runs configuration t % 3 for `steps` timed steps; the others wait in
+// the store, asleep. Rank 0 and rank 1 append "turn <config> <seconds per step>" to `out`.
+void turns_rank(int rank, int turns, int steps, const std::string& out) {
+  using namespace std::chrono_literals;
+  parallel::init_process_group({.backend = "gloo", .timeout = 300s});
+  const auto store = parallel::default_store();
+  const bool solo = rank == 0;
+  set_num_threads(solo ? 2 : 1);
+  std::shared_ptr<parallel::Communicator> pair;
+  if (!solo)
+    pair = std::make_shared<parallel::ShmCommunicator>(
+        std::make_shared<parallel::PrefixStore>("pair", store), rank - 1, 2,
+        parallel::ShmOptions{.timeout = 300s});
+  bench::ReferenceCnn synced, alone;  // alone: the pair's model without DDP (the bound)
+  std::unique_ptr<parallel::DistributedDataParallel<bench::ReferenceCnn>> ddp;
+  if (!solo)
+    ddp = std::make_unique<parallel::DistributedDataParallel<bench::ReferenceCnn>>(
+        synced, parallel::DDPOptions{.group = pair});
+  optim::Adam opt_synced(synced.parameters(), {.lr = 1e-3});
+  optim::Adam opt_alone(alone.parameters(), {.lr = 1e-3});
+  const int64_t batch = solo ? 64 : 32;
+  const Tensor x = randn({batch, 1, 28, 28});
+  const Tensor y = zeros({batch}, {.dtype = kInt64});
+  auto step = [&](bench::ReferenceCnn& m, optim::Adam& opt) {
+    opt.zero_grad();
+    cross_entropy(m.forward(x), y).backward();
+    opt.step();
+  };
+  const char* names[] = {"1-rank", "shm", "no-sync"};
+  for (int t = 0; t < turns; ++t) {
+    const int config = t % 3;
+    const std::string key = "turn/" + std::to_string(t) + "/";
+    if ((config == 0) == solo) {
+      // 10 untimed steps: a process woken from a sleep can share a CPU with its peer at first.
+      bench::ReferenceCnn& m = config == 2 ? alone : synced;  // rank 0's has no DDP
+      optim::Adam& opt = config == 2 ? opt_alone : opt_synced;
+      const double s = median_step([&] { step(m, opt); }, steps, 10);
+      if (rank <= 1)
+        std::ofstream(out, std::ios::app) << "turn " << names[config] << " " << s << "\n";
+      store->set(key + std::to_string(rank), std::string("done"));
+    }
+    store->wait(config == 0 ? std::vector<std::string>{key + "0"}
+                            : std::vector<std::string>{key + "1", key + "2"},
+                300s);
+  }
+  ddp.reset();
+  pair.reset();
+  parallel::destroy_process_group();
 }
 
 }  // namespace
@@ -125,7 +184,7 @@ int main(int argc, char** argv) {
               cross_entropy(model.forward(x), y).backward();
               opt.step();
             };
-            const double t = median_step(step, steps * 3);
+            const double t = median_step(step, steps * 3, 10);
             if (rank == 0)
               std::ofstream(out, std::ios::app) << "cnn " << variant << " " << t << "\n";
             ddp.reset();
@@ -135,10 +194,15 @@ int main(int argc, char** argv) {
           world);
     }
 
+  // ---- 3. the configurations side by side, taking turns
+  const int turns = 3 * (args.quick ? 4 : 10 * args.rounds);
+  parallel::spawn([&](int rank) { turns_rank(rank, turns, steps * 2, out); }, 3);
+
   std::ifstream in(out);
   std::string kind;
   double single_rank = 0;
-  std::map<std::string, std::vector<double>> cnn;  // variant -> seconds per step, per pass
+  std::map<std::string, std::vector<double>> cnn;       // variant -> seconds per step, per pass
+  std::map<std::string, std::vector<double>> turns_of;  // section 3: config -> per turn
   std::printf("1. MLP with 64 MiB of parameters, batch 32 per rank, step time (median)\n");
   while (in >> kind) {
     if (kind == "overlap") {
@@ -160,7 +224,7 @@ int main(int argc, char** argv) {
       std::string variant;
       double t;
       in >> variant >> t;
-      cnn[variant].push_back(t);
+      (kind == "turn" ? turns_of : cnn)[variant].push_back(t);
     }
   }
   const std::vector<double>& one = cnn["1-rank"];
@@ -184,6 +248,19 @@ int main(int argc, char** argv) {
     for (size_t p = 0; p < bound.size(); ++p) ratio.push_back(bound[p] / cnn[variant][p]);
     std::printf("  %s / no-sync = %.3f: synchronising costs %.1f %% of the images/s\n", variant,
                 bench::median(ratio), 100 * (1 - bench::median(ratio)));
+  }
+  const std::vector<double>& solo = turns_of["1-rank"];
+  std::printf("3. the same, 1 rank and the pair alive at once, taking turns (%zu of each)\n",
+              solo.size());
+  std::printf("  1 rank (2 threads):  %7.0f img/s\n", 64 / bench::median(solo));
+  for (const char* config : {"shm", "no-sync"}) {
+    const std::vector<double>& t = turns_of[config];
+    std::vector<double> ratio;  // within each cycle of three turns
+    for (size_t c = 0; c < std::min(solo.size(), t.size()); ++c) ratio.push_back(solo[c] / t[c]);
+    std::printf("  2 ranks (1 thread), %-8s: %7.0f img/s  (2 ranks / 1 rank = %.3f [%.2f-%.2f])\n",
+                config, 64 / bench::median(t), bench::median(ratio),
+                *std::min_element(ratio.begin(), ratio.end()),
+                *std::max_element(ratio.begin(), ratio.end()));
   }
   std::remove(out.c_str());
   return 0;
