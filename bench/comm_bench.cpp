@@ -33,6 +33,17 @@ const std::vector<int64_t> kSizes{4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20,
 // The calls per round at a size: enough that a round lasts ~50 ms, the same on every rank.
 int reps_for(int64_t bytes) { return int(std::clamp<int64_t>((64 << 20) / bytes, 4, 400)); }
 
+// Keeps this CPU busy for `seconds`. On the 2-vCPU VMs, ranks that were idle (another
+// transport's round: Gloo's ranks sleep on their sockets) are put on one vCPU when they wake, and
+// stay there for tens of milliseconds: a 4 KB shm round (0.5 ms when the ranks have a CPU each)
+// then runs entirely while they take turns on one, 20x slower. Both ranks busy for 20 ms before
+// each round makes the scheduler spread them first, for every transport alike.
+void busy_for(double seconds) {
+  const double end = bench::now_s() + seconds;
+  while (bench::now_s() < end) {
+  }
+}
+
 // Per round, the median time (s) of one all-reduce of each size through each communicator:
 // times[c][size][round]. Rounds alternate between the communicators, so a change in the machine's
 // load hits them alike.
@@ -45,6 +56,7 @@ std::vector<Rounds> measure(const std::vector<parallel::Communicator*>& comms, i
     for (auto* c : comms) c->all_reduce(t)->wait();
     for (int r = 0; r < rounds; ++r) {
       for (size_t c = 0; c < comms.size(); ++c) {
+        busy_for(0.02);
         comms[c]->barrier()->wait();
         std::vector<double> calls;
         for (int i = 0; i < reps_for(bytes); ++i)
