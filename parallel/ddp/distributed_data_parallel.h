@@ -33,12 +33,10 @@ struct DDPOptions {
   /// ZeRO (zero_shards.h): 0 keeps everything on every rank; 1 shards the optimizer state, 2 the
   /// gradients too. Train with a zero_optimizer<>() (zero_optimizer.h).
   int zero_stage = 0;
-  /// Each parameter's .grad stays a view of its slice of the one bucket DDP keeps (PyTorch's
-  /// option of the name): the gradients are held once, not twice (16 bytes a parameter with Adam
-  /// in float32 instead of 20), and gradients accumulated in .grad (no_sync(), or zero_grad(false))
-  /// are in the bucket already. Off by default, as in PyTorch: .grad then aliases DDP's buffer,
-  /// which the next backward overwrites. (Without it, on the host, DDP hands each bucket over as
-  /// .grad and starts a new one: no copy back either; reducer.h.)
+  /// Each parameter's .grad becomes a view of its slice of the bucket (PyTorch's option of the
+  /// name): the gradients are held once, not twice (16 bytes a parameter with Adam in float32
+  /// instead of 20), and the averages need no copy back. Off by default, as in PyTorch: .grad then
+  /// aliases DDP's buffer, which the next backward overwrites.
   bool gradient_as_bucket_view = false;
 };
 

@@ -1,6 +1,6 @@
 // parallel/ddp/reducer.cpp — bucket bookkeeping for one backward pass: copy in, launch in order,
-// wait, hand the averages to .grad. Everything runs on the thread running backward; only the
-// all-reduces run elsewhere (the communicator's thread or stream).
+// wait, copy out. Everything runs on the thread running backward; only the all-reduces run
+// elsewhere (the communicator's thread or stream).
 #include <tandem/autograd/engine.h>
 #include <tandem/core/check.h>
 #include <tandem/core/trace.h>
@@ -49,9 +49,7 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
 
 void Reducer::allocate_buffer(Bucket& b) {
   const Tensor& first = params_[b.params.front()];
-  const TensorOptions options{.dtype = first.dtype(), .device = first.device()};
-  // Every slot is written before the bucket goes (copy_in); only ZeRO's padding must start at 0.
-  b.view.buffer = zero_ ? zeros({b.size}, options) : empty({b.size}, options);
+  b.view.buffer = zeros({b.size}, {.dtype = first.dtype(), .device = first.device()});
 }
 
 void Reducer::wait_all_quietly() {
@@ -200,22 +198,9 @@ void Reducer::finish() {
     return;
   }
   for (Bucket& b : buckets_) {
-    // On the host the averages are handed over, not copied back: each .grad becomes its slice of
-    // the bucket, and the bucket is DDP's no more; a new one, for the next backward, comes from
-    // the allocator's cache (in steady state, the one zero_grad() let go). Nothing DDP does later
-    // writes a gradient it has handed over, as with PyTorch's copy back, and the memory held is
-    // the same (the gradients and one bucket), but a pass over every gradient per step is saved
-    // (~90 µs of bench/ddp_bench's 5.8 ms CNN step; 500 MB for GPT-2's 124M parameters). On a GPU
-    // that copy runs at memory speed, and buckets keep their place in the stream-ordered cache.
-    const bool hand_over = !grad_as_view_ && b.view.buffer.device().is_cpu();
     for (size_t slot = 0; slot < b.params.size(); ++slot) {
       const size_t i = b.params[slot];
       if (used.defined() && used.data<float>()[i] == 0.f) continue;
-      if (hand_over) {
-        params_[i].set_grad(b.view.buffer.narrow(0, b.view.offsets[slot], params_[i].numel())
-                                .view(params_[i].shape()));
-        continue;
-      }
       const Tensor avg = b.view.gradient(slot);
       Tensor g = params_[i].grad();
       if (grad_as_view_ && !g.defined()) {  // unused on this rank: its slice, as for the others
@@ -231,7 +216,6 @@ void Reducer::finish() {
         params_[i].set_grad(g);
       }
     }
-    if (hand_over) allocate_buffer(b);
   }
 }
 

@@ -4,10 +4,9 @@
 // the last gradient of a bucket hands it to the communication hook (comm_hook.h; by default an
 // asynchronous average all-reduce) while backward goes on. Buckets start strictly in index order,
 // the same on every rank, since collectives must be issued in the same order everywhere. finalize()
-// runs when backward ends: it waits for every bucket and leaves the averaged gradients in .grad
-// (on the host by handing the bucket over, each .grad a view of its slice, and starting a new
-// bucket; on a GPU by copying them back). Under ZeRO (zero_shards.h) a bucket is reduce-scattered
-// instead, and finalize() hands each rank's averaged chunk to its optimizer's pieces.
+// runs when backward ends: it waits for every bucket and writes the averaged gradients back into
+// .grad. Under ZeRO (zero_shards.h) a bucket is reduce-scattered instead, and finalize() hands
+// each rank's averaged chunk to its optimizer's pieces.
 #pragma once
 
 #include <tandem/parallel/comm/communicator.h>
@@ -29,7 +28,7 @@ class Reducer {
 
   /// Called by each parameter's post-accumulate hook during backward.
   void mark_ready(size_t param);
-  /// Waits for every bucket and leaves the averages in .grad. Parameters that got no gradient
+  /// Waits for every bucket and writes the averages into .grad. Parameters that got no gradient
   /// are an error naming them, unless find_unused_parameters (then their gradient counts as
   /// zero on this rank, and stays undefined if no rank produced one, as on one device).
   void finalize();
