@@ -171,8 +171,14 @@ void Reducer::finish() {
         "\n  hint: make every parameter take part in the loss, or construct DDP with "
         ".find_unused_parameters = true (their gradients are then reduced as zeros)");
   }
-  // Unused here (maybe used on another rank): contribute zeros so the buckets can go.
-  for (size_t i : missing_) copy_in(i, true);
+  // Unused in this backward (maybe used on another rank). A gradient already in .grad (from
+  // micro-batches under no_sync()) is this rank's contribution, as in PyTorch's reducer, and marks
+  // the parameter used; with none, zeros, so the buckets can go.
+  for (size_t i : missing_) {
+    const bool accumulated = params_[i].grad().defined();
+    had_grad_[i] = had_grad_[i] || accumulated;
+    copy_in(i, !accumulated);
+  }
   while (next_launch_ < buckets_.size()) launch(next_launch_++);  // a hook that waits for backward
   WorkPtr used_work;
   if (find_unused_) {

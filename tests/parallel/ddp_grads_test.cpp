@@ -1,0 +1,111 @@
+// tests/parallel/ddp_grads_test.cpp — what DDP leaves in .grad beyond the average of one step:
+// a gradient kept from an earlier step is never written again, and a gradient accumulated under
+// no_sync() for a parameter the synced backward does not use still joins the average. Ranks are
+// threads on cpu:0 and cpu:1.
+#include <tandem/parallel/comm/thread_communicator.h>
+#include <tandem/parallel/ddp/distributed_data_parallel.h>
+
+#include "parallel/ddp_models.h"
+#include "support/expect.h"
+
+namespace tandem::parallel {
+namespace {
+
+constexpr int64_t kGradsRows = 8;  // per rank
+
+// A gradient from an earlier step is never written again: if the caller keeps a .grad and the
+// next backward starts from set_to_none, DDP's averages of that backward land elsewhere (as in
+// PyTorch without gradient_as_bucket_view). A reducer that handed its bucket over as .grad and
+// reused it would overwrite the kept one.
+TEST(DDP, AGradientKeptFromAnEarlierStepIsNeverWrittenAgain) {
+  constexpr int kWorld = 2;
+  auto models = tandem::testing::mlps_on_devices(kWorld, kFloat64, 0);
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> group) {
+        const int rank = group->rank();
+        const Device dev = Device::cpu(rank);
+        tandem::testing::Mlp& model = *models[size_t(rank)];
+        DistributedDataParallel ddp(model, {.group = group});
+        auto backward = [&](double value) {
+          for (Tensor& p : model.parameters()) p.set_grad(Tensor());  // zero_grad(set_to_none)
+          const Tensor x =
+              full({kGradsRows, 784}, value * (rank + 1), {.dtype = kFloat64, .device = dev});
+          cross_entropy(ddp(x), zeros({kGradsRows}, {.dtype = kInt64, .device = dev})).backward();
+        };
+        backward(0.01);
+        const Tensor held = model.fc1.weight.grad();
+        const Tensor before = held.clone();
+        backward(0.02);
+        using tandem::testing::values;
+        EXPECT_TRUE(values(held) == values(before)) << "rank " << rank << ": a gradient changed";
+        EXPECT_FALSE(values(model.fc1.weight.grad()) == values(before)) << "rank " << rank;
+      },
+      kWorld);
+}
+
+// Two layers; the second takes part only when asked (a branch some micro-batches skip).
+struct BranchyNet : nn::Module {
+  nn::Linear a{8, 4}, b{8, 4};
+  void visit(nn::Visitor& v) override {
+    v("a", a);
+    v("b", b);
+  }
+  Tensor forward(const Tensor& x, bool use_b) { return use_b ? a(x) + b(x) : a(x); }
+};
+
+// find_unused_parameters with no_sync(): `b` gets its gradient only in the micro-batch under
+// no_sync(), not in the synced one. That accumulated gradient is still this rank's part of the
+// average (PyTorch's reducer copies a defined .grad of an unused parameter), so every rank ends
+// with the average over the ranks, as for `a`.
+TEST(DDP, FindUnusedAveragesAGradientAccumulatedUnderNoSync) {
+  constexpr int kWorld = 2;
+  std::vector<std::unique_ptr<BranchyNet>> models;
+  for (int r = 0; r < kWorld; ++r) {
+    manual_seed(0);
+    models.push_back(std::make_unique<BranchyNet>());
+    models.back()->to(kFloat64);
+    models.back()->to(Device::cpu(r));
+  }
+  manual_seed(1);
+  const Tensor x = randn({2 * kWorld, 3, 8}, {.dtype = kFloat64});  // [micro-batch·rank][rows]
+  auto loss = [](const Tensor& out) { return (out * out).mean(); };
+  // Expected: on one device, each rank's two micro-batches' gradients, then their mean.
+  manual_seed(0);
+  BranchyNet one;
+  one.to(kFloat64);
+  for (int r = 0; r < kWorld; ++r) {
+    loss(one.forward(x.select(0, r), true)).backward();
+    loss(one.forward(x.select(0, kWorld + r), false)).backward();
+  }
+  std::vector<std::vector<double>> got(kWorld);
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> group) {
+        const int r = group->rank();
+        const Device dev = Device::cpu(r);
+        BranchyNet& model = *models[size_t(r)];
+        DistributedDataParallel ddp(model, {.group = group, .find_unused_parameters = true});
+        {
+          auto quiet = ddp.no_sync();
+          loss(ddp(x.select(0, r).to(dev), true)).backward();
+        }
+        loss(ddp(x.select(0, kWorld + r).to(dev), false)).backward();  // b unused here
+        for (Tensor& p : model.parameters()) {
+          ASSERT_TRUE(p.grad().defined()) << "rank " << r;
+          for (double v : tandem::testing::values(p.grad() * double(kWorld)))
+            got[size_t(r)].push_back(v);
+        }
+      },
+      kWorld);
+  std::vector<double> want;
+  for (Tensor& p : one.parameters())
+    for (double v : tandem::testing::values(p.grad())) want.push_back(v);
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_EQ(got[size_t(r)].size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k)
+      EXPECT_NEAR(got[size_t(r)][k], want[k], 1e-12 + 1e-10 * std::abs(want[k]))
+          << "rank " << r << ", element " << k;
+  }
+}
+
+}  // namespace
+}  // namespace tandem::parallel
