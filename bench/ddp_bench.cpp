@@ -77,7 +77,7 @@ void overlap_rank(int rank, int world, int rounds, int steps, const std::string&
 // the store, asleep. Rank 0 and rank 1 append "turn <config> <seconds per step>" to `out`.
 void turns_rank(int rank, int turns, int steps, const std::string& out) {
   using namespace std::chrono_literals;
-  parallel::init_process_group({.backend = "gloo", .timeout = 300s});
+  const auto world = parallel::init_process_group({.backend = "gloo", .timeout = 300s});
   const auto store = parallel::default_store();
   const bool solo = rank == 0;
   set_num_threads(solo ? 2 : 1);
@@ -101,6 +101,7 @@ void turns_rank(int rank, int turns, int steps, const std::string& out) {
     cross_entropy(m.forward(x), y).backward();
     opt.step();
   };
+  world->barrier()->wait();  // the pair set up before the first turn, which rank 0 times
   const char* names[] = {"1-rank", "shm", "no-sync"};
   for (int t = 0; t < turns; ++t) {
     const int config = t % 3;
