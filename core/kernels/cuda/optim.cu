@@ -211,9 +211,9 @@ void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_a
 
 namespace {
 
-// Fills `b` (and `steps`, if given) with the next run of up to kSlots non-empty tensors of one
-// dtype from slots[i...], advancing i; the optimizer passes them grouped by dtype. Returns the
-// blocks the launch needs.
+// Fills `b` (and `steps`, if given) with the next run of up to kSlots tensors of one dtype from
+// slots[i...], advancing i (empty ones only when `steps` is given); the optimizer passes them
+// grouped by dtype. Returns the blocks the launch needs (0 if every tensor is empty).
 template <typename T>
 int64_t fill_batch(std::span<const AdamSlot> slots, size_t& i, AdamBatch<T>& b,
                    StepPointers* steps) {
@@ -222,7 +222,9 @@ int64_t fill_batch(std::span<const AdamSlot> slots, size_t& i, AdamBatch<T>& b,
   for (; i < slots.size() && b.count < kSlots && slots[i].param->dtype() == dtype; ++i) {
     const AdamSlot& s = slots[i];
     const int64_t n = s.param->numel();
-    if (n == 0) continue;
+    // An empty tensor needs no block, but its step count still advances (as on the CPU, and as
+    // PyTorch counts a step for every parameter with a gradient): keep it when counts are kept.
+    if (n == 0 && steps == nullptr) continue;
     const int k = b.count++;
     b.param[k] = s.param->data<T>();
     b.grad[k] = s.grad->data<T>();
@@ -266,9 +268,11 @@ void adam_step_many_unless(std::span<const AdamSlot> slots, const AdamParams& a,
       StepPointers steps{};
       const int64_t blocks = fill_batch(slots, i, b, &steps);
       if (b.count == 0) return;
-      adam_many_unless_kernel<T><<<unsigned(blocks), kThreads, 0, stream()>>>(
-          b, steps, adam_scalars<T>(a), AdamDeviceScalars{a.lr, a.beta1, a.beta2}, flag);
-      TD_CUDA_CHECK_LAUNCH();
+      if (blocks > 0) {  // a batch of empty tensors only advances their counts
+        adam_many_unless_kernel<T><<<unsigned(blocks), kThreads, 0, stream()>>>(
+            b, steps, adam_scalars<T>(a), AdamDeviceScalars{a.lr, a.beta1, a.beta2}, flag);
+        TD_CUDA_CHECK_LAUNCH();
+      }
       advance_steps_kernel<<<1, kSlots, 0, stream()>>>(steps, b.count, flag);
       TD_CUDA_CHECK_LAUNCH();
     });
