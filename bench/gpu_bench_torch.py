@@ -6,6 +6,8 @@
 # steps: "_tuned" (fused optimizer kernels, cudnn.benchmark), and with TORCH_COMPILE=1 "_compile"
 # (torch.compile of the model) and "_ro" (torch.compile mode="reduce-overhead", which replays
 # forward and backward as CUDA graphs), timed after their warm-up so that compilation is not in them.
+# TORCH_COMPILE=only prints the compiled columns alone (gpu_bench.sh runs them last: compiling
+# takes minutes, and the interleaved eager runs come first within a GPU lease).
 # With --loss-match DIR [--device D] it is PyTorch's side of bench/loss_match.cpp instead: the same
 # initial weights and batches (DIR/<model>.safetensors, by the same names), the same steps, and the
 # losses printed ("loss_<model>_step<k>").
@@ -193,9 +195,11 @@ def loss_match(folder, device):
 
 
 def main():
-    print(f"device {torch.cuda.get_device_name(0)}")
-    print(f"versions torch={torch.__version__} cuda={torch.version.cuda} cudnn={torch.backends.cudnn.version()} "
-          f"cublas={wheel('nvidia-cublas')}")
+    compile_mode = os.environ.get("TORCH_COMPILE", "0")
+    if compile_mode != "only":
+        print(f"device {torch.cuda.get_device_name(0)}")
+        print(f"versions torch={torch.__version__} cuda={torch.version.cuda} "
+              f"cudnn={torch.backends.cudnn.version()} cublas={wheel('nvidia-cublas')}")
     def sweep(suffix, adam, sgd):
         """The CNN (Adam) and the MLP (SGD-momentum) at every batch, and the BatchNorm CNN at 256."""
         for batch in BATCHES:
@@ -210,30 +214,32 @@ def main():
 
     adam = lambda m: torch.optim.Adam(m.parameters(), lr=1e-3)
     sgd = lambda m: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
-    sweep("", adam, sgd)
     resnet_sgd = lambda m, **kw: torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9,
                                                  weight_decay=5e-4, **kw)
-    for amp, tag in ((None, ""), (torch.bfloat16, "_bf16")):
-        torch.manual_seed(0)
-        m = ResNet18().to(dev)
-        show(f"resnet18_b256{tag}_ms", step(m, resnet_sgd(m), 256, amp, (3, 32, 32)))
-    for amp, tag in ((torch.bfloat16, "bf16"), (torch.float16, "fp16")):
-        torch.manual_seed(0)
-        m = Cnn().to(dev)
-        show(f"cnn_b256_{tag}_ms", step(m, adam(m), 256, amp))
+    if compile_mode != "only":
+        sweep("", adam, sgd)
+        for amp, tag in ((None, ""), (torch.bfloat16, "_bf16")):
+            torch.manual_seed(0)
+            m = ResNet18().to(dev)
+            show(f"resnet18_b256{tag}_ms", step(m, resnet_sgd(m), 256, amp, (3, 32, 32)))
+        for amp, tag in ((torch.bfloat16, "bf16"), (torch.float16, "fp16")):
+            torch.manual_seed(0)
+            m = Cnn().to(dev)
+            show(f"cnn_b256_{tag}_ms", step(m, adam(m), 256, amp))
 
     torch.backends.cudnn.benchmark = True  # the tuned and compiled rows only: eager's ran above
     fused_adam = lambda m: fused(torch.optim.Adam, m.parameters(), lr=1e-3)
     fused_sgd = lambda m: fused(torch.optim.SGD, m.parameters(), lr=0.05, momentum=0.9)
-    sweep("_tuned", fused_adam, fused_sgd)
     fused_resnet_sgd = lambda m: fused(torch.optim.SGD, m.parameters(), lr=0.01, momentum=0.9,
                                        weight_decay=5e-4)
-    for amp, tag in ((None, ""), (torch.bfloat16, "_bf16")):  # tuned: channels_last too
-        torch.manual_seed(0)
-        m = ResNet18().to(dev).to(memory_format=torch.channels_last)
-        show(f"resnet18_b256{tag}_ms_tuned",
-             step(m, fused_resnet_sgd(m), 256, amp, (3, 32, 32), channels_last=True))
-    if os.environ.get("TORCH_COMPILE") == "1":
+    if compile_mode != "only":
+        sweep("_tuned", fused_adam, fused_sgd)
+        for amp, tag in ((None, ""), (torch.bfloat16, "_bf16")):  # tuned: channels_last too
+            torch.manual_seed(0)
+            m = ResNet18().to(dev).to(memory_format=torch.channels_last)
+            show(f"resnet18_b256{tag}_ms_tuned",
+                 step(m, fused_resnet_sgd(m), 256, amp, (3, 32, 32), channels_last=True))
+    if compile_mode in ("1", "only"):
         for name, make, opt, image in (("cnn", Cnn, fused_adam, (1, 28, 28)),
                                        ("cnn_bn", BnCnn, fused_adam, (1, 28, 28)),
                                        ("mlp", Mlp, fused_sgd, (1, 28, 28)),
@@ -244,6 +250,8 @@ def main():
                 c = torch.compile(m, mode=mode) if mode else torch.compile(m)
                 show(f"{name}_b256_ms_{tag}", step(c, opt(m), 256, image=image))
 
+    if compile_mode == "only":
+        return
     n = 4096
     a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
     ms = measure(lambda: torch.mm(a, b), 20)[1]

@@ -43,7 +43,10 @@ struct Result {
 
 // Runs `tandem <args>`; the output goes through a file so it can be checked.
 inline Result tandem_cli(const std::string& args, const fs::path& log) {
-  const std::string cmd = std::string(TANDEM_CLI) + " " + args + " > '" + log.string() + "' 2>&1";
+  // TANDEM_CLI_PATH overrides the build's path: tools/gpu-check.sh runs these from a bundle.
+  const char* path = std::getenv("TANDEM_CLI_PATH");
+  const std::string cmd = std::string(path != nullptr ? path : TANDEM_CLI) + " " + args + " > '" +
+                          log.string() + "' 2>&1";
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(log)};
 }

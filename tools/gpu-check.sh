@@ -52,6 +52,7 @@ pack() {
   mkdir -p "$bundle/bin" "$bundle/lib"
   local progs=("$root"/build-gpu/tests/tandem_*_tests "$root/build-gpu/tools/tandem"
                "$root/build-gpu/tools/tandem_launch_test" "$root/build-gpu/tools/tandem_launch_test_worker"
+               "$root/build-gpu/tools/tandem_train_smoke_test"
                "$root/build-gpu/bench/gpu_bench" "$root/build-gpu/bench/gpt_bench"
                "$root/build-gpu/bench/loss_match")
   for p in "${progs[@]}"; do
@@ -97,6 +98,8 @@ PY
   local libs="$bundle/lib:/usr/local/cuda/lib64${cuda_libs:+:$cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # Test data the programs read (tests/fixtures), from this checkout rather than the build's path.
   export TANDEM_TEST_FIXTURES="$root/tests/fixtures"
+  # The tests that run `tandem` as a user would: the bundle's copy, not the build's path.
+  export TANDEM_CLI_PATH="$bundle/bin/tandem"
   local out="$bundle/results.md"
   {
     echo "# GPU check — $(date -u +%Y-%m-%d), commit $(cat "$bundle/commit" 2>/dev/null || echo '?'), part: $part"
@@ -154,7 +157,8 @@ PY
       echo "GPU benchmarks (Tandem vs PyTorch, same GPU, interleaved runs; times: lower ratio is"
       echo "better, TFLOP/s: higher is better):"
       echo
-      bash "$bundle/bin/gpu_bench.sh" "$bundle/bin/gpu_bench" "$libs" 2>&1 || status=1
+      BENCH_RAW_DIR="$bundle" bash "$bundle/bin/gpu_bench.sh" "$bundle/bin/gpu_bench" "$libs" 2>&1 ||
+        status=1
     } >>"$out"
   fi
   echo -e "\nLogs: $bundle/*.log. Exit status $status." >>"$out"
@@ -273,7 +277,7 @@ run_tests() {
     echo "| test program | filter | run | passed | failed | skipped |"
     echo "|---|---|---|---|---|---|"
   } >>"$out"
-  for t in "$bundle"/bin/tandem_*_tests; do
+  for t in "$bundle"/bin/tandem_*_tests "$bundle/bin/tandem_train_smoke_test"; do
     if [ "$(basename "$t")" = tandem_parallel_tests ]; then
       # The parallel tests fork ranks, and a child cannot use CUDA once its parent has: the
       # collectives that fork CUDA ranks run in a process of their own, then the other CUDA cases

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <tandem/tandem.h>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -57,7 +58,10 @@ inline Outcome thrown(const std::function<void()>& fn) {
 /// Runs `tandem <args>` (the built command), its output captured in dir/cli.log.
 inline Outcome tandem_cli(const TempDir& dir, const std::string& args) {
   const std::string log = dir.file("cli.log");
-  const std::string cmd = std::string(TANDEM_CLI) + " " + args + " > '" + log + "' 2>&1";
+  // TANDEM_CLI_PATH overrides the build's path: tools/gpu-check.sh runs these from a bundle.
+  const char* path = std::getenv("TANDEM_CLI_PATH");
+  const std::string cmd =
+      std::string(path != nullptr ? path : TANDEM_CLI) + " " + args + " > '" + log + "' 2>&1";
   const int status = std::system(cmd.c_str());
   return {"exit " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1),
           testing::read_bytes(log)};
