@@ -15,6 +15,7 @@
 #include <tandem/core/dtype.h>
 #include <tandem/core/error.h>
 #include <tandem/core/generator.h>
+#include <tandem/core/kernels/profile.h>
 #include <tandem/core/memory_stats.h>
 #include <tandem/core/serialize/safetensors.h>
 #include <tandem/core/tensor.h>

@@ -13,7 +13,8 @@
 //     GPT-2 124M's shape (12 layers, 12 heads, 768 wide, context 1,024, vocabulary 50,304 as
 //     nanoGPT pads it, biases): a whole training step's time, tokens/s, and the model FLOPs
 //     utilisation against the GPU's peak (nanoGPT's estimate_mfu; llm.c reports about 50 % on
-//     A100/H100 in bf16). --shape test: a tiny model, to try the part on a CPU.
+//     A100/H100 in bf16). --shape test: a tiny model, to try the part on a CPU. --profile N: then
+//     one more step with every kernel timed (core/kernels/profile.h), its N largest rows printed.
 //   gpt_bench attention [--rounds N] [--threads N]
 //     Causal attention, 8 heads of 64, T = 64 … 2048: forward + backward of the fused op and of
 //     the composed form (matmul, mask, softmax, matmul), and the bytes each graph holds after the
@@ -41,6 +42,7 @@ struct Options {
   int64_t batch = 8;         // mfu: sequences per step
   double peak_tflops = 0;    // mfu: the GPU's dense peak; 0: from its name where known
   std::string shape = "gpt2";
+  int profile_rows = 0;  // mfu: > 0 prints the step's kernel table
 };
 
 Options parse(int argc, char** argv) {
@@ -63,6 +65,8 @@ Options parse(int argc, char** argv) {
       o.peak_tflops = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--shape"))
       o.shape = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--profile"))
+      o.profile_rows = std::atoi(argv[i + 1]);
   }
   if ((o.part != "step" && o.part != "attention" && o.part != "mfu") ||
       (o.recipe != "cpu" && o.recipe != "gpu") || (o.amp != "none" && o.amp != "bf16") ||
@@ -70,7 +74,7 @@ Options parse(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: %s step|attention|mfu [--rounds N] [--threads N] [--device D] "
                  "[--recipe cpu|gpu] [--amp none|bf16] [--batch B] [--peak-tflops P] "
-                 "[--shape gpt2|test]\n",
+                 "[--shape gpt2|test] [--profile N]\n",
                  argv[0]);
     std::exit(2);
   }
@@ -233,7 +237,7 @@ void mfu_part(const Options& o) {
   const Tensor tokens = from_vector(ids, {kB, kT + 1});
   const Tensor x = tokens.narrow(1, 0, kT).contiguous().to(g_device),
                y = tokens.narrow(1, 1, kT).contiguous().to(g_device);
-  const double ms = median_ms(o.rounds, [&] {
+  auto train_step = [&] {
     opt.zero_grad();
     Tensor loss;
     {
@@ -243,7 +247,8 @@ void mfu_part(const Options& o) {
     loss.backward();
     optim::clip_grad_norm_(model.parameters(), 1.0);
     opt.step();
-  });
+  };
+  const double ms = median_ms(o.rounds, train_step);
   // nanoGPT's estimate_mfu (PaLM, appendix B): 6N + 12·L·H·Q·T FLOPs per token, N the parameters
   // less the position embedding (the tied token embedding counted once).
   const double n = double(model.parameter_count() - c.block_size * c.n_embd);
@@ -263,6 +268,12 @@ void mfu_part(const Options& o) {
                 100 * per_token * tokens_per_s / 1e12 / peak, peak);
   else
     std::printf("mfu_percent unknown (pass --peak-tflops)\n");
+  if (o.profile_rows > 0) {  // shares of the step's time above; what the kernels leave is idle
+    kernel_profile::start();
+    train_step();
+    std::printf("%s",
+                kernel_profile::format(kernel_profile::stop(), ms, size_t(o.profile_rows)).c_str());
+  }
 }
 
 // ---- attention: fused against composed --------------------------------------------------------

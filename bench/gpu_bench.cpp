@@ -7,7 +7,8 @@
 // float32 and bfloat16. Prints "name value unit" lines: for each step
 // the wall time (`_ms`), the GPU time between CUDA events around the same steps (`_ms_gpu`) and
 // the peak of allocated memory (`_ms_peak`, MiB); medians over rounds, each synchronised at its
-// ends; and the library versions.
+// ends; and the library versions. `gpu_bench --profile`: instead, where the time of the steps
+// that trail PyTorch goes, kernel by kernel (core/kernels/profile.h).
 #include <tandem/core/cpu_info.h>
 #include <tandem/core/cuda/graph.h>
 #include <tandem/core/cuda/stream.h>
@@ -23,6 +24,8 @@
 using namespace tandem;
 
 namespace {
+
+bool g_profile = false;  // --profile
 
 struct Timing {
   double wall_ms = 0, gpu_ms = 0, peak_mib = 0;
@@ -82,7 +85,15 @@ Timing step(M& model, Opt& opt, int64_t batch, Device d, DType amp = kFloat32,
     scaler.step(opt);
     scaler.update();
   };
-  if (!graph) return measure(train_step, reps_for(batch));
+  if (!graph) {
+    const Timing t = measure(train_step, reps_for(batch));
+    if (g_profile) {  // one more step, each kernel timed by the GPU's events
+      kernel_profile::start();
+      train_step();
+      std::printf("%s", kernel_profile::format(kernel_profile::stop(), t.wall_ms, 25).c_str());
+    }
+    return t;
+  }
   for (int i = 0; i < 3; ++i) train_step();
   cuda::Graph g(d.index());
   g.capture(train_step);
@@ -94,9 +105,33 @@ void print(const std::string& key, const Timing& t) {
               t.gpu_ms, key.c_str(), t.peak_mib);
 }
 
+// --profile: the CNN where it trails (batch 4,096) and where it leads (256), and ResNet-18 in
+// float32 and bfloat16; each table's shares are of the step's wall time.
+void profile_steps(Device d) {
+  g_profile = true;
+  for (int64_t batch : {256, 4096}) {
+    manual_seed(0);
+    bench::ReferenceCnn cnn;
+    cnn.to(d);
+    optim::Adam adam(cnn.parameters(), {.lr = 1e-3});
+    std::printf("\nCNN step, batch %lld, float32\n", (long long)batch);
+    print("cnn_b" + std::to_string(batch) + "_ms", step(cnn, adam, batch, d));
+  }
+  for (DType amp : {kFloat32, kBFloat16}) {
+    manual_seed(0);
+    nn::Sequential resnet = nn::resnet18({.num_classes = 10, .small_images = true});
+    resnet.to(d);
+    optim::SGD sgd(resnet.parameters(), {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
+    std::printf("\nResNet-18 step, batch 256, %s\n",
+                amp == kBFloat16 ? "bf16 autocast" : "float32");
+    print(std::string("resnet18_b256") + (amp == kBFloat16 ? "_bf16" : "") + "_ms",
+          step(resnet, sgd, 256, d, amp, {3, 32, 32}));
+  }
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   if (!cuda::is_available()) {
     std::fprintf(stderr, "gpu_bench: no CUDA device visible\n");
     return 1;
@@ -107,6 +142,10 @@ int main() {
   const cuda::LibraryVersions v = cuda::library_versions();
   std::printf("versions cuda_runtime=%d driver=%d cublas=%d cudnn=%d\n", v.runtime, v.driver,
               v.cublas, v.cudnn);
+  if (argc > 1 && std::string(argv[1]) == "--profile") {
+    profile_steps(d);
+    return 0;
+  }
   for (int64_t batch : {64, 128, 256, 512, 1024, 2048, 4096}) {
     manual_seed(0);
     bench::ReferenceCnn cnn;

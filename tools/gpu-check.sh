@@ -26,7 +26,11 @@
 #                                           # GPT-2 124M's shape at context 1,024, batch MFU_BATCH
 #                                           # (16), bf16: step time, tokens/s and MFU against
 #                                           # MFU_PEAK (989 TFLOP/s, H100 SXM) by gpt_bench mfu
-#                                           # and gpt_torch.py --mfu (eager, torch.compile)
+#                                           # and gpt_torch.py --mfu (eager, torch.compile),
+#                                           # and Tandem's step kernel by kernel
+#   bash tools/gpu-check.sh run  [BUNDLE] kernels
+#                                           # the CNN (batch 256, 4,096) and ResNet-18 steps
+#                                           # kernel by kernel (gpu_bench --profile)
 #   bash tools/gpu-check.sh run  [BUNDLE] sanitize
 #                                           # compute-sanitizer (memcheck, racecheck, synccheck,
 #                                           # initcheck) over the GPT's ops and the fast CUDA
@@ -135,11 +139,20 @@ PY
     {
       echo '```'
       LD_LIBRARY_PATH="$libs" timeout 150 "$bundle/bin/gpt_bench" mfu --device cuda:0 --amp bf16 \
-        --batch "$batch" --rounds 3 || status=1
+        --batch "$batch" --rounds 3 --profile 30 || status=1
       for compile in "" --compile; do
         timeout 240 python3 "$bundle/bin/gpt_torch.py" --mfu --device cuda --amp bf16 \
           --batch-size "$batch" --rounds 3 --peak-tflops "${MFU_PEAK:-989}" $compile || status=1
       done
+      echo '```'
+    } >>"$out" 2>&1
+    cat "$out"
+    return $status
+  fi
+  if [ "$part" = kernels ]; then  # the kernel tables of the CNN and ResNet-18 steps
+    {
+      echo '```'
+      LD_LIBRARY_PATH="$libs" timeout 200 "$bundle/bin/gpu_bench" --profile || status=1
       echo '```'
     } >>"$out" 2>&1
     cat "$out"
@@ -293,10 +306,10 @@ run_tests() {
   return $status
 }
 
-case "$part" in all | tests | bench | profile | mfu | sanitize | gpt-tandem | gpt-torch | gpt-compile) ;; *) mode=usage ;; esac
+case "$part" in all | tests | bench | profile | mfu | kernels | sanitize | gpt-tandem | gpt-torch | gpt-compile) ;; *) mode=usage ;; esac
 case "$mode" in
   pack) pack ;;
   run) run ;;
-  *) echo "usage: $0 pack [BUNDLE] | run [BUNDLE] [tests|bench|profile|mfu|sanitize|gpt-tandem|gpt-torch|gpt-compile]" >&2
+  *) echo "usage: $0 pack [BUNDLE] | run [BUNDLE] [tests|bench|profile|mfu|kernels|sanitize|gpt-tandem|gpt-torch|gpt-compile]" >&2
      exit 2 ;;
 esac

@@ -7,7 +7,8 @@
 #   PARTS="tests profile bench" bash tools/gpu-session.sh ...  # only the parts with these labels
 #
 # Order: the CUDA tests; where the GPT step's time goes (gpt_bench); GPT-2 124M's step and MFU on
-# both sides (gpt_bench mfu, gpt_torch.py --mfu); nanoGPT's whole GPU recipe,
+# both sides (gpt_bench mfu, gpt_torch.py --mfu), Tandem's kernel by kernel; the CNN and ResNet-18
+# steps kernel by kernel (gpu_bench --profile); nanoGPT's whole GPU recipe,
 # 5,000 iterations by Tandem under bf16 autocast as nanoGPT runs it (validation every 1,000 over
 # 200 batches: nanoGPT's published loss is at 5,000); the same recipe for 300 iterations by PyTorch
 # eager (bf16 and float32), Tandem in float32 and torch.compile (bf16), tokens/s side by side; the
@@ -56,6 +57,7 @@ short=(GPT_ITERS=300 GPT_EVAL_INTERVAL=300 GPT_EVAL_ITERS=20 GPT_TIMEOUT=150)
 part tests tests 60 CPU_CASES=0  # the CUDA cases; CI runs the rest
 part profile profile 60
 part mfu mfu 90  # GPT-2 124M's shape: tokens/s and MFU, Tandem and PyTorch (eager, compiled)
+part kernels kernels 60  # the CNN and ResNet-18 steps kernel by kernel
 # The full recipe first among the GPT runs (its result is the one nothing else gives), leaving
 # 130 s for PyTorch's eager runs after it.
 part gpt-tandem gpt-tandem-5000-bf16 200 GPT_ITERS=5000 GPT_EVAL_INTERVAL=1000 GPT_EVAL_ITERS=200 \

@@ -1,6 +1,7 @@
 // core/kernels/kernels.cpp — the switch from a device to its kernel table. The only #if for CUDA
 // in the op path.
 #include <tandem/core/kernels/kernels.h>
+#include <tandem/core/kernels/profile.h>
 
 namespace tandem {
 
@@ -9,7 +10,8 @@ extern const Kernels cpu_kernels;  // cpu/registry.cpp
 extern const Kernels cuda_kernels;  // cuda/registry.cpp
 #endif
 
-const Kernels& kernels(Device device) {
+namespace {
+const Kernels& plain_kernels(Device device) {
   switch (device.type()) {
     case DeviceType::CPU:
       return cpu_kernels;  // cpu and cpu:N share one table
@@ -24,6 +26,15 @@ const Kernels& kernels(Device device) {
   }
   TD_INTERNAL_ASSERT(false, "unknown device type ", int(device.type()));
   return cpu_kernels;
+}
+}  // namespace
+
+const Kernels& kernels(Device device) {
+  const Kernels& plain = plain_kernels(device);
+  // While kernel_profile (profile.h) is on, a table that times each call stands in.
+  if (kernel_profile::detail::g_active.load(std::memory_order_relaxed)) [[unlikely]]
+    return kernel_profile::detail::timed(plain, device);
+  return plain;
 }
 
 const char* name(UnaryOp op) {

@@ -1,0 +1,244 @@
+// core/kernels/profile.cpp — the timed kernel tables: one wrapper per table entry, generated from
+// the entry's own signature, that labels the call, times it and calls the plain table's entry.
+#include <tandem/core/cuda_device.h>
+#include <tandem/core/error.h>
+#include <tandem/core/kernels/kernels.h>
+#include <tandem/core/kernels/profile.h>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <type_traits>
+#include <utility>
+#if TANDEM_WITH_CUDA
+#include <tandem/core/cuda/stream.h>
+#endif
+
+namespace tandem::kernel_profile {
+
+namespace {
+
+// Every entry of struct Kernels, in order; the static_assert below fails when one is added there
+// and not here.
+// clang-format off
+#define TD_KERNEL_ENTRIES(X) \
+  X(copy) X(fill) X(arange) X(uniform) X(normal) X(unary) X(binary) X(compare) X(where) \
+  X(relu_backward) X(sigmoid_backward) X(tanh_backward) X(gelu_backward) \
+  X(gelu_tanh_backward) X(add_scaled) X(addcmul) X(addcdiv) X(reduce_rows) X(reduce_cols) \
+  X(gemm) X(softmax_forward) X(softmax_backward) X(log_softmax_forward) \
+  X(log_softmax_backward) X(conv2d_forward) X(conv2d_backward) X(max_pool2d_forward) \
+  X(relu_max_pool2d_forward) X(max_pool2d_backward) X(avg_pool2d_forward) \
+  X(avg_pool2d_backward) X(cross_entropy_forward) X(cross_entropy_backward) \
+  X(nll_loss_forward) X(nll_loss_backward) X(batch_norm_forward) X(batch_norm_backward) \
+  X(layer_norm_forward) X(layer_norm_backward) X(embedding_forward) X(embedding_backward) \
+  X(attention_forward) X(attention_backward) X(gather) X(scatter_add) X(topk) \
+  X(multinomial) X(sgd_step) X(adam_step) X(adam_step_many) X(adam_step_many_unless) \
+  X(unscale_grad) X(amp_update_scale)
+// clang-format on
+
+#define TD_ONE(entry) +1
+static_assert(sizeof(Kernels) == (0 TD_KERNEL_ENTRIES(TD_ONE)) * sizeof(void (*)()),
+              "an entry of struct Kernels is missing from TD_KERNEL_ENTRIES");
+
+namespace names {
+#define TD_NAME(entry) constexpr char entry[] = #entry;
+TD_KERNEL_ENTRIES(TD_NAME)
+}  // namespace names
+
+using Clock = std::chrono::steady_clock;
+
+struct Pending {  // a CUDA call, read at stop() when its events have passed
+  std::string label;
+#if TANDEM_WITH_CUDA
+  std::unique_ptr<cuda::Event> begin, end;
+#endif
+};
+
+struct State {
+  std::mutex mu;
+  std::map<std::pair<std::string, std::string>, Row> rows;  // (label, device): summed so far
+  std::vector<Pending> pending;
+};
+State& state() {
+  static State s;
+  return s;
+}
+
+const Kernels* g_plain[2] = {nullptr, nullptr};  // [0] the CPU's table, [1] CUDA's
+thread_local int t_depth = 0;                    // > 0 inside a timed call
+
+void add(const std::string& label, const char* device, double ms) {
+  std::lock_guard lock(state().mu);
+  Row& r = state().rows[{label, device}];
+  r.kernel = label;
+  r.device = device;
+  ++r.calls;
+  r.ms += ms;
+}
+
+// The call's label and its device, from its arguments: the operation of unary/binary/compare/
+// reduce kernels, the dtype of the first defined tensor (and the second's for a converting copy).
+struct Label {
+  std::string text;
+  const Tensor* tensors[2] = {nullptr, nullptr};
+};
+template <typename T>
+void see(Label& l, const T& a) {
+  using U = std::remove_cvref_t<T>;
+  if constexpr (std::is_same_v<U, UnaryOp> || std::is_same_v<U, BinaryOp> ||
+                std::is_same_v<U, CompareOp> || std::is_same_v<U, ReduceOp>) {
+    l.text += ' ';
+    l.text += name(a);
+  } else if constexpr (std::is_same_v<U, Tensor>) {
+    if (a.defined()) (l.tensors[0] == nullptr ? l.tensors[0] : l.tensors[1]) = &a;
+  } else if constexpr (std::is_same_v<U, std::span<const AdamSlot>>) {
+    if (!a.empty() && l.tensors[0] == nullptr) l.tensors[0] = a.front().param;
+  }
+}
+
+template <typename F>
+struct Timed;
+template <typename... A>
+struct Timed<void (*)(A...)> {
+  template <int D, auto Member, const char* Name>
+  static void call(A... a) {
+    const Kernels& plain = *g_plain[D];
+    if (t_depth > 0 || !detail::g_active.load(std::memory_order_relaxed)) {
+      (plain.*Member)(std::forward<A>(a)...);
+      return;
+    }
+    Label l{Name};
+    (see(l, a), ...);
+    if (l.tensors[0] != nullptr) {
+      l.text += ' ';
+      l.text += name(l.tensors[0]->dtype());
+      if (std::strcmp(Name, "copy") == 0 && l.tensors[1] != nullptr &&
+          l.tensors[1]->dtype() != l.tensors[0]->dtype()) {
+        l.text += "->";
+        l.text += name(l.tensors[1]->dtype());
+      }
+    }
+    ++t_depth;
+    struct Leave {
+      ~Leave() { --t_depth; }
+    } leave;
+    if constexpr (D == 1) {
+#if TANDEM_WITH_CUDA
+      const int device =
+          l.tensors[0] != nullptr ? l.tensors[0]->device().index() : cuda::current_device();
+      if (cuda::detail::current_stream_is_capturing(device)) {
+        (plain.*Member)(std::forward<A>(a)...);
+        return;
+      }
+      cuda::DeviceGuard guard(device);  // events belong to the device of the stream they mark
+      const cudaStream_t stream = cuda::current_stream(device);
+      Pending p{std::move(l.text), std::make_unique<cuda::Event>(true),
+                std::make_unique<cuda::Event>(true)};
+      p.begin->record(stream);
+      (plain.*Member)(std::forward<A>(a)...);
+      p.end->record(stream);
+      std::lock_guard lock(state().mu);
+      state().pending.push_back(std::move(p));
+#else
+      (plain.*Member)(std::forward<A>(a)...);  // no CUDA table to stand in for
+#endif
+    } else {
+      const auto t0 = Clock::now();
+      (plain.*Member)(std::forward<A>(a)...);
+      add(l.text, "cpu", std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+  }
+};
+
+template <int D>
+Kernels make_timed() {
+  Kernels k{};
+#define TD_TIMED(entry) \
+  k.entry = &Timed<decltype(Kernels::entry)>::template call<D, &Kernels::entry, names::entry>;
+  TD_KERNEL_ENTRIES(TD_TIMED)
+  return k;
+}
+
+}  // namespace
+
+bool active() { return detail::g_active.load(std::memory_order_relaxed); }
+
+void start() {
+  std::lock_guard lock(state().mu);
+  if (detail::g_active.load())
+    tandem::detail::fail<ValueError>("kernel_profile::start(): already started");
+  state().rows.clear();
+  state().pending.clear();
+  detail::g_active.store(true);
+}
+
+std::vector<Row> stop() {
+  detail::g_active.store(false);
+  std::vector<Pending> pending;
+  {
+    std::lock_guard lock(state().mu);
+    pending.swap(state().pending);
+  }
+#if TANDEM_WITH_CUDA
+  for (Pending& p : pending) {
+    p.end->synchronize();
+    add(p.label, "cuda", double(p.begin->elapsed_ms(*p.end)));
+  }
+#endif
+  std::vector<Row> rows;
+  {
+    std::lock_guard lock(state().mu);
+    for (auto& [key, row] : state().rows) rows.push_back(row);
+    state().rows.clear();
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.ms > b.ms; });
+  return rows;
+}
+
+std::string format(const std::vector<Row>& rows, double whole_ms, size_t limit) {
+  double sum = 0;
+  for (const Row& r : rows) sum += r.ms;
+  const double base = whole_ms > 0 ? whole_ms : sum;
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-40s %-6s %8s %11s %7s\n", "kernel", "device", "calls", "ms",
+                "share");
+  out += line;
+  int64_t rest_calls = 0;
+  double rest_ms = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i >= limit) {
+      rest_calls += rows[i].calls;
+      rest_ms += rows[i].ms;
+      continue;
+    }
+    std::snprintf(line, sizeof line, "%-40s %-6s %8lld %11.3f %6.1f%%\n", rows[i].kernel.c_str(),
+                  rows[i].device.c_str(), (long long)rows[i].calls, rows[i].ms,
+                  base > 0 ? 100 * rows[i].ms / base : 0.0);
+    out += line;
+  }
+  if (rest_calls > 0) {
+    std::snprintf(line, sizeof line, "%-40s %-6s %8lld %11.3f %6.1f%%\n",
+                  ("(" + std::to_string(rows.size() - limit) + " more)").c_str(), "",
+                  (long long)rest_calls, rest_ms, base > 0 ? 100 * rest_ms / base : 0.0);
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "%-40s %-6s %8s %11.3f %6.1f%%\n", "all kernels", "", "", sum,
+                base > 0 ? 100 * sum / base : 0.0);
+  out += line;
+  return out;
+}
+
+const Kernels& detail::timed(const Kernels& plain, Device device) {
+  const int d = device.is_cuda() ? 1 : 0;
+  // Built once per device type; the plain table is the same every time for a type.
+  static const Kernels tables[2] = {make_timed<0>(), make_timed<1>()};
+  static std::once_flag once[2];
+  std::call_once(once[d], [&] { g_plain[d] = &plain; });
+  return tables[d];
+}
+
+}  // namespace tandem::kernel_profile
