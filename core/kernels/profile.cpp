@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -52,6 +53,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Pending {  // a CUDA call, read at stop() when its events have passed
   std::string label;
+  double bytes, flops;
 #if TANDEM_WITH_CUDA
   std::unique_ptr<cuda::Event> begin, end;
 #endif
@@ -70,20 +72,35 @@ State& state() {
 const Kernels* g_plain[2] = {nullptr, nullptr};  // [0] the CPU's table, [1] CUDA's
 thread_local int t_depth = 0;                    // > 0 inside a timed call
 
-void add(const std::string& label, const char* device, double ms) {
+void add(const std::string& label, const char* device, double ms, double bytes, double flops) {
   std::lock_guard lock(state().mu);
   Row& r = state().rows[{label, device}];
   r.kernel = label;
   r.device = device;
   ++r.calls;
   r.ms += ms;
+  r.bytes += bytes;
+  r.flops += flops;
+}
+
+// The bytes of memory a tensor argument spans: a broadcast (stride-0) view counts the memory
+// behind it, not its logical size.
+double span_bytes(const Tensor& t) {
+  if (t.numel() == 0) return 0;
+  int64_t extent = 1;
+  for (size_t d = 0; d < t.shape().size(); ++d)
+    extent += (t.shape()[d] - 1) * std::abs(t.strides()[d]);
+  return double(std::min(extent, t.numel())) * double(element_size(t.dtype()));
 }
 
 // The call's label and its device, from its arguments: the operation of unary/binary/compare/
 // reduce kernels, the dtype of the first defined tensor (and the second's for a converting copy).
 struct Label {
   std::string text;
-  const Tensor* tensors[2] = {nullptr, nullptr};
+  const Tensor* tensors[3] = {nullptr, nullptr, nullptr};  // the first three defined
+  double bytes = 0;                                        // every tensor argument's span
+  int bools = 0;
+  bool first_bool = false;  // gemm's trans_a
 };
 template <typename T>
 void see(Label& l, const T& a) {
@@ -92,11 +109,29 @@ void see(Label& l, const T& a) {
                 std::is_same_v<U, CompareOp> || std::is_same_v<U, ReduceOp>) {
     l.text += ' ';
     l.text += name(a);
+  } else if constexpr (std::is_same_v<U, bool>) {
+    if (l.bools++ == 0) l.first_bool = a;
   } else if constexpr (std::is_same_v<U, Tensor>) {
-    if (a.defined()) (l.tensors[0] == nullptr ? l.tensors[0] : l.tensors[1]) = &a;
+    if (!a.defined()) return;
+    for (const Tensor*& slot : l.tensors)
+      if (slot == nullptr) {
+        slot = &a;
+        break;
+      }
+    l.bytes += span_bytes(a);
   } else if constexpr (std::is_same_v<U, std::span<const AdamSlot>>) {
     if (!a.empty() && l.tensors[0] == nullptr) l.tensors[0] = a.front().param;
+    for (const AdamSlot& s : a)
+      l.bytes += span_bytes(*s.param) + span_bytes(*s.grad) + span_bytes(*s.exp_avg) +
+                 span_bytes(*s.exp_avg_sq);
   }
+}
+
+// A matrix product's multiply-adds ×2: c [.., M, N] from a [.., M, K] (or [.., K, M] transposed).
+double gemm_flops(const Label& l, const char* name) {
+  if (std::strcmp(name, "gemm") != 0 || l.tensors[2] == nullptr) return 0;
+  const Tensor &a = *l.tensors[0], &c = *l.tensors[2];
+  return 2.0 * double(c.numel()) * double(l.first_bool ? a.size(-2) : a.size(-1));
 }
 
 template <typename F>
@@ -113,10 +148,18 @@ struct Timed<void (*)(A...)> {
     Label l{Name};
     (see(l, a), ...);
     if (l.tensors[0] != nullptr) {
+      // The first floating-point tensor's dtype (embedding_backward's first is its int64 ids);
+      // a copy's source, then its destination's if they differ.
+      const bool copy = std::strcmp(Name, "copy") == 0;
+      const Tensor* shown = l.tensors[0];
+      for (const Tensor* t : l.tensors)
+        if (!copy && t != nullptr && is_floating(t->dtype())) {
+          shown = t;
+          break;
+        }
       l.text += ' ';
-      l.text += name(l.tensors[0]->dtype());
-      if (std::strcmp(Name, "copy") == 0 && l.tensors[1] != nullptr &&
-          l.tensors[1]->dtype() != l.tensors[0]->dtype()) {
+      l.text += name(shown->dtype());
+      if (copy && l.tensors[1] != nullptr && l.tensors[1]->dtype() != l.tensors[0]->dtype()) {
         l.text += "->";
         l.text += name(l.tensors[1]->dtype());
       }
@@ -135,8 +178,8 @@ struct Timed<void (*)(A...)> {
       }
       cuda::DeviceGuard guard(device);  // events belong to the device of the stream they mark
       const cudaStream_t stream = cuda::current_stream(device);
-      Pending p{std::move(l.text), std::make_unique<cuda::Event>(true),
-                std::make_unique<cuda::Event>(true)};
+      Pending p{std::move(l.text), l.bytes, gemm_flops(l, Name),
+                std::make_unique<cuda::Event>(true), std::make_unique<cuda::Event>(true)};
       p.begin->record(stream);
       (plain.*Member)(std::forward<A>(a)...);
       p.end->record(stream);
@@ -146,9 +189,11 @@ struct Timed<void (*)(A...)> {
       (plain.*Member)(std::forward<A>(a)...);  // no CUDA table to stand in for
 #endif
     } else {
+      const double flops = gemm_flops(l, Name);
       const auto t0 = Clock::now();
       (plain.*Member)(std::forward<A>(a)...);
-      add(l.text, "cpu", std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      add(l.text, "cpu", std::chrono::duration<double, std::milli>(Clock::now() - t0).count(),
+          l.bytes, flops);
     }
   }
 };
@@ -185,7 +230,7 @@ std::vector<Row> stop() {
 #if TANDEM_WITH_CUDA
   for (Pending& p : pending) {
     p.end->synchronize();
-    add(p.label, "cuda", double(p.begin->elapsed_ms(*p.end)));
+    add(p.label, "cuda", double(p.begin->elapsed_ms(*p.end)), p.bytes, p.flops);
   }
 #endif
   std::vector<Row> rows;
@@ -204,30 +249,41 @@ std::string format(const std::vector<Row>& rows, double whole_ms, size_t limit) 
   const double base = whole_ms > 0 ? whole_ms : sum;
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof line, "%-40s %-6s %8s %11s %7s\n", "kernel", "device", "calls", "ms",
-                "share");
+  auto share = [&](double ms) { return base > 0 ? 100 * ms / base : 0.0; };
+  // GB/s: the bytes the call's tensor arguments span over its time (a floor on what it moved);
+  // TFLOP/s: the matrix products' arithmetic.
+  auto rates = [](const Row& r, char* buf, size_t n) {
+    const double s = r.ms * 1e-3;
+    if (s <= 0) return (void)std::snprintf(buf, n, "%9s %9s", "", "");
+    char flops[16] = "";
+    if (r.flops > 0) std::snprintf(flops, sizeof flops, "%.1f", r.flops / s / 1e12);
+    std::snprintf(buf, n, "%9.1f %9s", r.bytes / s / 1e9, flops);
+  };
+  std::snprintf(line, sizeof line, "%-40s %-6s %8s %11s %7s %9s %9s\n", "kernel", "device", "calls",
+                "ms", "share", "GB/s", "TFLOP/s");
   out += line;
-  int64_t rest_calls = 0;
-  double rest_ms = 0;
+  Row rest{"", "", 0, 0};
   for (size_t i = 0; i < rows.size(); ++i) {
     if (i >= limit) {
-      rest_calls += rows[i].calls;
-      rest_ms += rows[i].ms;
+      rest.calls += rows[i].calls;
+      rest.ms += rows[i].ms;
       continue;
     }
-    std::snprintf(line, sizeof line, "%-40s %-6s %8lld %11.3f %6.1f%%\n", rows[i].kernel.c_str(),
-                  rows[i].device.c_str(), (long long)rows[i].calls, rows[i].ms,
-                  base > 0 ? 100 * rows[i].ms / base : 0.0);
+    char rate[32];
+    rates(rows[i], rate, sizeof rate);
+    std::snprintf(line, sizeof line, "%-40s %-6s %8lld %11.3f %6.1f%% %s\n", rows[i].kernel.c_str(),
+                  rows[i].device.c_str(), (long long)rows[i].calls, rows[i].ms, share(rows[i].ms),
+                  rate);
     out += line;
   }
-  if (rest_calls > 0) {
+  if (rest.calls > 0) {
     std::snprintf(line, sizeof line, "%-40s %-6s %8lld %11.3f %6.1f%%\n",
                   ("(" + std::to_string(rows.size() - limit) + " more)").c_str(), "",
-                  (long long)rest_calls, rest_ms, base > 0 ? 100 * rest_ms / base : 0.0);
+                  (long long)rest.calls, rest.ms, share(rest.ms));
     out += line;
   }
   std::snprintf(line, sizeof line, "%-40s %-6s %8s %11.3f %6.1f%%\n", "all kernels", "", "", sum,
-                base > 0 ? 100 * sum / base : 0.0);
+                share(sum));
   out += line;
   return out;
 }

@@ -28,7 +28,9 @@ struct Row {
   std::string kernel;  // "gemm bfloat16", "binary add float32", "copy float32"
   std::string device;  // "cuda" or "cpu"
   int64_t calls = 0;
-  double ms = 0;  // summed over the calls
+  double ms = 0;     // summed over the calls
+  double bytes = 0;  // the memory the calls' tensor arguments span (a broadcast view: once)
+  double flops = 0;  // gemm: 2·M·N·K summed; 0 for the others
 };
 
 /// Starts timing kernel calls on every device (a second start() is an error).
@@ -38,8 +40,9 @@ void start();
 std::vector<Row> stop();
 bool active();
 
-/// The rows as a table: calls, milliseconds, and each row's share of `whole_ms` (the step's time)
-/// or, when it is 0, of the rows' sum; at most `limit` rows, the rest summed in one line.
+/// The rows as a table: calls, milliseconds, each row's share of `whole_ms` (the step's time) or,
+/// when it is 0, of the rows' sum, GB/s (bytes over time: a kernel far below the memory's
+/// bandwidth is worth a look) and, for gemm, TFLOP/s; at most `limit` rows, the rest in one line.
 std::string format(const std::vector<Row>& rows, double whole_ms = 0, size_t limit = 40);
 
 namespace detail {

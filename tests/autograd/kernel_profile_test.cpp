@@ -36,9 +36,14 @@ void expect_the_small_graphs_rows(Device device, const std::string& type) {
   EXPECT_EQ(gemm->calls, 3);
   EXPECT_EQ(gemm->device, type);
   EXPECT_GT(gemm->ms, 0.0);
+  // Each of the three is 64·32·16 multiply-adds, whichever operand is transposed.
+  EXPECT_EQ(gemm->flops, 3 * 2.0 * 64 * 32 * 16);
+  // Forward: a, b and the output, 4 bytes each: 64·32 + 32·16 + 64·16 floats.
+  EXPECT_GE(gemm->bytes, 4.0 * (64 * 32 + 32 * 16 + 64 * 16));
   const kernel_profile::Row* add = find_row(rows, "binary add float32");
   ASSERT_NE(add, nullptr) << kernel_profile::format(rows);
   EXPECT_GE(add->calls, 1);
+  EXPECT_EQ(add->flops, 0.0);
   EXPECT_NE(find_row(rows, "relu_backward float32"), nullptr) << kernel_profile::format(rows);
   EXPECT_NE(find_row(rows, "copy float32->bfloat16"), nullptr) << kernel_profile::format(rows);
   for (size_t i = 1; i < rows.size(); ++i) EXPECT_GE(rows[i - 1].ms, rows[i].ms);  // largest first
@@ -64,6 +69,28 @@ TEST(KernelProfile, RecordsNothingOutsideStartAndStop) {
   Tensor b = a + a;  // after stop(): not recorded anywhere
   kernel_profile::start();
   EXPECT_TRUE(kernel_profile::stop().empty());
+}
+
+TEST(KernelProfile, ABroadcastOperandCountsTheMemoryBehindIt) {
+  const Tensor x = ones({64, 16}), bias = ones({16});
+  kernel_profile::start();
+  Tensor y = x + bias;  // bias reaches the kernel as a stride-0 view of [64, 16]
+  const std::vector<kernel_profile::Row> rows = kernel_profile::stop();
+  const kernel_profile::Row* add = find_row(rows, "binary add float32");
+  ASSERT_NE(add, nullptr) << kernel_profile::format(rows);
+  EXPECT_EQ(add->calls, 1);
+  EXPECT_EQ(add->bytes, 4.0 * (64 * 16 + 16 + 64 * 16));  // x, bias's 16 floats, y
+}
+
+TEST(KernelProfile, LabelsByTheFirstFloatingTensorAndACopyByBothDTypes) {
+  const Tensor weight = ones({10, 4}).requires_grad_();
+  const Tensor ids = from_vector<int64_t>({1, 3, 3}, {3});
+  kernel_profile::start();
+  embedding(weight, ids).sum().backward();  // embedding_backward(ids, dy, dweight)
+  Tensor as_float = ids.to(kFloat32);
+  const std::vector<kernel_profile::Row> rows = kernel_profile::stop();
+  EXPECT_NE(find_row(rows, "embedding_backward float32"), nullptr) << kernel_profile::format(rows);
+  EXPECT_NE(find_row(rows, "copy int64->float32"), nullptr) << kernel_profile::format(rows);
 }
 
 TEST(KernelProfile, SharesAreOfTheWholeStepWhenGiven) {
