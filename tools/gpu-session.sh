@@ -34,11 +34,22 @@ part() {
     echo -e "\n## $label: skipped ($(left) s left, needs $need)" >>"$out/session.md"
     return
   fi
-  local t0=$SECONDS rc=0
+  local t0=$SECONDS rc=0 limit=$(($(left) - 10))
   # Never past the deadline: the device tool's own limit would end the call with nothing written.
-  # (timeout signals the part's whole process group; exit 124 in session.md says it was cut.)
-  env "$@" timeout -k 5 $(($(left) - 10)) bash "$root/tools/gpu-check.sh" run "$tarball" "$name" \
-    >/dev/null 2>&1 || rc=$?
+  # The part runs in a session of its own (setsid: its pid is the session's id), so that cutting
+  # it reaches every process under it, also those the inner `timeout`s moved to groups of their
+  # own; one left running would hold the GPU and write into the next part's results.md. Exit 124
+  # in session.md says a part was cut.
+  env "$@" setsid bash "$root/tools/gpu-check.sh" run "$tarball" "$name" >/dev/null 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null && ((SECONDS - t0 < limit)); do sleep 1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    pkill -KILL -s "$pid"
+    wait "$pid" 2>/dev/null
+    rc=124
+  else
+    wait "$pid" || rc=$?
+  fi
   {
     echo -e "\n## $label: exit $rc, $((SECONDS - t0)) s\n"
     cat "$bundle/results.md" 2>/dev/null

@@ -71,9 +71,18 @@ State& state() {
 
 const Kernels* g_plain[2] = {nullptr, nullptr};  // [0] the CPU's table, [1] CUDA's
 thread_local int t_depth = 0;                    // > 0 inside a timed call
+// Which start() a call began under: a call still running at stop() that ends after the next
+// start() is not counted in the new profile.
+std::atomic<uint64_t> g_generation{0};
 
-void add(const std::string& label, const char* device, double ms, double bytes, double flops) {
-  std::lock_guard lock(state().mu);
+// Under state().mu: whether a call that began in `generation` is still to be counted.
+bool counted(uint64_t generation) {
+  return detail::g_active.load() && generation == g_generation.load();
+}
+
+// Under state().mu.
+void add_locked(const std::string& label, const char* device, double ms, double bytes,
+                double flops) {
   Row& r = state().rows[{label, device}];
   r.kernel = label;
   r.device = device;
@@ -81,6 +90,12 @@ void add(const std::string& label, const char* device, double ms, double bytes, 
   r.ms += ms;
   r.bytes += bytes;
   r.flops += flops;
+}
+
+void add(uint64_t generation, const std::string& label, const char* device, double ms, double bytes,
+         double flops) {
+  std::lock_guard lock(state().mu);
+  if (counted(generation)) add_locked(label, device, ms, bytes, flops);
 }
 
 // The bytes of memory a tensor argument spans: a broadcast (stride-0) view counts the memory
@@ -145,6 +160,7 @@ struct Timed<void (*)(A...)> {
       (plain.*Member)(std::forward<A>(a)...);
       return;
     }
+    const uint64_t generation = g_generation.load();
     Label l{Name};
     (see(l, a), ...);
     if (l.tensors[0] != nullptr) {
@@ -164,36 +180,51 @@ struct Timed<void (*)(A...)> {
         l.text += name(l.tensors[1]->dtype());
       }
     }
-    ++t_depth;
-    struct Leave {
-      ~Leave() { --t_depth; }
-    } leave;
     if constexpr (D == 1) {
 #if TANDEM_WITH_CUDA
-      const int device =
-          l.tensors[0] != nullptr ? l.tensors[0]->device().index() : cuda::current_device();
-      if (cuda::detail::current_stream_is_capturing(device)) {
+      // The device the kernel runs on: its first CUDA tensor's (a copy from the host has the
+      // host's source first).
+      const Tensor* on = nullptr;
+      for (const Tensor* t : l.tensors)
+        if (on == nullptr && t != nullptr && t->device().is_cuda()) on = t;
+      const int device = on != nullptr ? on->device().index() : cuda::current_device();
+      cuda::DeviceGuard guard(device);  // events belong to the device of the stream they mark
+      const cudaStream_t stream = cuda::current_stream(device);
+      // While the stream is captured (or the capture broke, or the query failed), events would
+      // be graph nodes or errors of the profiler's own: the call runs untimed.
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
+        (void)cudaGetLastError();  // the query's error, not the kernel's
+        capture = cudaStreamCaptureStatusInvalidated;
+      }
+      if (capture != cudaStreamCaptureStatusNone) {
         (plain.*Member)(std::forward<A>(a)...);
         return;
       }
-      cuda::DeviceGuard guard(device);  // events belong to the device of the stream they mark
-      const cudaStream_t stream = cuda::current_stream(device);
       Pending p{std::move(l.text), l.bytes, gemm_flops(l, Name),
                 std::make_unique<cuda::Event>(true), std::make_unique<cuda::Event>(true)};
+      ++t_depth;
+      struct Leave {
+        ~Leave() { --t_depth; }
+      } leave;
       p.begin->record(stream);
       (plain.*Member)(std::forward<A>(a)...);
       p.end->record(stream);
       std::lock_guard lock(state().mu);
-      state().pending.push_back(std::move(p));
+      if (counted(generation)) state().pending.push_back(std::move(p));
 #else
       (plain.*Member)(std::forward<A>(a)...);  // no CUDA table to stand in for
 #endif
     } else {
+      ++t_depth;
+      struct Leave {
+        ~Leave() { --t_depth; }
+      } leave;
       const double flops = gemm_flops(l, Name);
       const auto t0 = Clock::now();
       (plain.*Member)(std::forward<A>(a)...);
-      add(l.text, "cpu", std::chrono::duration<double, std::milli>(Clock::now() - t0).count(),
-          l.bytes, flops);
+      add(generation, l.text, "cpu",
+          std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), l.bytes, flops);
     }
   }
 };
@@ -217,6 +248,7 @@ void start() {
     tandem::detail::fail<ValueError>("kernel_profile::start(): already started");
   state().rows.clear();
   state().pending.clear();
+  g_generation.fetch_add(1);
   detail::g_active.store(true);
 }
 
@@ -227,15 +259,18 @@ std::vector<Row> stop() {
     std::lock_guard lock(state().mu);
     pending.swap(state().pending);
   }
+  std::vector<double> ms(pending.size());
 #if TANDEM_WITH_CUDA
-  for (Pending& p : pending) {
-    p.end->synchronize();
-    add(p.label, "cuda", double(p.begin->elapsed_ms(*p.end)), p.bytes, p.flops);
+  for (size_t i = 0; i < pending.size(); ++i) {  // outside the lock: calls in flight go on
+    pending[i].end->synchronize();
+    ms[i] = double(pending[i].begin->elapsed_ms(*pending[i].end));
   }
 #endif
   std::vector<Row> rows;
   {
     std::lock_guard lock(state().mu);
+    for (size_t i = 0; i < pending.size(); ++i)  // counted when pushed
+      add_locked(pending[i].label, "cuda", ms[i], pending[i].bytes, pending[i].flops);
     for (auto& [key, row] : state().rows) rows.push_back(row);
     state().rows.clear();
   }

@@ -1,15 +1,19 @@
 // core/kernels/profile.h — where a step's device time goes, kernel by kernel: between start() and
-// stop(), every call through the kernel table (kernels.h) is timed, on CUDA by two events on the
-// stream it was launched on (the GPU's time, not the host's), on the CPU by the wall clock. The
-// rows are labelled by the table's entry, the operation for the elementwise and reduction kernels,
-// and the dtype of the first tensor ("gemm bfloat16", "binary add float32"): the table a user of
+// stop(), every call through the kernel table (kernels.h) is timed, on CUDA by two events recorded
+// on the stream it launches on, on the CPU by the wall clock. The rows are labelled by the table's
+// entry, the operation for the elementwise and reduction kernels, and the dtype of the first
+// floating-point tensor ("gemm bfloat16", "binary add float32"): the table a user of
 // torch.profiler's key_averages() reads, at the one place every op's work passes through.
 //   kernel_profile::start();  step();
 //   std::puts(kernel_profile::format(kernel_profile::stop()).c_str());
-// Off, it costs one relaxed atomic load per kernel call. On, each call costs two event records (or
-// two clock reads) and a label: profile a few steps, not a training run. A kernel that calls
-// another through the table counts once, as the outer one. Calls on a stream being captured into a
-// CUDA graph are not timed (their events would be graph nodes).
+// On CUDA the time between the two events is the GPU's work, and, where the GPU had nothing
+// queued when the call began (a launch-bound step), the host's work on the call too (its checks,
+// allocations, library setup): a row then says what the step waited for, not what the kernel
+// took. Off, the profiler costs one relaxed atomic load per kernel call; on, each call costs two
+// event records (or two clock reads) and a label: profile a few steps, not a training run. A
+// kernel that calls another through the table counts once, as the outer one. Calls on a stream
+// being captured into a CUDA graph are not timed (their events would be graph nodes). Code between
+// start() and stop() that may throw should stop() on the way out: the profiler stays on until then.
 #pragma once
 
 #include <atomic>

@@ -1,6 +1,8 @@
 // kernel_profile (core/kernels/profile.h): every kernel call between start() and stop() is one
 // labelled, timed row, forward and backward (the engine's thread) alike; nothing is recorded
 // outside; the same on cuda:0, timed by the GPU's events.
+#include <tandem/core/kernels/kernels.h>
+
 #include "support/expect.h"
 
 using namespace tandem;
@@ -55,23 +57,34 @@ void expect_the_small_graphs_rows(Device device, const std::string& type) {
 
 }  // namespace
 
-TEST(KernelProfile, TimesEveryKernelCallForwardAndBackwardOnTheCpu) {
+// Each test leaves the profiler off, even when an expectation inside a profile throws.
+class KernelProfile : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (kernel_profile::active()) (void)kernel_profile::stop();
+  }
+};
+
+TEST_F(KernelProfile, TimesEveryKernelCallForwardAndBackwardOnTheCpu) {
   expect_the_small_graphs_rows(Device::cpu(), "cpu");
 }
 
-TEST(KernelProfile, RecordsNothingOutsideStartAndStop) {
+TEST_F(KernelProfile, RecordsNothingOutsideStartAndStop) {
   Tensor a = ones({8});
+  const Kernels* plain = &kernels(Device::cpu());
   kernel_profile::start();
   EXPECT_TRUE(kernel_profile::active());
+  EXPECT_NE(&kernels(Device::cpu()), plain);          // the timed table stands in
   EXPECT_THROW(kernel_profile::start(), ValueError);  // one profile at a time
   EXPECT_TRUE(kernel_profile::stop().empty());
   EXPECT_FALSE(kernel_profile::active());
-  Tensor b = a + a;  // after stop(): not recorded anywhere
+  EXPECT_EQ(&kernels(Device::cpu()), plain);  // and is gone
+  Tensor b = a + a;                           // after stop(): not recorded anywhere
   kernel_profile::start();
   EXPECT_TRUE(kernel_profile::stop().empty());
 }
 
-TEST(KernelProfile, ABroadcastOperandCountsTheMemoryBehindIt) {
+TEST_F(KernelProfile, ABroadcastOperandCountsTheMemoryBehindIt) {
   const Tensor x = ones({64, 16}), bias = ones({16});
   kernel_profile::start();
   Tensor y = x + bias;  // bias reaches the kernel as a stride-0 view of [64, 16]
@@ -82,7 +95,7 @@ TEST(KernelProfile, ABroadcastOperandCountsTheMemoryBehindIt) {
   EXPECT_EQ(add->bytes, 4.0 * (64 * 16 + 16 + 64 * 16));  // x, bias's 16 floats, y
 }
 
-TEST(KernelProfile, LabelsByTheFirstFloatingTensorAndACopyByBothDTypes) {
+TEST_F(KernelProfile, LabelsByTheFirstFloatingTensorAndACopyByBothDTypes) {
   const Tensor weight = ones({10, 4}).requires_grad_();
   const Tensor ids = from_vector<int64_t>({1, 3, 3}, {3});
   kernel_profile::start();
@@ -93,7 +106,7 @@ TEST(KernelProfile, LabelsByTheFirstFloatingTensorAndACopyByBothDTypes) {
   EXPECT_NE(find_row(rows, "copy int64->float32"), nullptr) << kernel_profile::format(rows);
 }
 
-TEST(KernelProfile, SharesAreOfTheWholeStepWhenGiven) {
+TEST_F(KernelProfile, SharesAreOfTheWholeStepWhenGiven) {
   const std::vector<kernel_profile::Row> rows = {{"gemm float32", "cpu", 2, 3.0},
                                                  {"binary add float32", "cpu", 5, 1.0}};
   const std::string table = kernel_profile::format(rows, 8.0);
@@ -101,7 +114,7 @@ TEST(KernelProfile, SharesAreOfTheWholeStepWhenGiven) {
   EXPECT_NE(table.find("50.0%"), std::string::npos) << table;  // all kernels: 4 of 8
 }
 
-TEST(KernelProfile, TimesEveryKernelCallOnCuda0ByItsEvents) {
+TEST_F(KernelProfile, TimesEveryKernelCallOnCuda0ByItsEvents) {
   if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount = 0)";
   expect_the_small_graphs_rows(Device::cuda(0), "cuda");
 }
