@@ -69,6 +69,19 @@ TEST_F(CudaSync, AGptTrainingStepNeverWaitsForTheGpu) {
   EXPECT_EQ(cuda::host_syncs(), before + 2);
 }
 
+// clip_grad_norm_ returns the norm as a double: one wait for the GPU, not one per gradient.
+TEST_F(CudaSync, ClippingTheGradientNormWaitsOnceNotOncePerParameter) {
+  manual_seed(5);
+  nn::Sequential model = tiny_gpt(0.0);
+  const auto [x, y] = batch(/*ignore=*/false);
+  nn::gpt_loss(model(x), y).backward();
+  ASSERT_GT(model.parameters().size(), size_t(10));
+  cuda::synchronize(0);
+  const int64_t before = cuda::host_syncs();
+  EXPECT_GT(optim::clip_grad_norm_(model.parameters(), 0.5), 0.0);
+  EXPECT_EQ(cuda::host_syncs(), before + 1);
+}
+
 // float16 training as `tandem train --amp fp16` does it: autocast, a GradScaler and AdamW. The
 // scale, the found-inf flag and Adam's step counts stay on the GPU, so neither a good step nor a
 // skipped one (an inf planted in a gradient) waits for it.

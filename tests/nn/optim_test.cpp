@@ -179,3 +179,20 @@ TEST(ClipGradNorm, ScalesToTheMaximumNorm) {
   EXPECT_NEAR(values(b.grad())[0], 0.8, 1e-5);
   EXPECT_NEAR(optim::clip_grad_norm_({a, b}, 10.0), 1.0, 1e-5);  // under the limit: unchanged
 }
+
+// The squares are summed per gradient on its device and read to the host once per device, then
+// added in parameter order: the same double as reading each one, however the devices interleave.
+TEST(ClipGradNorm, AddsTheSquaresInParameterOrderAcrossDevices) {
+  manual_seed(2);
+  const std::vector<Device> devices = {Device("cpu:1"), Device("cpu:2"), Device("cpu:1"),
+                                       Device("cpu:3"), Device("cpu:2")};
+  std::vector<Tensor> params;
+  double want = 0;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    Tensor p = zeros({int64_t(7 + i)}, {.dtype = kFloat64, .device = devices[i]}).requires_grad_();
+    p.set_grad(randn({int64_t(7 + i)}, {.dtype = kFloat64}).to(devices[i]) * double(1 + 3 * i));
+    want += (p.grad() * p.grad()).sum().item();  // each Σ g² read alone, added in order
+    params.push_back(p);
+  }
+  EXPECT_EQ(optim::clip_grad_norm_(params, 1e9), std::sqrt(want));
+}
