@@ -105,27 +105,39 @@ void print(const std::string& key, const Timing& t) {
               t.gpu_ms, key.c_str(), t.peak_mib);
 }
 
+// The reference CNN with Adam from seed 0: one step's timing, with step()'s options.
+Timing cnn_step(int64_t batch, Device d, DType amp = kFloat32, bool graph = false) {
+  manual_seed(0);
+  bench::ReferenceCnn cnn;
+  cnn.to(d);
+  optim::Adam adam(cnn.parameters(), {.lr = 1e-3, .capturable = graph});
+  return step(cnn, adam, batch, d, amp, {1, 28, 28}, graph);
+}
+
+// ResNet-18 on 32×32 images (torchvision's, with the CIFAR stem), SGD with momentum, batch 256:
+// the batch-norm network of issue 35's list. Its rows, eager and (with `graph`) as a CUDA graph.
+void resnet18_rows(Device d, DType amp, bool graph) {
+  manual_seed(0);
+  nn::Sequential resnet = nn::resnet18({.num_classes = 10, .small_images = true});
+  resnet.to(d);
+  optim::SGD sgd(resnet.parameters(), {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
+  const std::string key = std::string("resnet18_b256") + (amp == kBFloat16 ? "_bf16" : "");
+  print(key + "_ms", step(resnet, sgd, 256, d, amp, {3, 32, 32}));
+  if (graph) print(key + "_ms_graph", step(resnet, sgd, 256, d, amp, {3, 32, 32}, true));
+}
+
 // --profile: the CNN where it trails (batch 4,096) and where it leads (256), and ResNet-18 in
 // float32 and bfloat16; each table's shares are of the step's wall time.
 void profile_steps(Device d) {
   g_profile = true;
   for (int64_t batch : {256, 4096}) {
-    manual_seed(0);
-    bench::ReferenceCnn cnn;
-    cnn.to(d);
-    optim::Adam adam(cnn.parameters(), {.lr = 1e-3});
     std::printf("\nCNN step, batch %lld, float32\n", (long long)batch);
-    print("cnn_b" + std::to_string(batch) + "_ms", step(cnn, adam, batch, d));
+    print("cnn_b" + std::to_string(batch) + "_ms", cnn_step(batch, d));
   }
   for (DType amp : {kFloat32, kBFloat16}) {
-    manual_seed(0);
-    nn::Sequential resnet = nn::resnet18({.num_classes = 10, .small_images = true});
-    resnet.to(d);
-    optim::SGD sgd(resnet.parameters(), {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
     std::printf("\nResNet-18 step, batch 256, %s\n",
                 amp == kBFloat16 ? "bf16 autocast" : "float32");
-    print(std::string("resnet18_b256") + (amp == kBFloat16 ? "_bf16" : "") + "_ms",
-          step(resnet, sgd, 256, d, amp, {3, 32, 32}));
+    resnet18_rows(d, amp, false);
   }
 }
 
@@ -147,11 +159,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   for (int64_t batch : {64, 128, 256, 512, 1024, 2048, 4096}) {
-    manual_seed(0);
-    bench::ReferenceCnn cnn;
-    cnn.to(d);
-    optim::Adam adam(cnn.parameters(), {.lr = 1e-3});
-    print("cnn_b" + std::to_string(batch) + "_ms", step(cnn, adam, batch, d));
+    print("cnn_b" + std::to_string(batch) + "_ms", cnn_step(batch, d));
     manual_seed(0);
     bench::ReferenceMlp mlp;
     mlp.to(d);
@@ -160,12 +168,7 @@ int main(int argc, char** argv) {
   }
   // The same steps as one CUDA graph each (core/cuda/graph.h): what launching costs is gone.
   for (int64_t batch : {64, 256}) {
-    manual_seed(0);
-    bench::ReferenceCnn cnn;
-    cnn.to(d);
-    optim::Adam adam(cnn.parameters(), {.lr = 1e-3, .capturable = true});
-    print("cnn_b" + std::to_string(batch) + "_ms_graph",
-          step(cnn, adam, batch, d, kFloat32, {1, 28, 28}, true));
+    print("cnn_b" + std::to_string(batch) + "_ms_graph", cnn_step(batch, d, kFloat32, true));
     manual_seed(0);
     bench::ReferenceMlp mlp;
     mlp.to(d);
@@ -175,13 +178,8 @@ int main(int argc, char** argv) {
   }
   // cuDNN's first heuristic pick, as PyTorch takes it by default (FFT, Winograd, atomics allowed).
   cuda::set_deterministic_convolutions(false);
-  for (int64_t batch : {256, 1024, 4096}) {
-    manual_seed(0);
-    bench::ReferenceCnn cnn;
-    cnn.to(d);
-    optim::Adam adam(cnn.parameters(), {.lr = 1e-3});
-    print("cnn_b" + std::to_string(batch) + "_ms_nondet", step(cnn, adam, batch, d));
-  }
+  for (int64_t batch : {256, 1024, 4096})
+    print("cnn_b" + std::to_string(batch) + "_ms_nondet", cnn_step(batch, d));
   cuda::set_deterministic_convolutions(true);
   {
     // The CNN with BatchNorm2d after each convolution: batch norm's forward and backward are one
@@ -194,25 +192,10 @@ int main(int argc, char** argv) {
     optim::Adam adam(bn_cnn.parameters(), {.lr = 1e-3});
     print("cnn_bn_b256_ms", step(bn_cnn, adam, 256, d));
   }
-  for (DType amp : {kFloat32, kBFloat16}) {
-    // ResNet-18 on 32×32 images (torchvision's, with the CIFAR stem), SGD with momentum: the
-    // batch-norm network of issue 35's list.
-    manual_seed(0);
-    nn::Sequential resnet = nn::resnet18({.num_classes = 10, .small_images = true});
-    resnet.to(d);
-    optim::SGD sgd(resnet.parameters(), {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
-    const std::string key = std::string("resnet18_b256") + (amp == kBFloat16 ? "_bf16" : "");
-    print(key + "_ms", step(resnet, sgd, 256, d, amp, {3, 32, 32}));
-    print(key + "_ms_graph", step(resnet, sgd, 256, d, amp, {3, 32, 32}, true));
-  }
-  for (DType amp : {kBFloat16, kFloat16}) {
-    manual_seed(0);
-    bench::ReferenceCnn cnn;
-    cnn.to(d);
-    optim::Adam adam(cnn.parameters(), {.lr = 1e-3});
+  for (DType amp : {kFloat32, kBFloat16}) resnet18_rows(d, amp, true);
+  for (DType amp : {kBFloat16, kFloat16})
     print(std::string("cnn_b256_") + (amp == kBFloat16 ? "bf16" : "fp16") + "_ms",
-          step(cnn, adam, 256, d, amp));
-  }
+          cnn_step(256, d, amp));
   {
     const int64_t n = 4096;
     manual_seed(0);

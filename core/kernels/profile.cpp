@@ -149,6 +149,25 @@ double gemm_flops(const Label& l, const char* name) {
   return 2.0 * double(c.numel()) * double(l.first_bool ? a.size(-2) : a.size(-1));
 }
 
+// Ends the label with the first floating-point tensor's dtype (embedding_backward's first is its
+// int64 ids); a copy's with its source's, then its destination's if they differ.
+void add_dtypes(Label& l, const char* name_of_entry) {
+  if (l.tensors[0] == nullptr) return;
+  const bool copy = std::strcmp(name_of_entry, "copy") == 0;
+  const Tensor* shown = l.tensors[0];
+  for (const Tensor* t : l.tensors)
+    if (!copy && t != nullptr && is_floating(t->dtype())) {
+      shown = t;
+      break;
+    }
+  l.text += ' ';
+  l.text += name(shown->dtype());
+  if (copy && l.tensors[1] != nullptr && l.tensors[1]->dtype() != l.tensors[0]->dtype()) {
+    l.text += "->";
+    l.text += name(l.tensors[1]->dtype());
+  }
+}
+
 template <typename F>
 struct Timed;
 template <typename... A>
@@ -163,23 +182,7 @@ struct Timed<void (*)(A...)> {
     const uint64_t generation = g_generation.load();
     Label l{Name};
     (see(l, a), ...);
-    if (l.tensors[0] != nullptr) {
-      // The first floating-point tensor's dtype (embedding_backward's first is its int64 ids);
-      // a copy's source, then its destination's if they differ.
-      const bool copy = std::strcmp(Name, "copy") == 0;
-      const Tensor* shown = l.tensors[0];
-      for (const Tensor* t : l.tensors)
-        if (!copy && t != nullptr && is_floating(t->dtype())) {
-          shown = t;
-          break;
-        }
-      l.text += ' ';
-      l.text += name(shown->dtype());
-      if (copy && l.tensors[1] != nullptr && l.tensors[1]->dtype() != l.tensors[0]->dtype()) {
-        l.text += "->";
-        l.text += name(l.tensors[1]->dtype());
-      }
-    }
+    add_dtypes(l, Name);
     if constexpr (D == 1) {
 #if TANDEM_WITH_CUDA
       // The device the kernel runs on: its first CUDA tensor's (a copy from the host has the

@@ -2,6 +2,7 @@
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/nn/optim/optimizer.h>
+#include <algorithm>
 #include <cmath>
 
 namespace tandem::optim {
@@ -31,20 +32,20 @@ double grad_square_sum(const std::vector<Tensor>& parameters) {
     const Tensor g64 = g.to(DType::f64);
     squares.push_back((g64 * g64).sum());
   }
-  std::vector<double> values(squares.size());
-  std::vector<bool> read(squares.size(), false);
+  // Which squares each device holds, devices in order of first appearance.
+  std::vector<std::pair<Device, std::vector<size_t>>> by_device;
   for (size_t i = 0; i < squares.size(); ++i) {
-    if (read[i]) continue;
-    std::vector<Tensor> same;  // every square on squares[i]'s device
-    std::vector<size_t> where;
-    for (size_t j = i; j < squares.size(); ++j)
-      if (!read[j] && squares[j].device() == squares[i].device()) {
-        same.push_back(squares[j]);
-        where.push_back(j);
-        read[j] = true;
-      }
-    const std::vector<double> host = stack(same).to_vector<double>();
-    for (size_t k = 0; k < where.size(); ++k) values[where[k]] = host[k];
+    auto it = std::find_if(by_device.begin(), by_device.end(),
+                           [&](const auto& d) { return d.first == squares[i].device(); });
+    if (it == by_device.end()) it = by_device.insert(by_device.end(), {squares[i].device(), {}});
+    it->second.push_back(i);
+  }
+  std::vector<double> values(squares.size());
+  for (const auto& [device, indices] : by_device) {
+    std::vector<Tensor> on_device;
+    for (size_t i : indices) on_device.push_back(squares[i]);
+    const std::vector<double> host = stack(on_device).to_vector<double>();  // the one wait
+    for (size_t k = 0; k < indices.size(); ++k) values[indices[k]] = host[k];
   }
   double total = 0;
   for (double v : values) total += v;

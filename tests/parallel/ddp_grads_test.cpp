@@ -59,13 +59,7 @@ struct BranchyNet : nn::Module {
 // with the average over the ranks, as for `a`.
 TEST(DDP, FindUnusedAveragesAGradientAccumulatedUnderNoSync) {
   constexpr int kWorld = 2;
-  std::vector<std::unique_ptr<BranchyNet>> models;
-  for (int r = 0; r < kWorld; ++r) {
-    manual_seed(0);
-    models.push_back(std::make_unique<BranchyNet>());
-    models.back()->to(kFloat64);
-    models.back()->to(Device::cpu(r));
-  }
+  auto models = tandem::testing::modules_on_devices<BranchyNet>(kWorld, kFloat64, 0);
   manual_seed(1);
   const Tensor x = randn({2 * kWorld, 3, 8}, {.dtype = kFloat64});  // [micro-batch·rank][rows]
   auto loss = [](const Tensor& out) { return (out * out).mean(); };

@@ -25,13 +25,7 @@ TrainRun train(std::function<std::shared_ptr<CommHook>()> hook, DType dtype, int
   const auto data = tandem::testing::synthetic_data(int64_t(steps) * kWorld * kBatch);
   // Not a structured binding: clang does not let lambdas capture those.
   const Tensor x = data.first.to(dtype), y = data.second;
-  std::vector<std::unique_ptr<Mlp>> models;
-  for (int r = 0; r < kWorld; ++r) {
-    manual_seed(0);
-    models.push_back(std::make_unique<Mlp>());
-    models.back()->to(dtype);
-    models.back()->to(Device::cpu(r));
-  }
+  std::vector<std::unique_ptr<Mlp>> models = tandem::testing::mlps_on_devices(kWorld, dtype, 0);
   TrainRun run;
   spawn_threads(
       [&](std::shared_ptr<Communicator> group) {

@@ -71,19 +71,23 @@ struct WithAuxiliary : nn::Module {  // `side` is trained only by a backward ins
   Tensor forward(const Tensor& x) { return fc(x.flatten(1)); }
 };
 
-/// One Mlp per rank on cpu:0..n-1, in `dtype`, each from manual_seed(seed) if seed >= 0. Made
+/// One M per rank on cpu:0..n-1, in `dtype`, each from manual_seed(seed) if seed >= 0. Made
 /// before any rank thread starts: construction draws from the global generator, which threads
 /// drawing at once would interleave.
-inline std::vector<std::unique_ptr<Mlp>> mlps_on_devices(int n, DType dtype = kFloat32,
-                                                         int64_t seed = -1) {
-  std::vector<std::unique_ptr<Mlp>> out;
+template <typename M>
+std::vector<std::unique_ptr<M>> modules_on_devices(int n, DType dtype, int64_t seed = -1) {
+  std::vector<std::unique_ptr<M>> out;
   for (int r = 0; r < n; ++r) {
     if (seed >= 0) manual_seed(uint64_t(seed));
-    out.push_back(std::make_unique<Mlp>());
+    out.push_back(std::make_unique<M>());
     out.back()->to(dtype);
     out.back()->to(Device::cpu(r));
   }
   return out;
+}
+inline std::vector<std::unique_ptr<Mlp>> mlps_on_devices(int n, DType dtype = kFloat32,
+                                                         int64_t seed = -1) {
+  return modules_on_devices<Mlp>(n, dtype, seed);
 }
 
 /// One Sequential per rank from make(), on cpu:0..n-1 in `dtype`, rank r's from manual_seed(r)
