@@ -15,6 +15,8 @@
 //     utilisation against the GPU's peak (nanoGPT's estimate_mfu; llm.c reports about 50 % on
 //     A100/H100 in bf16). --shape test: a tiny model, to try the part on a CPU. --profile N: then
 //     one more step with every kernel timed (core/kernels/profile.h), its N largest rows printed.
+//   --flash on (any part): enable_flash_attention(true), so that Auto takes the tensor-core
+//     kernels (AttentionBackend::Flash) where they apply: CUDA, 16-bit (--amp bf16), head dim 64.
 //   gpt_bench attention [--rounds N] [--threads N]
 //     Causal attention, 8 heads of 64, T = 64 … 2048: forward + backward of the fused op and of
 //     the composed form (matmul, mask, softmax, matmul), and the bytes each graph holds after the
@@ -43,6 +45,7 @@ struct Options {
   double peak_tflops = 0;    // mfu: the GPU's dense peak; 0: from its name where known
   std::string shape = "gpt2";
   int profile_rows = 0;  // mfu: > 0 prints the step's kernel table
+  std::string flash = "off";
 };
 
 Options parse(int argc, char** argv) {
@@ -67,14 +70,17 @@ Options parse(int argc, char** argv) {
       o.shape = argv[i + 1];
     else if (!std::strcmp(argv[i], "--profile"))
       o.profile_rows = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--flash"))
+      o.flash = argv[i + 1];
   }
   if ((o.part != "step" && o.part != "attention" && o.part != "mfu") ||
       (o.recipe != "cpu" && o.recipe != "gpu") || (o.amp != "none" && o.amp != "bf16") ||
-      (o.shape != "gpt2" && o.shape != "test") || o.batch < 1) {
+      (o.shape != "gpt2" && o.shape != "test") || (o.flash != "on" && o.flash != "off") ||
+      o.batch < 1) {
     std::fprintf(stderr,
                  "usage: %s step|attention|mfu [--rounds N] [--threads N] [--device D] "
                  "[--recipe cpu|gpu] [--amp none|bf16] [--batch B] [--peak-tflops P] "
-                 "[--shape gpt2|test] [--profile N]\n",
+                 "[--shape gpt2|test] [--profile N] [--flash on|off]\n",
                  argv[0]);
     std::exit(2);
   }
@@ -261,6 +267,8 @@ void mfu_part(const Options& o) {
               test ? "test shape" : "GPT-2 124M", (long long)model.parameter_count(), (long long)kB,
               (long long)kT, o.amp == "bf16" ? "autocast bf16" : "float32", g_device.str().c_str(),
               g_device.is_cuda() ? (" (" + cuda::device_name(g_device.index()) + ")").c_str() : "");
+  std::printf("attention: %s\n", o.flash == "on" ? "Flash where it applies (--flash on)"
+                                                 : "Auto without Flash (--flash off)");
   std::printf("mfu_step_ms %.3f\nmfu_tokens_per_s %.0f\nmfu_model_tflops %.2f\n", ms, tokens_per_s,
               per_token * tokens_per_s / 1e12);
   if (peak > 0)
@@ -316,6 +324,7 @@ int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   if (o.threads > 0) set_num_threads(o.threads);
   g_device = Device(o.device);
+  enable_flash_attention(o.flash == "on");
   bench::report_load();
   if (o.part == "step")
     step_part(o);

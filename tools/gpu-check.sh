@@ -27,7 +27,8 @@
 #                                           # (16), bf16: step time, tokens/s and MFU against
 #                                           # MFU_PEAK (989 TFLOP/s, H100 SXM) by gpt_bench mfu
 #                                           # and gpt_torch.py --mfu (eager, torch.compile),
-#                                           # and Tandem's step kernel by kernel
+#                                           # and Tandem's step kernel by kernel, with the
+#                                           # tensor-core attention (--flash on) and without
 #   bash tools/gpu-check.sh run  [BUNDLE] kernels
 #                                           # the CNN (batch 256, 4,096) and ResNet-18 steps
 #                                           # kernel by kernel (gpu_bench --profile)
@@ -138,8 +139,12 @@ PY
     local batch=${MFU_BATCH:-16}
     {
       echo '```'
-      LD_LIBRARY_PATH="$libs" timeout 150 "$bundle/bin/gpt_bench" mfu --device cuda:0 --amp bf16 \
-        --batch "$batch" --rounds 3 --profile 30 || status=1
+      # The tensor-core attention first (written without a GPU: its tests run in the tests part),
+      # then what Auto takes without it; the kernel table of each.
+      for flash in on off; do
+        LD_LIBRARY_PATH="$libs" timeout 150 "$bundle/bin/gpt_bench" mfu --device cuda:0 --amp bf16 \
+          --batch "$batch" --rounds 3 --profile 30 --flash $flash || status=1
+      done
       for compile in "" --compile; do
         timeout 240 python3 "$bundle/bin/gpt_torch.py" --mfu --device cuda --amp bf16 \
           --batch-size "$batch" --rounds 3 --peak-tflops "${MFU_PEAK:-989}" $compile || status=1

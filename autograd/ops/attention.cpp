@@ -1,7 +1,8 @@
 // autograd/ops/attention.cpp — scaled_dot_product_attention as one fused op: the checks, the mask
-// in the kernels' form, and a backward that needs only q, k, v, the output and one log-sum-exp per
-// query row (the kernels: core/kernels/cpu/attention.cpp, cuda/attention.cu); and the same
-// attention as separate ops (the Math backend), which Auto takes on CUDA.
+// in the kernels' form, the backend's choice, and a backward that needs only q, k, v, the output
+// and one log-sum-exp per query row (the kernels: core/kernels/cpu/attention.cpp, cuda/attention.cu
+// and, on the tensor cores, cuda/flash_attention.cu); and the same attention as separate ops (the
+// Math backend).
 #include <tandem/autograd/autocast.h>
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ops/nn_ops.h>
@@ -12,6 +13,7 @@
 #include <tandem/core/layout.h>
 #include <tandem/core/tensor_checks.h>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -83,19 +85,39 @@ Tensor attention_math(const Tensor& q, const Tensor& k, const Tensor& v, const A
   return p.matmul(v);
 }
 
-// Auto's choice: Math on CUDA where the fused kernel is the slower (module comment in nn_ops.h).
-// On an H100 with 8 heads of 64 (gpt_bench attention) the fused kernel won below 2^19 scores
-// (T = 128: 0.15 against 0.29 ms, both launch-bound) and lost from there (T = 256: 0.30 against
-// 0.26 ms; 2048: 7.4 against 1.9; the GPT recipe's step: 31.9 against 9.6 ms).
-bool use_math(const AttentionOptions& o, const Tensor& q, int64_t b, int64_t tq, int64_t tk) {
-  if (o.backend != AttentionBackend::Auto) return o.backend == AttentionBackend::Math;
+std::atomic<bool> g_flash_enabled{false};
+
+// Auto's choice: Flash where it applies and is enabled; else Math on CUDA where the fused kernel
+// is the slower (module comment in nn_ops.h). On an H100 with 8 heads of 64 (gpt_bench attention)
+// the fused kernel won below 2^19 scores (T = 128: 0.15 against 0.29 ms, both launch-bound) and
+// lost from there (T = 256: 0.30 against 0.26 ms; 2048: 7.4 against 1.9; the GPT recipe's step:
+// 31.9 against 9.6 ms).
+AttentionBackend choose(const AttentionOptions& o, const Tensor& q, const Tensor& v, int64_t b,
+                        int64_t tq, int64_t tk) {
+  const char* no_flash = flash_attention_unsupported(q.dtype(), q.size(-1), v.size(-1));
+  if (o.backend == AttentionBackend::Flash) {
+    TD_CHECK_DEVICE(q.device().is_cuda(), kOp, ": the Flash backend runs on CUDA, but query is ",
+                    describe(q), "\n  hint: AttentionBackend::Auto takes what the device has");
+    TD_CHECK_VALUE(no_flash == nullptr, kOp, ": the Flash backend cannot take query ", describe(q),
+                   " and value ", describe(v), ": ", no_flash ? no_flash : "",
+                   "\n  hint: AttentionBackend::Auto takes another where Flash does not apply");
+    return o.backend;
+  }
+  if (o.backend != AttentionBackend::Auto) return o.backend;
+  if (q.device().is_cuda() && no_flash == nullptr && g_flash_enabled.load()) {
+    return AttentionBackend::Flash;
+  }
   constexpr double kMinScores = 1 << 19, kMaxProbabilityBytes = 1 << 30;
   const double scores = double(b) * double(tq) * double(tk);
-  return q.device().is_cuda() && !o.attn_mask.defined() && scores >= kMinScores &&
-         scores * double(element_size(q.dtype())) <= kMaxProbabilityBytes;
+  const bool math = q.device().is_cuda() && !o.attn_mask.defined() && scores >= kMinScores &&
+                    scores * double(element_size(q.dtype())) <= kMaxProbabilityBytes;
+  return math ? AttentionBackend::Math : AttentionBackend::Fused;
 }
 
 }  // namespace
+
+void enable_flash_attention(bool on) { g_flash_enabled.store(on); }
+bool flash_attention_enabled() { return g_flash_enabled.load(); }
 
 // S = q·kᵀ·scale + mask (−∞ above the diagonal when causal), P = softmax(S), O = dropout(P)·v
 // dV = P̃ᵀ·dO, dP = dO·vᵀ (∘ keep), dS = P ∘ (dP − rowsum(dO ∘ O)), dq = dS·k·scale, dk =
@@ -125,12 +147,16 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   int64_t b = 1;
   for (int64_t s : batch) b *= s;
   const double scale = o.scale.value_or(1.0 / std::sqrt(double(std::max<int64_t>(d, 1))));
-  if (use_math(o, q_in, b, tq, tk)) return attention_math(q_in, k_in, v_in, o, scale);
+  const AttentionBackend backend = choose(o, q_in, v_in, b, tq, tk);
+  if (backend == AttentionBackend::Math) return attention_math(q_in, k_in, v_in, o, scale);
   const Tensor q = detail::contiguous(q_in).reshape({b, tq, d});
   const Tensor k = detail::contiguous(k_in).reshape({b, tk, d});
   const Tensor v = detail::contiguous(v_in).reshape({b, tk, dv});
   const Tensor mask = kernel_mask(o.attn_mask, batch, b, tq, tk, q.options());
-  AttentionParams p{.scale = scale, .causal = o.causal, .dropout_p = o.dropout_p};
+  AttentionParams p{.scale = scale,
+                    .causal = o.causal,
+                    .dropout_p = o.dropout_p,
+                    .flash = backend == AttentionBackend::Flash};
   if (p.dropout_p > 0)
     p.rng = reserve_random(q.device(), uint64_t(b) * uint64_t(tq) * uint64_t(tk));
   Tensor out = empty({b, tq, dv}, q.options());

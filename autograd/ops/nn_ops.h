@@ -35,16 +35,24 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
 Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx = -1);
 
 // attention.cpp: query [..., Tq, D], key [..., Tk, D], value [..., Tk, Dv] -> [..., Tq, Dv].
-// Two implementations, as PyTorch's sdpa_kernel backends:
+// Three implementations, as PyTorch's sdpa_kernel backends:
 // - Fused: one op that keeps one log-sum-exp per query row for backward, never the Tq×Tk
-//   probabilities (FlashAttention's algorithm on the CPU and CUDA);
+//   probabilities (FlashAttention's algorithm on the CPU and CUDA, on CUDA cores);
+// - Flash: the same op on the tensor cores (CUDA, bfloat16 or float16, head dims 32, 64 or 128 and
+//   Dv = D: flash_attention_unsupported() in core/kernels/params.h), rounding the probabilities to
+//   16 bits before their products as FlashAttention does;
 // - Math: matmul, mask, softmax, dropout, matmul as separate ops (cuBLAS's batched GEMMs on a GPU),
-//   which keeps the probabilities. Dropout draws the same counters, so both give the same result;
-//   a row whose mask hides every key gives NaN here, zeros in the fused op.
-// Auto takes Math on CUDA without attn_mask from 2^19 scores (batch·heads·Tq·Tk) while the
-// probabilities take at most 1 GiB: there the fused kernel, on CUDA cores, was the slower
-// (docs/gpu-results.md). Else Fused.
-enum class AttentionBackend { Auto, Fused, Math };
+//   which keeps the probabilities. Dropout draws the same counters, so all give the same result;
+//   a row whose mask hides every key gives NaN here, zeros in the fused ops.
+// Auto takes Flash where it applies once enable_flash_attention(true) was called; else Math on
+// CUDA without attn_mask from 2^19 scores (batch·heads·Tq·Tk) while the probabilities take at most
+// 1 GiB: there the fused kernel, on CUDA cores, was the slower (docs/gpu-results.md). Else Fused.
+enum class AttentionBackend { Auto, Fused, Flash, Math };
+/// Whether Auto may take Flash (PyTorch's torch.backends.cuda.enable_flash_sdp). Off until the
+/// tensor-core kernels have passed their tests on a GPU: they were written without one
+/// (docs/gpu-results.md says what the next GPU session runs). Process-wide.
+void enable_flash_attention(bool on);
+bool flash_attention_enabled();
 struct AttentionOptions {
   Tensor attn_mask;  // bool (true: may attend) or floating (added to the scores), broadcastable to
                      // [..., Tq, Tk]; a constant (no gradient)

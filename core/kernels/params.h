@@ -2,6 +2,7 @@
 // and CUDA backends and the ops that call them.
 #pragma once
 
+#include <tandem/core/dtype.h>
 #include <tandem/core/generator.h>
 #include <cstdint>
 
@@ -34,12 +35,25 @@ struct ClassLossParams {
 /// when causal (query i sees keys j <= i: PyTorch's top-left alignment); dropout on the
 /// probabilities with rate dropout_p, its keep-mask drawn from `rng` at counter offset +
 /// (b·Tq + i)·Tk + j, the element rand() of shape [B, Tq, Tk] would use.
+/// `flash` asks CUDA for the tensor-core kernels (cuda/flash_attention.cu), which the op sets
+/// only where flash_attention_unsupported() says nothing; the CPU has one fused kernel.
 struct AttentionParams {
   double scale = 1;
   bool causal = false;
   double dropout_p = 0;
   GeneratorState rng;
+  bool flash = false;
 };
+
+/// Why the tensor-core attention kernels cannot take q [B, Tq, d] and v [B, Tk, dv] of `dtype`,
+/// or null if they can: they multiply 16-bit tiles (the tensor cores' inputs) 16 columns at a
+/// time, so d = dv, and each head dim is a kernel of its own: 32, 64 (GPT-2's) or 128.
+inline const char* flash_attention_unsupported(DType dtype, int64_t d, int64_t dv) {
+  if (dtype != kBFloat16 && dtype != kFloat16) return "it takes bfloat16 or float16 (autocast)";
+  if (d != dv) return "it needs the value's head dim equal to the query's";
+  if (d != 32 && d != 64 && d != 128) return "it takes head dims of 32, 64 or 128";
+  return nullptr;
+}
 
 /// One SGD step: PyTorch's torch.optim.SGD semantics.
 struct SgdParams {

@@ -78,6 +78,12 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                         const Tensor& out, const Tensor& lse, const Tensor& dout,
                         const AttentionParams& p, Tensor& dq, Tensor& dk, Tensor& dv);
+// flash_attention.cu: the same on the tensor cores, where flash_attention_unsupported() allows
+void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                             const AttentionParams& p, Tensor& out, Tensor& lse);
+void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                              const Tensor& out, const Tensor& lse, const Tensor& dout,
+                              const AttentionParams& p, Tensor& dq, Tensor& dk, Tensor& dv);
 // index.cu
 void gather(const Tensor& x, const Tensor& index, Tensor& out);
 void scatter_add(const Tensor& index, const Tensor& src, Tensor& out);

@@ -44,6 +44,25 @@ void adam_step_many_unless(std::span<const AdamSlot> slots, const AdamParams& p,
   cuda::adam_step_many_unless(batched, p, found_inf);
 }
 
+// The tensor-core kernels where the op asked for them (AttentionParams::flash), else the CUDA-core
+// ones, which serve the 16-bit types through float32 copies.
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                       const AttentionParams& p, Tensor& out, Tensor& lse) {
+  if (p.flash)
+    cuda::flash_attention_forward(q, k, v, mask, p, out, lse);
+  else
+    widened<cuda::attention_forward>(q, k, v, mask, p, out, lse);
+}
+
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                        const Tensor& out, const Tensor& lse, const Tensor& dout,
+                        const AttentionParams& p, Tensor& dq, Tensor& dk, Tensor& dv) {
+  if (p.flash)
+    cuda::flash_attention_backward(q, k, v, mask, out, lse, dout, p, dq, dk, dv);
+  else
+    widened<cuda::attention_backward>(q, k, v, mask, out, lse, dout, p, dq, dk, dv);
+}
+
 }  // namespace
 
 extern const Kernels cuda_kernels;
@@ -89,8 +108,8 @@ const Kernels cuda_kernels = {
     .layer_norm_backward = widened<cuda::layer_norm_backward>,
     .embedding_forward = cuda::embedding_forward,
     .embedding_backward = widened<cuda::embedding_backward>,
-    .attention_forward = widened<cuda::attention_forward>,
-    .attention_backward = widened<cuda::attention_backward>,
+    .attention_forward = attention_forward,
+    .attention_backward = attention_backward,
     .gather = widened<cuda::gather>,
     .scatter_add = widened<cuda::scatter_add>,
     .topk = widened<cuda::topk>,
