@@ -260,7 +260,11 @@ run_sanitize() {
     return 1
   fi
   local ops='*CudaMatchesCpu*attention*:*CudaMatchesCpu*layer_norm*:*CudaMatchesCpu*embedding*:*CudaMatchesCpu*gelu*:*CudaMatchesCpu*batch_norm*'
-  local cases=("memcheck tandem_autograd_tests $ops" "memcheck tandem_core_tests *Cuda*:*cuda*:*CUDA*"
+  # The tensor-core attention first: written without a GPU, its shared memory is what racecheck
+  # is for.
+  local flash='FlashAttentionCuda.MatchesTheCpuInFloat32/*'
+  local cases=("racecheck tandem_autograd_tests $flash" "memcheck tandem_autograd_tests $flash"
+               "memcheck tandem_autograd_tests $ops" "memcheck tandem_core_tests *Cuda*:*cuda*:*CUDA*"
                "memcheck tandem_nn_tests *Cuda*:*cuda*:*CUDA*" "racecheck tandem_autograd_tests $ops"
                "synccheck tandem_autograd_tests $ops" "initcheck tandem_nn_tests *Cuda*:*cuda*:*CUDA*"
                "memcheck tandem_autograd_tests BackwardStreamsCuda.*"

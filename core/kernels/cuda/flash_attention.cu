@@ -24,11 +24,14 @@ using namespace flash;
 
 // ---- host side ----
 
-// `t` itself if it is contiguous and 16-byte aligned (the tiles' vector loads), else such a copy
-// (a view at an odd offset, or an upstream gradient broadcast from a scalar).
-Tensor aligned(const Tensor& t) {
-  if (t.is_contiguous() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0) return t;
-  Tensor copy = empty(t.shape(), t.options());
+// `t` itself if it is contiguous, 16-byte aligned (the tiles' vector loads) and of `dtype`, else
+// such a copy (a view at an odd offset, an upstream gradient broadcast from a scalar or one that
+// arrives in float32).
+Tensor ready(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype && t.is_contiguous() &&
+      reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0)
+    return t;
+  Tensor copy = empty(t.shape(), {.dtype = dtype, .device = t.device()});
   copy.copy_(t);
   return copy;
 }
@@ -84,7 +87,8 @@ void flash_attention_forward(const Tensor& q_in, const Tensor& k_in, const Tenso
                              Tensor& lse) {
   if (q_in.size(0) * q_in.size(1) == 0) return;
   DeviceGuard guard(out.device());
-  const Tensor q = aligned(q_in), k = aligned(k_in), v = aligned(v_in);
+  const Tensor q = ready(q_in, q_in.dtype()), k = ready(k_in, q.dtype()),
+               v = ready(v_in, q.dtype());
   dispatch_flash(q, v, [&]<typename S, int D>() {
     const int64_t tiles = tiles_of(q.size(1));
     launch(flash_forward_kernel<S, D>, kForwardBytes<S, D>, tiles * q.size(0), in<S>(q), in<S>(k),
@@ -97,8 +101,9 @@ void flash_attention_backward(const Tensor& q_in, const Tensor& k_in, const Tens
                               const Tensor& dout_in, const AttentionParams& a, Tensor& dq,
                               Tensor& dk, Tensor& dv) {
   DeviceGuard guard(dq.device());
-  const Tensor q = aligned(q_in), k = aligned(k_in), v = aligned(v_in);
-  const Tensor out = aligned(out_in), dout = aligned(dout_in);
+  const Tensor q = ready(q_in, q_in.dtype()), k = ready(k_in, q.dtype()),
+               v = ready(v_in, q.dtype());
+  const Tensor out = ready(out_in, q.dtype()), dout = ready(dout_in, q.dtype());
   const int64_t b = q.size(0), tq = q.size(1), tk = k.size(1);
   dispatch_flash(q, v, [&]<typename S, int D>() {
     const Scores<S> sc = scores_for<S>(q, k, mask, a);
