@@ -37,6 +37,9 @@ struct GptOptions {
   // --make-vocab-size-divisible-by; nanoGPT pads GPT-2's 50,257 to 50,304). The padding ids
   // never occur in the data; --tp needs a vocabulary that divides by the tensor-parallel size.
   int64_t vocab_multiple = 1;
+  // Attention on the tensor cores (AttentionBackend::Flash, enable_flash_attention): CUDA with
+  // --amp bf16 or fp16 only.
+  bool flash_attention = false;
 };
 
 /// `tandem train`. The defaults are the default recipe (see kDefaultRecipe in train/config.h):

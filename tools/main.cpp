@@ -61,6 +61,10 @@ void add_gpt_flags(CLI::App* cmd, tandem::tools::GptOptions& g) {
   opt("--block-size", g.block_size, "context length in characters")->check(CLI::PositiveNumber);
   opt("--dropout", g.dropout, "dropout in training");
   cmd->add_flag("--bias", g.bias, "biases in the Linears and LayerNorms")->group(group);
+  cmd->add_flag("--flash-attention", g.flash_attention,
+                "attention on the tensor cores (FlashAttention-2's algorithm; needs --device "
+                "cuda:N and --amp bf16 or fp16; off by default until it has run on a GPU)")
+      ->group(group);
   opt("--max-iters", g.max_iters, "training iterations")->check(CLI::PositiveNumber);
   opt("--warmup-iters", g.warmup_iters, "iterations of linear lr warm-up");
   opt("--min-lr", g.min_lr, "the lr the cosine decay ends at (at --max-iters)");

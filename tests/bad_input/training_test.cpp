@@ -2,7 +2,8 @@
 // runs it. Resuming from a half-written or interrupted checkpoint, a loss that turns NaN (it
 // stops naming the step, or skips under --skip-nonfinite, and never saves NaN over a good
 // checkpoint, in the parameters or in batch norm's statistics), a dataset whose image and
-// label counts differ, and --cuda-graphs with what a replayed step cannot hold.
+// label counts differ, --cuda-graphs with what a replayed step cannot hold, and
+// --flash-attention off CUDA.
 #include <cmath>
 #include <filesystem>
 
@@ -157,6 +158,13 @@ const Row kTrainRows[] = {
      },
      "exit 1",
      {"--cuda-graphs needs a CUDA device", "not cpu"},
+     [](const TempDir&) {}},
+    {"FlashAttentionOnTheCpu",
+     [](const TempDir& d) {
+       return train(d, "ckpt", "--model gpt --optimizer adamw --flash-attention --amp bf16");
+     },
+     "exit 1",
+     {"--flash-attention runs attention on CUDA's tensor cores", "not --device cpu --amp bf16"},
      [](const TempDir&) {}},
 };
 

@@ -29,6 +29,7 @@ void add_gpt(nlohmann::ordered_json& j, const GptOptions& g) {
   j["beta2"] = g.beta2;
   j["grad_clip"] = g.grad_clip;
   j["vocab_multiple"] = g.vocab_multiple;
+  j["flash_attention"] = g.flash_attention;
 }
 
 // The flags that apply to the run's model, in flag order.
@@ -107,6 +108,10 @@ void use_first_device(TrainOptions& o, const char* flag, const std::string& list
 // --model gpt: the GPT's sizes and schedule, and the shared flags it does not use.
 void check_gpt(const TrainOptions& o) {
   const GptOptions& g = o.gpt;
+  TD_CHECK_VALUE(!g.flash_attention || (Device(o.device).is_cuda() && o.amp != "none"),
+                 "train: --flash-attention runs attention on CUDA's tensor cores in 16 bits: it "
+                 "needs --device cuda:N and --amp bf16 or fp16, not --device ",
+                 o.device, " --amp ", o.amp);
   TD_CHECK_VALUE(g.n_layer >= 1 && g.n_head >= 1 && g.n_embd >= 1 && g.block_size >= 1,
                  "train: --n-layer, --n-head, --n-embd and --block-size must be at least 1, but "
                  "got ",

@@ -170,6 +170,7 @@ int run_train_gpt(const TrainOptions& flags) {
   }
   if (scheduler) scheduler->set_step(iter);
   setup.amp = o.amp == "bf16" ? kBFloat16 : o.amp == "fp16" ? kFloat16 : kFloat32;
+  enable_flash_attention(o.gpt.flash_attention);
   const std::unique_ptr<optim::GradScaler> scaler =
       make_grad_scaler(setup.amp, group.get(), device);
   if (!resumed_scaler.empty() && scaler->is_enabled())
