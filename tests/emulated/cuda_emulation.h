@@ -7,8 +7,10 @@
 // as a GPU's holds whatever was there); bfloat16 and half (Tandem's own types, which round the
 // same way); and WMMA's 16×16×16 warp-wide products, where every lane holds the whole tile, each
 // call first waits for the warp's other lanes (the CUDA guide: "waits until all warp lanes have
-// arrived"), and lane 0 writes a stored tile. Not emulated: timing, occupancy, bank conflicts, and
-// the alignment the hardware demands (the kernels' comments and static_asserts carry that).
+// arrived"), and lane 0 writes a stored tile; a WMMA access the hardware would refuse (a pointer
+// not 256-bit aligned, rows not 16 bytes apart) is recorded for the test to see. Not emulated:
+// timing, occupancy, bank conflicts. A launch asking for more shared memory than sm_90 has is
+// recorded too.
 // Include it before the kernels; nothing else in the program may include CUDA headers.
 #pragma once
 
@@ -19,8 +21,11 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #define TANDEM_CUDA_EMULATION 1
@@ -75,12 +80,37 @@ inline unsigned char* dynamic_shared() {  // 128-byte aligned, as CUDA's
   return t_block->shared.data() + ((128 - at % 128) % 128);
 }
 inline unsigned lane() { return threadIdx.x % 32; }
+
+// What the hardware would refuse that the CPU would not: a WMMA load or store whose pointer is not
+// 256-bit aligned, or whose leading dimension is not a multiple of 16 bytes. Recorded, not thrown
+// (a std::thread cannot throw), for the test to check after each launch.
+inline std::mutex g_violations_mutex;
+inline std::vector<std::string> g_violations;
+inline std::vector<std::string> take_violations() {
+  std::lock_guard lk(g_violations_mutex);
+  return std::exchange(g_violations, {});
+}
+template <typename T>
+void check_wmma_access(const T* p, unsigned ldm, const char* what) {
+  const bool aligned = reinterpret_cast<uintptr_t>(p) % 32 == 0;
+  const bool stride = (ldm * sizeof(T)) % 16 == 0;
+  if (aligned && stride) return;
+  std::lock_guard lk(g_violations_mutex);
+  g_violations.push_back(std::string(what) + (aligned ? "" : ": pointer not 32-byte aligned") +
+                         (stride ? "" : ": ldm " + std::to_string(ldm) + " not 16 bytes apart"));
+}
 inline void warp_barrier() { t_block->warps[threadIdx.x / 32]->arrive_and_wait(); }
 
 /// Runs `kernel` as `blocks` blocks of `threads` threads (a multiple of 32) with `shared_bytes` of
 /// dynamic shared memory each, one block after another.
 template <typename F>
 void launch(unsigned blocks, unsigned threads, size_t shared_bytes, F kernel) {
+  constexpr size_t kMaxShared = 227 * 1024;  // sm_90's most dynamic shared memory per block
+  if (shared_bytes > kMaxShared) {
+    std::lock_guard lk(g_violations_mutex);
+    g_violations.push_back("launch: " + std::to_string(shared_bytes) +
+                           " bytes of shared memory, past sm_90's " + std::to_string(kMaxShared));
+  }
   for (unsigned b = 0; b < blocks; ++b) {
     Block block(threads, shared_bytes);
     std::vector<std::thread> pool;
@@ -138,6 +168,7 @@ using tile = fragment<Use, 16, 16, 16, T, Layout>;
 template <typename Use, typename T, typename Layout>
 void load_matrix_sync(tile<Use, T, Layout>& f, const T* p, unsigned ldm) {
   tandem::emulation::warp_barrier();
+  tandem::emulation::check_wmma_access(p, ldm, "load_matrix_sync");
   for (unsigned r = 0; r < 16; ++r)
     for (unsigned c = 0; c < 16; ++c)
       f.x[r][c] = float(std::is_same_v<Layout, col_major> ? p[r + c * ldm] : p[r * ldm + c]);
@@ -145,6 +176,7 @@ void load_matrix_sync(tile<Use, T, Layout>& f, const T* p, unsigned ldm) {
 inline void load_matrix_sync(tile<accumulator, float>& f, const float* p, unsigned ldm,
                              layout_t layout) {
   tandem::emulation::warp_barrier();
+  tandem::emulation::check_wmma_access(p, ldm, "load_matrix_sync");
   for (unsigned r = 0; r < 16; ++r)
     for (unsigned c = 0; c < 16; ++c)
       f.x[r][c] = layout == mem_col_major ? p[r + c * ldm] : p[r * ldm + c];
@@ -153,6 +185,7 @@ inline void store_matrix_sync(float* p, const tile<accumulator, float>& f, unsig
                               layout_t layout) {
   tandem::emulation::warp_barrier();
   if (tandem::emulation::lane() != 0) return;
+  tandem::emulation::check_wmma_access(p, ldm, "store_matrix_sync");
   for (unsigned r = 0; r < 16; ++r)
     for (unsigned c = 0; c < 16; ++c)
       (layout == mem_col_major ? p[r + c * ldm] : p[r * ldm + c]) = f.x[r][c];

@@ -3,11 +3,14 @@
 // cuda_emulation.h and launched as cuda/flash_attention.cu launches them, against Tandem's fused
 // attention on the CPU in float32 from the same 16-bit inputs: the output and dq, dk, dv within
 // 16-bit rounding, for head dims 32, 64 and 128, ragged tiles, Tq ≠ Tk, causal or not, both mask
-// kinds and dropout. What it cannot check (timing, the hardware's alignment and shared-memory
-// limits) the CUDA cases in tests/autograd/flash_attention_test.cpp check on a GPU.
+// kinds and dropout; and that no WMMA access or launch asks what the hardware would refuse. What
+// it cannot check (speed, and the hardware itself) the CUDA cases in
+// tests/autograd/flash_attention_test.cpp check on a GPU.
 #include "emulated/cuda_emulation.h"
 // The emulation first: the kernels take CUDA's names from it.
 #include <tandem/core/kernels/cuda/flash_kernels.cuh>
+
+#include <set>
 
 #include "support/flash_cases.h"
 
@@ -54,6 +57,10 @@ std::vector<Tensor> emulated(const Case& c, const Tensor& q, const Tensor& k, co
     flash_dkdv_kernel<S, D>(in<S>(q), in<S>(k), in<S>(v), in<S>(dout), lse.data<float>(),
                             delta.data<float>(), sc, tiles_of(tk), out<S>(dk), out<S>(dv));
   });
+  // What the hardware would refuse, each kind once.
+  const std::vector<std::string> refused = emulation::take_violations();
+  for (const std::string& v : std::set<std::string>(refused.begin(), refused.end()))
+    ADD_FAILURE() << c.name << ": " << v;
   std::vector<Tensor> r;
   for (const Tensor& t : {o, dq, dk, dv}) r.push_back(t.to(kFloat32));
   return r;
