@@ -7,7 +7,9 @@
 // float32 and bfloat16. Prints "name value unit" lines: for each step
 // the wall time (`_ms`), the GPU time between CUDA events around the same steps (`_ms_gpu`) and
 // the peak of allocated memory (`_ms_peak`, MiB); medians over rounds, each synchronised at its
-// ends; and the library versions. `gpu_bench --profile`: instead, where the time of the steps
+// ends; and the library versions. Variants: `_graph` (the step as one CUDA graph), `_nondet`
+// (cuDNN's first heuristic pick), `_timed` (every algorithm timed: cuda::set_cudnn_benchmark).
+// `gpu_bench --profile`: instead, where the time of the steps
 // that trail PyTorch goes, kernel by kernel (core/kernels/profile.h).
 #include <tandem/core/cpu_info.h>
 #include <tandem/core/cuda/graph.h>
@@ -115,14 +117,15 @@ Timing cnn_step(int64_t batch, Device d, DType amp = kFloat32, bool graph = fals
 }
 
 // ResNet-18 on 32×32 images (torchvision's, with the CIFAR stem), SGD with momentum, batch 256:
-// the batch-norm network of issue 35's list. Its rows, eager and (with `graph`) as a CUDA graph.
-void resnet18_rows(Device d, DType amp, bool graph) {
+// the batch-norm network of issue 35's list. Its rows, eager and (with `graph`) as a CUDA graph;
+// `suffix` names a variant's keys.
+void resnet18_rows(Device d, DType amp, bool graph, const std::string& suffix = "") {
   manual_seed(0);
   nn::Sequential resnet = nn::resnet18({.num_classes = 10, .small_images = true});
   resnet.to(d);
   optim::SGD sgd(resnet.parameters(), {.lr = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
   const std::string key = std::string("resnet18_b256") + (amp == kBFloat16 ? "_bf16" : "");
-  print(key + "_ms", step(resnet, sgd, 256, d, amp, {3, 32, 32}));
+  print(key + "_ms" + suffix, step(resnet, sgd, 256, d, amp, {3, 32, 32}));
   if (graph) print(key + "_ms_graph", step(resnet, sgd, 256, d, amp, {3, 32, 32}, true));
 }
 
@@ -181,6 +184,15 @@ int main(int argc, char** argv) {
   for (int64_t batch : {256, 1024, 4096})
     print("cnn_b" + std::to_string(batch) + "_ms_nondet", cnn_step(batch, d));
   cuda::set_deterministic_convolutions(true);
+  // Each convolution's algorithm timed on its first call, any algorithm (cuda::set_cudnn_benchmark
+  // with determinism off): what PyTorch's tuned column runs (cudnn.benchmark).
+  cuda::set_cudnn_benchmark(true);
+  cuda::set_deterministic_convolutions(false);
+  for (int64_t batch : {256, 1024, 4096})
+    print("cnn_b" + std::to_string(batch) + "_ms_timed", cnn_step(batch, d));
+  for (DType amp : {kFloat32, kBFloat16}) resnet18_rows(d, amp, false, "_timed");
+  cuda::set_deterministic_convolutions(true);
+  cuda::set_cudnn_benchmark(false);
   {
     // The CNN with BatchNorm2d after each convolution: batch norm's forward and backward are one
     // cuDNN call each (autograd/ops/norm.cpp), the audit's weakest GPU path before.

@@ -69,15 +69,16 @@ for k in ["cnn_b64_ms", "cnn_b256_ms", "cnn_bn_b256_ms", "mlp_b256_ms", "resnet1
     if all(c is None for c in cols):
         continue
     best = min(c for c in cols if c is not None)
-    ours = [c for c in (med(tandem, k), med(tandem, k + "_graph")) if c is not None]
-    rows.append([k, cell(tandem, k), cell(tandem, k + "_graph")]
+    ours = [c for c in (med(tandem, k + s) for s in ("", "_graph", "_timed")) if c is not None]
+    rows.append([k, cell(tandem, k), cell(tandem, k + "_graph"), cell(tandem, k + "_timed")]
                 + [cell(torch, k + s) for s in ("", "_tuned", "_compile", "_ro")]
                 + [ratio(min(ours) if ours else None, best)])
 table("Against PyTorch at its best (wall ms per step): Tandem graph = the step as one CUDA graph; "
+      "Tandem timed = each convolution's algorithm timed (cuda::set_cudnn_benchmark); "
       "tuned = fused optimizer and cudnn.benchmark (and channels_last for ResNet-18); "
       "compile = torch.compile; reduce-overhead = torch.compile(mode=\"reduce-overhead\")",
-      ["step", "Tandem", "Tandem graph", "eager", "tuned", "compile", "reduce-overhead",
-       "Tandem's best / PyTorch's best"], rows)
+      ["step", "Tandem", "Tandem graph", "Tandem timed", "eager", "tuned", "compile",
+       "reduce-overhead", "Tandem's best / PyTorch's best"], rows)
 for model in ("cnn", "mlp"):
     rows = []
     for b in (64, 128, 256, 512, 1024, 2048, 4096):
@@ -99,6 +100,15 @@ if rows:
     table("CNN with cuDNN's first heuristic pick (cuda::set_deterministic_convolutions(false), "
           "PyTorch's default) against the deterministic choice", ["batch", "Tandem deterministic",
           "Tandem first pick", "eager", "first pick / eager"], rows)
+
+rows = [[k, cell(tandem, k), cell(tandem, k + "_timed"), cell(torch, k + "_tuned"),
+         ratio(med(tandem, k + "_timed"), med(torch, k + "_tuned"))]
+        for k in ("cnn_b256_ms", "cnn_b1024_ms", "cnn_b4096_ms", "resnet18_b256_ms",
+                  "resnet18_b256_bf16_ms") if values(tandem, k + "_timed")]
+if rows:
+    table("Each convolution's algorithm timed on its first call (cuda::set_cudnn_benchmark, "
+          "determinism off) against PyTorch tuned (cudnn.benchmark)",
+          ["step", "Tandem heuristic", "Tandem timed", "tuned", "timed / tuned"], rows)
 
 # The same initial weights and batches on both sides (bench/loss_match.cpp and gpu_bench_torch.py
 # --loss-match, appended to the first runs): the losses step by step.

@@ -34,6 +34,12 @@ MemoryInfo memory_info(int index);
 /// faster at large batches. Float32 never uses TF32 either way.
 void set_deterministic_convolutions(bool on);
 bool deterministic_convolutions();
+/// Whether each convolution shape's algorithm is the fastest of all cuDNN has, timed on its first
+/// call's own tensors (PyTorch's torch.backends.cudnn.benchmark), rather than cuDNN's heuristic
+/// pick. Off by default: the first call of each shape runs every algorithm and waits for them.
+/// The pick still keeps full precision and, while deterministic_convolutions(), determinism.
+void set_cudnn_benchmark(bool on);
+bool cudnn_benchmark();
 
 /// The versions this process runs with, as the libraries say at run time (0: absent): the CUDA
 /// runtime and driver (13000 for 13.0), cuBLAS (130100 for 13.1.0; opens it) and cuDNN (91000).

@@ -18,9 +18,12 @@ namespace tandem::cuda {
 
 namespace {
 std::atomic<bool> g_deterministic_convolutions{true};
-}
+std::atomic<bool> g_cudnn_benchmark{false};
+}  // namespace
 void set_deterministic_convolutions(bool on) { g_deterministic_convolutions = on; }
 bool deterministic_convolutions() { return g_deterministic_convolutions; }
+void set_cudnn_benchmark(bool on) { g_cudnn_benchmark = on; }
+bool cudnn_benchmark() { return g_cudnn_benchmark; }
 
 int device_count() {
 #if TANDEM_WITH_CUDA

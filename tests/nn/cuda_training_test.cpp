@@ -80,6 +80,25 @@ TEST_P(CudaTraining, ThreeStepsWithNondeterministicConvolutionsMatchTheCpu) {
   expect_same_state(gpu, train(Device::cpu(), GetParam()), 1e-4, 1e-3, "cuda:0, first pick");
 }
 
+// With each shape's algorithm timed (set_cudnn_benchmark, PyTorch's cudnn.benchmark), first
+// deterministic ones only, then any: the same tolerance of the CPU, and a second run, from the
+// cached picks, gives the first run's bits.
+TEST_P(CudaTraining, ThreeStepsWithTimedConvolutionAlgorithmsMatchTheCpu) {
+  const auto cpu = train(Device::cpu(), GetParam());
+  cuda::set_cudnn_benchmark(true);
+  for (bool deterministic : {true, false}) {
+    cuda::set_deterministic_convolutions(deterministic);
+    const auto first = train(Device::cuda(0), GetParam());
+    expect_same_state(first, cpu, 1e-4, 1e-3, deterministic ? "timed" : "timed, any");
+    if (deterministic)
+      expect_same_state(train(Device::cuda(0), GetParam()), first, 0, 0, "timed, again");
+  }
+  cuda::set_deterministic_convolutions(true);
+  cuda::set_cudnn_benchmark(false);
+}
+
+TEST(CudnnBenchmark, IsOffByDefault) { EXPECT_FALSE(cuda::cudnn_benchmark()); }
+
 TEST(Cpu1Training, ThreeStepsOnCpu1MatchTheCpu) {
   for (bool adam : {false, true}) {
     expect_same_state(train(Device::cpu(1), adam), train(Device::cpu(), adam), 0, 0,
