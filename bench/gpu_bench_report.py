@@ -101,14 +101,15 @@ if rows:
           "PyTorch's default) against the deterministic choice", ["batch", "Tandem deterministic",
           "Tandem first pick", "eager", "first pick / eager"], rows)
 
-rows = [[k, cell(tandem, k), cell(tandem, k + "_timed"), cell(torch, k + "_tuned"),
-         ratio(med(tandem, k + "_timed"), med(torch, k + "_tuned"))]
+rows = [[k, cell(tandem, k), cell(tandem, k + "_nondet"), cell(tandem, k + "_timed"),
+         cell(torch, k + "_tuned"), ratio(med(tandem, k + "_timed"), med(torch, k + "_tuned"))]
         for k in ("cnn_b256_ms", "cnn_b1024_ms", "cnn_b4096_ms", "resnet18_b256_ms",
                   "resnet18_b256_bf16_ms") if values(tandem, k + "_timed")]
 if rows:
     table("Each convolution's algorithm timed on its first call (cuda::set_cudnn_benchmark, "
           "determinism off) against PyTorch tuned (cudnn.benchmark)",
-          ["step", "Tandem heuristic", "Tandem timed", "tuned", "timed / tuned"], rows)
+          ["step", "Tandem deterministic", "Tandem first pick", "Tandem timed", "tuned",
+           "timed / tuned"], rows)
 
 # The same initial weights and batches on both sides (bench/loss_match.cpp and gpu_bench_torch.py
 # --loss-match, appended to the first runs): the losses step by step.

@@ -84,6 +84,12 @@ TEST_P(CudaTraining, ThreeStepsWithNondeterministicConvolutionsMatchTheCpu) {
 // deterministic ones only, then any: the same tolerance of the CPU, and a second run, from the
 // cached picks, gives the first run's bits.
 TEST_P(CudaTraining, ThreeStepsWithTimedConvolutionAlgorithmsMatchTheCpu) {
+  struct Restore {  // the defaults again, even if a step throws
+    ~Restore() {
+      cuda::set_deterministic_convolutions(true);
+      cuda::set_cudnn_benchmark(false);
+    }
+  } restore;
   const auto cpu = train(Device::cpu(), GetParam());
   cuda::set_cudnn_benchmark(true);
   for (bool deterministic : {true, false}) {
@@ -93,8 +99,6 @@ TEST_P(CudaTraining, ThreeStepsWithTimedConvolutionAlgorithmsMatchTheCpu) {
     if (deterministic)
       expect_same_state(train(Device::cuda(0), GetParam()), first, 0, 0, "timed, again");
   }
-  cuda::set_deterministic_convolutions(true);
-  cuda::set_cudnn_benchmark(false);
 }
 
 TEST(CudnnBenchmark, IsOffByDefault) { EXPECT_FALSE(cuda::cudnn_benchmark()); }
