@@ -21,14 +21,6 @@ using namespace tandem::cuda::flash;
 using tandem::testing::flash::Case;
 namespace cases = tandem::testing::flash;
 
-template <typename S>
-const S* in(const Tensor& t) {
-  return reinterpret_cast<const S*>(t.data_ptr());
-}
-template <typename S>
-S* out(Tensor& t) {
-  return reinterpret_cast<S*>(t.data_ptr());
-}
 // The output, dq, dk and dv from the emulated kernels, as float32. `mask` is the kernels' form:
 // additive, in the inputs' dtype, [1 or B, Tq, Tk].
 template <typename S, int D>
@@ -43,7 +35,7 @@ std::vector<Tensor> emulated(const Case& c, const Tensor& q, const Tensor& k, co
   Tensor dq = empty(q.shape(), q.options()), dk = empty(k.shape(), k.options()),
          dv = empty(v.shape(), v.options()), delta = empty({b * tq});
   emulation::launch(unsigned(tiles_of(tq) * b), kBlockThreads, kForwardBytes<S, D>, [&] {
-    flash_forward_kernel<S, D>(in<S>(q), in<S>(k), in<S>(v), sc, tiles_of(tq), out<S>(o),
+    flash_forward_kernel<S, D>(in<S>(q), in<S>(k), in<S>(v), sc, tiles_of(tq), out_of<S>(o),
                                lse.data<float>());
   });
   emulation::launch(1, kBlockThreads, 0, [&] {
@@ -51,11 +43,11 @@ std::vector<Tensor> emulated(const Case& c, const Tensor& q, const Tensor& k, co
   });
   emulation::launch(unsigned(tiles_of(tq) * b), kBlockThreads, kDqBytes<S, D>, [&] {
     flash_dq_kernel<S, D>(in<S>(q), in<S>(k), in<S>(v), in<S>(dout), lse.data<float>(),
-                          delta.data<float>(), sc, tiles_of(tq), out<S>(dq));
+                          delta.data<float>(), sc, tiles_of(tq), out_of<S>(dq));
   });
   emulation::launch(unsigned(tiles_of(tk) * b), kBlockThreads, kDkDvBytes<S, D>, [&] {
     flash_dkdv_kernel<S, D>(in<S>(q), in<S>(k), in<S>(v), in<S>(dout), lse.data<float>(),
-                            delta.data<float>(), sc, tiles_of(tk), out<S>(dk), out<S>(dv));
+                            delta.data<float>(), sc, tiles_of(tk), out_of<S>(dk), out_of<S>(dv));
   });
   // What the hardware would refuse, each kind once.
   const std::vector<std::string> refused = emulation::take_violations();

@@ -15,7 +15,10 @@
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/kernels/cuda/kernels_cuda.h>
 #include <tandem/core/tensor_checks.h>
+#include <mutex>
+#include <set>
 #include <tandem/core/kernels/cuda/flash_kernels.cuh>
+#include <utility>
 
 namespace tandem::cuda {
 namespace {
@@ -36,24 +39,26 @@ Tensor ready(const Tensor& t, DType dtype) {
   return copy;
 }
 
-template <typename S>
-const S* in(const Tensor& t) {
-  return reinterpret_cast<const S*>(t.data_ptr());
-}
-template <typename S>
-S* out_of(Tensor& t) {
-  TD_INTERNAL_ASSERT(t.is_contiguous() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0,
-                     "flash attention: outputs must be contiguous and 16-byte aligned");
-  return reinterpret_cast<S*>(t.data_ptr());
+// Opts `kernel` into `bytes` of shared memory past the default 48 KB: an attribute of the function
+// on the current device, so set once per device rather than at every launch.
+void allow_shared_memory(const void* kernel, size_t bytes) {
+  static std::mutex mu;
+  static std::set<std::pair<const void*, int>> done;
+  int device = 0;
+  TD_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard lk(mu);
+  if (done.count({kernel, device})) return;
+  TD_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  done.insert({kernel, device});
 }
 
-// Opts the kernel into `bytes` of shared memory (past the default 48 KB) and launches `blocks`.
+// Launches `blocks` blocks of `kernel` with `bytes` of shared memory.
 template <typename Kernel, typename... Args>
 void launch(Kernel kernel, size_t bytes, int64_t blocks, Args... args) {
   TD_CHECK_VALUE(blocks <= int64_t(INT32_MAX), "scaled_dot_product_attention: ", blocks,
                  " tiles are more than one CUDA launch takes");
-  TD_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  allow_shared_memory(reinterpret_cast<const void*>(kernel), bytes);
   kernel<<<unsigned(blocks), kBlockThreads, bytes, stream()>>>(args...);
   TD_CUDA_CHECK_LAUNCH();
 }

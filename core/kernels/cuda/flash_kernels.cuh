@@ -3,6 +3,7 @@
 // that tests/emulated/ can run the same source on CPU threads.
 #pragma once
 
+#include <tandem/core/check.h>
 #include <tandem/core/kernels/params.h>
 #include <tandem/core/tensor.h>
 #include <tandem/core/kernels/cuda/flash_tiles.cuh>
@@ -266,6 +267,19 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 // ---- for the host ----
 
+/// A tensor's data as the kernels' 16-bit type; an output must be contiguous and 16-byte aligned
+/// (the tiles' vector stores).
+template <typename S>
+const S* in(const Tensor& t) {
+  return reinterpret_cast<const S*>(t.data_ptr());
+}
+template <typename S>
+S* out_of(Tensor& t) {
+  TD_INTERNAL_ASSERT(t.is_contiguous() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0,
+                     "flash attention: outputs must be contiguous and 16-byte aligned");
+  return reinterpret_cast<S*>(t.data_ptr());
+}
+
 /// The block tiles of `rows` rows.
 inline int64_t tiles_of(int64_t rows) { return (rows + kTile - 1) / kTile; }
 
@@ -274,7 +288,7 @@ inline int64_t tiles_of(int64_t rows) { return (rows + kTile - 1) / kTile; }
 template <typename S>
 Scores<S> scores_for(const Tensor& q, const Tensor& k, const Tensor& mask,
                      const AttentionParams& a) {
-  return {mask.defined() ? reinterpret_cast<const S*>(mask.data_ptr()) : nullptr,
+  return {mask.defined() ? in<S>(mask) : nullptr,
           mask.defined() && mask.size(0) > 1,
           a.causal,
           float(a.scale),
