@@ -11,7 +11,9 @@
 // - lower precision: matmul, linear, conv2d run in the guard's dtype (the tensor cores' and
 //   AVX512-BF16's type);
 // - float32: softmax, log_softmax, cross_entropy, nll_loss, mse_loss, sum, mean, exp, log, pow
-//   run in float32, where a 16-bit result would lose too much (sums of many terms, exponentials);
+//   run in float32, where a 16-bit result would lose too much (sums of many terms, exponentials).
+//   cross_entropy does so without a cast: its kernels read 16-bit logits in place and compute in
+//   float32, the same numbers without a float32 copy of a GPT's largest activation;
 // - promote: the other ops of two or more tensors (add, sub, mul, div, maximum, minimum, where,
 //   cat) run in the widest floating dtype among their inputs.
 // Everything else runs in whatever dtype its input has. float64 tensors are never cast.

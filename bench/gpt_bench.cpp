@@ -17,6 +17,10 @@
 //     one more step with every kernel timed (core/kernels/profile.h), its N largest rows printed.
 //   --flash on (any part): enable_flash_attention(true), so that Auto takes the tensor-core
 //     kernels (AttentionBackend::Flash) where they apply: CUDA, 16-bit (--amp bf16), head dim 64.
+//   gpt_bench loss [--device D] [--batch B] [--rounds N]
+//     GPT-2's classifier loss under bf16 autocast: cross-entropy over B × 1,024 rows of 50,304
+//     bfloat16 logits, forward and backward, read in place against through a float32 copy (what
+//     autocast's float32 list did before): time and the bytes held at the peak, in one run.
 //   gpt_bench attention [--rounds N] [--threads N]
 //     Causal attention, 8 heads of 64, T = 64 … 2048: forward + backward of the fused op and of
 //     the composed form (matmul, mask, softmax, matmul), and the bytes each graph holds after the
@@ -73,12 +77,12 @@ Options parse(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--flash"))
       o.flash = argv[i + 1];
   }
-  if ((o.part != "step" && o.part != "attention" && o.part != "mfu") ||
+  if ((o.part != "step" && o.part != "attention" && o.part != "mfu" && o.part != "loss") ||
       (o.recipe != "cpu" && o.recipe != "gpu") || (o.amp != "none" && o.amp != "bf16") ||
       (o.shape != "gpt2" && o.shape != "test") || (o.flash != "on" && o.flash != "off") ||
       o.batch < 1) {
     std::fprintf(stderr,
-                 "usage: %s step|attention|mfu [--rounds N] [--threads N] [--device D] "
+                 "usage: %s step|attention|mfu|loss [--rounds N] [--threads N] [--device D] "
                  "[--recipe cpu|gpu] [--amp none|bf16] [--batch B] [--peak-tflops P] "
                  "[--shape gpt2|test] [--profile N] [--flash on|off]\n",
                  argv[0]);
@@ -318,6 +322,44 @@ void attention_part(const Options& o) {
   }
 }
 
+// ---- loss: 16-bit logits in place against a float32 copy ---------------------------------------
+void loss_part(const Options& o) {
+  const int64_t rows = o.batch * 1024, classes = 50304;
+  manual_seed(0);
+  const Tensor logits = randn({rows, classes}, {.device = g_device}).to(kBFloat16).requires_grad_();
+  const Tensor target = (rand({rows}) * double(classes)).to(kInt64).to(g_device);
+  std::printf("cross-entropy, %lld x %lld bfloat16 logits (%.0f MB), autocast bf16, on %s\n",
+              (long long)rows, (long long)classes, double(logits.nbytes()) / 1e6,
+              g_device.str().c_str());
+  auto run = [&](bool copy) {
+    logits.set_grad(Tensor());
+    AutocastGuard autocast(g_device.type(), kBFloat16);
+    cross_entropy(copy ? logits.to(kFloat32) : logits, target).backward();
+  };
+  auto peak_mb = [&](bool copy) {
+    run(copy);  // the allocator's blocks exist before the peak is read
+    logits.set_grad(Tensor());
+    const int64_t start = memory_stats(g_device).allocated_bytes;
+    reset_peak_memory_stats(g_device);
+    run(copy);
+    return double(memory_stats(g_device).peak_allocated_bytes - start) / 1e6;
+  };
+  double in_place = 0, copied = 0;
+  std::vector<double> ratio;  // rounds interleaved, the ratio taken within each
+  for (int r = 0; r < o.rounds; ++r) {
+    const double a = median_ms(1, [&] { run(false); }), b = median_ms(1, [&] { run(true); });
+    in_place += a / o.rounds;
+    copied += b / o.rounds;
+    ratio.push_back(a / b);
+  }
+  std::printf("  %-22s %10s %12s\n", "", "fwd+bwd ms", "peak MB");
+  std::printf("  %-22s %10.2f %12.1f\n", "in place (Tandem)", in_place, peak_mb(false));
+  std::printf("  %-22s %10.2f %12.1f\n", "float32 copy", copied, peak_mb(true));
+  std::printf("  in place / copy: %.3f (median of %d interleaved rounds, range %.3f-%.3f)\n",
+              bench::median(ratio), o.rounds, *std::min_element(ratio.begin(), ratio.end()),
+              *std::max_element(ratio.begin(), ratio.end()));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -330,6 +372,8 @@ int main(int argc, char** argv) {
     step_part(o);
   else if (o.part == "mfu")
     mfu_part(o);
+  else if (o.part == "loss")
+    loss_part(o);
   else
     attention_part(o);
   return 0;

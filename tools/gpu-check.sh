@@ -145,6 +145,9 @@ PY
         LD_LIBRARY_PATH="$libs" timeout 150 "$bundle/bin/gpt_bench" mfu --device cuda:0 --amp bf16 \
           --batch "$batch" --rounds 3 --profile 30 --flash $flash || status=1
       done
+      # The classifier's loss on 16-bit logits in place against a float32 copy (time, peak bytes).
+      LD_LIBRARY_PATH="$libs" timeout 60 "$bundle/bin/gpt_bench" loss --device cuda:0 \
+        --batch "$batch" --rounds 5 || status=1
       for compile in "" --compile; do
         timeout 240 python3 "$bundle/bin/gpt_torch.py" --mfu --device cuda --amp bf16 \
           --batch-size "$batch" --rounds 3 --peak-tflops "${MFU_PEAK:-989}" $compile || status=1
@@ -259,7 +262,7 @@ run_sanitize() {
     echo "compute-sanitizer: not found on this machine (PATH, /usr/local/cuda*, /opt/nvidia)" >>"$out"
     return 1
   fi
-  local ops='*CudaMatchesCpu*attention*:*CudaMatchesCpu*layer_norm*:*CudaMatchesCpu*embedding*:*CudaMatchesCpu*gelu*:*CudaMatchesCpu*batch_norm*'
+  local ops='*CudaMatchesCpu*attention*:*CudaMatchesCpu*layer_norm*:*CudaMatchesCpu*embedding*:*CudaMatchesCpu*gelu*:*CudaMatchesCpu*batch_norm*:*CudaMatchesCpu*cross_entropy*:*CrossEntropy16Bit*OnCuda0'
   # The tensor-core attention first: written without a GPU, its shared memory is what racecheck
   # is for.
   local flash='FlashAttentionCuda.MatchesTheCpuInFloat32/*'

@@ -38,13 +38,20 @@ Tensor reduce_rows(const Tensor& rows, const Tensor& target, const ClassLossOpti
 
 // loss_i = −Σ_j q_ij · log softmax(x_i)_j,  q = (1 − ε)·one_hot(t_i) + ε/C
 // dx_i = dloss_i · (softmax(x_i) − q_i)
+//
+// 16-bit logits are not cast: the kernels read them in place and compute in float32, so the
+// per-row loss, the log-sum-exp and the gradient flowing back are float32 until dx, rounded once
+// into the logits' dtype. Under autocast (whose float32 list has cross_entropy) that is what a
+// float32 copy of the logits would give, without the copy: for a GPT, tokens × vocabulary floats
+// written and read once more each way, the step's largest activation. Outside autocast a 16-bit
+// loss comes back in the logits' dtype, as PyTorch's, rounded once at the end.
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, const ClassLossOptions& o) {
-  if (auto c = autocast::float32({logits_in})) return cross_entropy((*c)[0], target_in, o);
   check_class_loss("cross_entropy", logits_in, target_in, o);
   const Tensor logits = detail::contiguous(logits_in), target = detail::contiguous(target_in);
   const ClassLossParams p{o.ignore_index, o.label_smoothing};
-  Tensor rows = empty({logits.size(0)}, logits.options());
-  Tensor lse = empty({logits.size(0)}, logits.options());
+  const TensorOptions wide{.dtype = accumulate_dtype(logits.dtype()), .device = logits.device()};
+  Tensor rows = empty({logits.size(0)}, wide);
+  Tensor lse = empty({logits.size(0)}, wide);
   if (logits.numel() > 0)
     kernels(logits.device()).cross_entropy_forward(logits, target, rows, lse, p);
   rows = record("cross_entropy", rows, {logits_in},
@@ -56,7 +63,9 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, const Cla
                     kernels(dy.device()).cross_entropy_backward(logits, target, lse, dy, dx, p);
                   return {dx};
                 });
-  return reduce_rows(rows, target, o);
+  const Tensor loss = reduce_rows(rows, target, o);
+  if (loss.dtype() == logits.dtype() || autocast::is_enabled(logits.device().type())) return loss;
+  return loss.to(logits.dtype());
 }
 
 // loss_i = −log_probs[i, t_i]        dlog_probs[i, t_i] = −dloss_i

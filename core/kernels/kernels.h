@@ -75,6 +75,8 @@ struct Kernels {
   void (*avg_pool2d_backward)(const Tensor& dy, Tensor& dx, const Pool2dParams& p);
   // loss.{cpp,cu}: logits [N,C], int64 target [N] -> per-row loss [N] (and log-sum-exp [N]).
   // Targets outside [0, C) other than ignore_index throw IndexError naming value and row.
+  // Cross-entropy takes 16-bit logits as they are: loss, lse and dloss are in the logits'
+  // accumulation dtype (float32 for bfloat16/float16), dlogits in the logits' own.
   void (*cross_entropy_forward)(const Tensor& logits, const Tensor& target, Tensor& loss,
                                 Tensor& lse, const ClassLossParams& p);
   void (*cross_entropy_backward)(const Tensor& logits, const Tensor& target, const Tensor& lse,

@@ -1,12 +1,14 @@
 // core/kernels/cuda/loss.cu — fused softmax cross-entropy and NLL over class indices, the CUDA side
 // of cpu/loss.cpp: loss_i = lse_i − (1 − ε)·x[i, t] − ε/C·Σ_j x[i, j], gradient softmax − target.
-// A bad target is found on the device (the lowest bad row, by atomicMin) and reported from the
-// host with the CPU's IndexError message, which costs one synchronisation per forward.
+// 16-bit logits are read in place and widened element by element; the loss and log-sum-exp are
+// float32 (cpu/loss.cpp says why). A bad target is found on the device (the lowest bad row, by
+// atomicMin) and reported at the next sync point with the CPU's IndexError message.
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/kernels/cuda/kernels_cuda.h>
 #include <tandem/core/kernels/dispatch_dtype.h>
 #include <limits>
 #include <tandem/core/kernels/cuda/bad_index.cuh>
+#include <tandem/core/kernels/cuda/in_float.cuh>
 #include <tandem/core/kernels/cuda/launch.cuh>
 #include <tandem/core/kernels/cuda/row_reduce.cuh>
 #include <type_traits>
@@ -16,55 +18,62 @@ namespace {
 
 using Flag = IndexFlag;
 
+// The type a row's arithmetic runs in: float for 16-bit logits, else their own.
+template <typename T>
+using Compute = std::conditional_t<kIs16Bit<T>, float, T>;
+
 // loss_i and lse_i, a group of G threads per row. Rows with a bad target lower *bad to their index
-// and write no loss (the launcher throws).
-template <int G, typename T>
-__global__ void cross_entropy_forward_kernel(const T* x, const int64_t* target, T* loss, T* lse,
-                                             int64_t n, int64_t c, int64_t ignore_index, T eps,
+// and write no loss (the launcher throws). T is the logits' type, C the one the row's sums run in
+// (float for 16-bit logits, read and widened element by element: no float32 copy of the logits).
+template <int G, typename T, typename C>
+__global__ void cross_entropy_forward_kernel(const T* x, const int64_t* target, C* loss, C* lse,
+                                             int64_t n, int64_t c, int64_t ignore_index, C eps,
                                              Flag* bad) {
   const int lane = int(threadIdx.x % G);
   const int64_t first = blockIdx.x * int64_t(blockDim.x / G) + threadIdx.x / G;
   for (int64_t i = first; i < n; i += int64_t(gridDim.x) * (blockDim.x / G)) {
     const T* row = x + i * c;
-    T mx = -std::numeric_limits<T>::infinity();
-    for (int64_t j = lane; j < c; j += G) mx = max_of(mx, row[j]);
+    C mx = -std::numeric_limits<C>::infinity();
+    for (int64_t j = lane; j < c; j += G) mx = max_of(mx, C(row[j]));
     mx = group_reduce<G>(mx, MaxOp{});
-    T sum_exp = T(0), sum = T(0);
+    C sum_exp = C(0), sum = C(0);
     for (int64_t j = lane; j < c; j += G) {
-      sum_exp += d_exp(row[j] - mx);
-      sum += row[j];
+      const C v = C(row[j]);
+      sum_exp += d_exp(v - mx);
+      sum += v;
     }
-    const T l = mx + d_log(group_reduce<G>(sum_exp, SumOp{}));
+    const C l = mx + d_log(group_reduce<G>(sum_exp, SumOp{}));
     if (eps > 0) sum = group_reduce<G>(sum, SumOp{});  // eps is the same for every thread
     if (lane == 0) {
       lse[i] = l;
       const int64_t t = target[i];
       if (t == ignore_index)
-        loss[i] = T(0);
+        loss[i] = C(0);
       else if (t < 0 || t >= c)
         atomicMin(bad, Flag(i));
       else
-        loss[i] = l - (T(1) - eps) * row[t] - (eps > 0 ? eps / T(c) * sum : T(0));
+        loss[i] = l - (C(1) - eps) * C(row[t]) - (eps > 0 ? eps / C(c) * sum : C(0));
     }
   }
 }
 
 // dlogits[i, j] = dloss_i · (e^(x_ij − lse_i) − ε/C) − [j = t_i]·(1 − ε)·dloss_i; 0 for ignored
-// rows. A target out of range (the forward threw on it) only loses its one-hot term.
-template <typename T>
-__global__ void cross_entropy_backward_kernel(const T* x, const int64_t* target, const T* lse,
-                                              const T* dloss, T* dx, int64_t n, int64_t c,
-                                              int64_t ignore_index, T eps) {
+// rows, computed in C and rounded once into T. A target out of range (the forward threw on it)
+// only loses its one-hot term.
+template <typename T, typename C>
+__global__ void cross_entropy_backward_kernel(const T* x, const int64_t* target, const C* lse,
+                                              const C* dloss, T* dx, int64_t n, int64_t c,
+                                              int64_t ignore_index, C eps) {
   TD_GRID_STRIDE_LOOP(idx, n * c) {
     const int64_t i = idx / c, j = idx - i * c, t = target[i];
     if (t == ignore_index) {
-      dx[idx] = T(0);
+      dx[idx] = T(0.0f);
       continue;
     }
-    const T g = dloss[i];
-    T v = (d_exp(x[idx] - lse[i]) - eps / T(c)) * g;
-    if (j == t) v -= (T(1) - eps) * g;
-    dx[idx] = v;
+    const C g = dloss[i];
+    C v = (d_exp(C(x[idx]) - lse[i]) - eps / C(c)) * g;
+    if (j == t) v -= (C(1) - eps) * g;
+    dx[idx] = T(v);
   }
 }
 
@@ -109,11 +118,12 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, Tensor& l
   if (n == 0) return;
   DeviceGuard guard(loss.device());
   BadIndex bad(loss.device());
-  dispatch_float(logits.dtype(), "cross_entropy", [&]<typename T>() {
+  dispatch<FloatTypesWith16Bit>(logits.dtype(), "cross_entropy", [&]<typename T>() {
+    using C = Compute<T>;
     const auto launch = [&]<int G>(unsigned grid) {
-      cross_entropy_forward_kernel<G, T><<<grid, kThreads, 0, stream()>>>(
-          logits.data<T>(), target.data<int64_t>(), loss.data<T>(), lse.data<T>(), n, c,
-          p.ignore_index, T(p.label_smoothing), bad.get());
+      cross_entropy_forward_kernel<G, T, C><<<grid, kThreads, 0, stream()>>>(
+          logits.data<T>(), target.data<int64_t>(), loss.data<C>(), lse.data<C>(), n, c,
+          p.ignore_index, C(p.label_smoothing), bad.get());
     };
     if (c <= kWarpRowMax)
       launch.template operator()<kWarp>(blocks_for(n * kWarp));
@@ -129,10 +139,11 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Te
   const int64_t n = logits.size(0), c = logits.size(1);
   if (n * c == 0) return;
   DeviceGuard guard(dlogits.device());
-  dispatch_float(logits.dtype(), "cross_entropy_backward", [&]<typename T>() {
-    cross_entropy_backward_kernel<T><<<blocks_for(n * c), kThreads, 0, stream()>>>(
-        logits.data<T>(), target.data<int64_t>(), lse.data<T>(), dloss.data<T>(), dlogits.data<T>(),
-        n, c, p.ignore_index, T(p.label_smoothing));
+  dispatch<FloatTypesWith16Bit>(logits.dtype(), "cross_entropy_backward", [&]<typename T>() {
+    using C = Compute<T>;
+    cross_entropy_backward_kernel<T, C><<<blocks_for(n * c), kThreads, 0, stream()>>>(
+        logits.data<T>(), target.data<int64_t>(), lse.data<C>(), dloss.data<C>(), dlogits.data<T>(),
+        n, c, p.ignore_index, C(p.label_smoothing));
     TD_CUDA_CHECK_LAUNCH();
   });
 }
