@@ -50,6 +50,11 @@ struct Kernels {
   // ArgMax writes int64; the others keep x's dtype.
   void (*reduce_rows)(ReduceOp op, const Tensor& x, Tensor& out);
   void (*reduce_cols)(ReduceOp op, const Tensor& x, Tensor& out);
+  // square_sums.{cpp,cu}: out[i] = Σ_j xs[i]_j² in float64 for contiguous floating tensors on
+  // out's device (out float64 [xs.size()]): clip_grad_norm_'s one pass over a model's gradients
+  // (on CUDA two launches per 48 tensors). Each sum's order is fixed by the sizes alone: the same
+  // bits on every run and at every thread count.
+  void (*square_sums)(std::span<const Tensor> xs, Tensor& out);
   // matmul.{cpp,cu}: c = op(a)·op(b), 2-D, or 3-D batched (a or b may be 2-D and shared)
   void (*gemm)(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b);
   // softmax.{cpp,cu}: over the last dim of a contiguous [M, K]

@@ -28,7 +28,7 @@ namespace {
 #define TD_KERNEL_ENTRIES(X) \
   X(copy) X(fill) X(arange) X(uniform) X(normal) X(unary) X(binary) X(compare) X(where) \
   X(relu_backward) X(sigmoid_backward) X(tanh_backward) X(gelu_backward) \
-  X(gelu_tanh_backward) X(add_scaled) X(addcmul) X(addcdiv) X(reduce_rows) X(reduce_cols) \
+  X(gelu_tanh_backward) X(add_scaled) X(addcmul) X(addcdiv) X(reduce_rows) X(reduce_cols) X(square_sums) \
   X(gemm) X(softmax_forward) X(softmax_backward) X(log_softmax_forward) \
   X(log_softmax_backward) X(conv2d_forward) X(conv2d_backward) X(max_pool2d_forward) \
   X(relu_max_pool2d_forward) X(max_pool2d_backward) X(avg_pool2d_forward) \
@@ -134,6 +134,9 @@ void see(Label& l, const T& a) {
         break;
       }
     l.bytes += span_bytes(a);
+  } else if constexpr (std::is_same_v<U, std::span<const Tensor>>) {
+    if (!a.empty() && l.tensors[0] == nullptr) l.tensors[0] = &a.front();
+    for (const Tensor& t : a) l.bytes += span_bytes(t);
   } else if constexpr (std::is_same_v<U, std::span<const AdamSlot>>) {
     if (!a.empty() && l.tensors[0] == nullptr) l.tensors[0] = a.front().param;
     for (const AdamSlot& s : a)

@@ -1,6 +1,7 @@
 // nn/optim/optimizer.cpp — what every optimizer shares: zero_grad and gradient clipping.
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ops/ops.h>
+#include <tandem/core/kernels/kernels.h>
 #include <tandem/nn/optim/optimizer.h>
 #include <algorithm>
 #include <cmath>
@@ -20,32 +21,36 @@ bool parse_state_key(const std::string& key, size_t& index, std::string& name) {
   return true;
 }
 
-// Each gradient's Σ g² in float64 on its own device; then one copy to the host per device, not one
-// read per gradient (on a GPU each read waited for the queue to drain: a GPT-2 step read 148
-// times), and the sum there in parameter order, so the result is the same double as ever.
+// Σ g² over the defined gradients in float64. One square_sums pass per device reads each
+// gradient once, as it is (not through a float64 copy, a product and a sum per gradient); one copy
+// of the per-gradient sums to the host per device (on a GPU each read waits for its queue to
+// drain: a GPT-2 step once read 148 times); the total there in parameter order. Every order is
+// fixed by the sizes, so the result is the same double on every run and at every thread count.
 double grad_square_sum(const std::vector<Tensor>& parameters) {
   NoGradGuard no_grad;
-  std::vector<Tensor> squares;  // [] float64, one per defined gradient, in parameter order
+  // Each device's gradients and their places in parameter order, devices in order of first use.
+  struct OnDevice {
+    Device device;
+    std::vector<Tensor> grads;
+    std::vector<size_t> places;
+  };
+  std::vector<OnDevice> by_device;
+  size_t count = 0;
   for (const Tensor& p : parameters) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    const Tensor g64 = g.to(DType::f64);
-    squares.push_back((g64 * g64).sum());
-  }
-  // Which squares each device holds, devices in order of first appearance.
-  std::vector<std::pair<Device, std::vector<size_t>>> by_device;
-  for (size_t i = 0; i < squares.size(); ++i) {
     auto it = std::find_if(by_device.begin(), by_device.end(),
-                           [&](const auto& d) { return d.first == squares[i].device(); });
-    if (it == by_device.end()) it = by_device.insert(by_device.end(), {squares[i].device(), {}});
-    it->second.push_back(i);
+                           [&](const OnDevice& d) { return d.device == g.device(); });
+    if (it == by_device.end()) it = by_device.insert(by_device.end(), {g.device(), {}, {}});
+    it->grads.push_back(g.is_contiguous() ? g : g.contiguous());
+    it->places.push_back(count++);
   }
-  std::vector<double> values(squares.size());
-  for (const auto& [device, indices] : by_device) {
-    std::vector<Tensor> on_device;
-    for (size_t i : indices) on_device.push_back(squares[i]);
-    const std::vector<double> host = stack(on_device).to_vector<double>();  // the one wait
-    for (size_t k = 0; k < indices.size(); ++k) values[indices[k]] = host[k];
+  std::vector<double> values(count);
+  for (const OnDevice& d : by_device) {
+    Tensor sums = empty({int64_t(d.grads.size())}, {.dtype = kFloat64, .device = d.device});
+    kernels(d.device).square_sums(d.grads, sums);
+    const std::vector<double> host = sums.to_vector<double>();  // the one wait
+    for (size_t k = 0; k < d.places.size(); ++k) values[d.places[k]] = host[k];
   }
   double total = 0;
   for (double v : values) total += v;

@@ -31,6 +31,8 @@ void addcdiv(Tensor& self, const Tensor& a, const Tensor& b, double value);
 // reduce.cpp
 void reduce_rows(ReduceOp op, const Tensor& x, Tensor& out);
 void reduce_cols(ReduceOp op, const Tensor& x, Tensor& out);
+// square_sums.cpp
+void square_sums(std::span<const Tensor> xs, Tensor& out);
 // matmul.cpp; gemm_onednn.cpp (bfloat16 and float16, which gemm hands over, and float32 when
 // oneDNN has a faster kernel for it: false when it does not run)
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b);

@@ -51,6 +51,7 @@ const Kernels cpu_kernels = {
     .addcdiv = widened<cpu::addcdiv>,
     .reduce_rows = widened<cpu::reduce_rows>,
     .reduce_cols = cpu::reduce_cols,
+    .square_sums = cpu::square_sums,
     .gemm = cpu::gemm,
     .softmax_forward = widened<cpu::softmax_forward>,
     .softmax_backward = widened<cpu::softmax_backward>,

@@ -31,6 +31,8 @@ void addcdiv(Tensor& self, const Tensor& a, const Tensor& b, double value);
 // reduce.cu
 void reduce_rows(ReduceOp op, const Tensor& x, Tensor& out);
 void reduce_cols(ReduceOp op, const Tensor& x, Tensor& out);
+// square_sums.cu
+void square_sums(std::span<const Tensor> xs, Tensor& out);
 // matmul.cu (cuBLAS)
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b);
 // softmax.cu

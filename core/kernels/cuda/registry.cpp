@@ -86,6 +86,7 @@ const Kernels cuda_kernels = {
     .addcdiv = widened<cuda::addcdiv>,
     .reduce_rows = widened<cuda::reduce_rows>,
     .reduce_cols = widened<cuda::reduce_cols>,
+    .square_sums = cuda::square_sums,
     .gemm = cuda::gemm,
     .softmax_forward = widened<cuda::softmax_forward>,
     .softmax_backward = widened<cuda::softmax_backward>,
