@@ -1,11 +1,15 @@
 // core/kernels/cuda/reduce.cu — reductions over the last dim of [M, K] (rows) or the first dim of
 // [K, M] (cols), the CUDA side of cpu/reduce.cpp. Rows: a warp per short row, a block per long
 // one; cols: 32 columns per block, 8 threads down each. Few long rows or columns are split across
-// blocks and finished by a second pass over the partial results.
+// blocks and finished by a second pass over the partial results. bfloat16 and float16 are read as
+// they are and reduced in float (Accum), rounded once into the result: the numbers of a float32
+// copy reduced, without the copy (a 16-bit Linear's bias gradient is the column sum of its output
+// gradient, tokens × features).
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/kernels/cuda/kernels_cuda.h>
 #include <tandem/core/kernels/dispatch_dtype.h>
 #include <limits>
+#include <tandem/core/kernels/cuda/in_float.cuh>
 #include <tandem/core/kernels/cuda/launch.cuh>
 #include <type_traits>
 
@@ -14,6 +18,10 @@ namespace {
 
 constexpr int kColThreadsY = kThreads / kWarp;  // threads down each column
 constexpr int64_t kTargetBlocks = 1024;         // enough resident blocks to fill an H100
+
+// The type a reduction of T runs in: float for the 16-bit types, else T itself.
+template <typename T>
+using Accum = std::conditional_t<kIs16Bit<T>, float, T>;
 
 // A partial result: the value, and for ArgMax the index it came from.
 template <typename T>
@@ -58,13 +66,14 @@ __device__ Acc<T> combine(Acc<T> a, Acc<T> b) {
 // Adds element x[i] to a. The CPU keeps the first element when a later one is NaN
 // (std::max-style `a < b ? b : a`), so NaNs are skipped here and the first element is looked at
 // again in finish(); sums propagate NaN as usual.
-template <ReduceOp Op, typename T>
-__device__ Acc<T> fold(Acc<T> a, T x, int64_t i) {
+template <ReduceOp Op, typename A, typename T>
+__device__ Acc<A> fold(Acc<A> a, T x_stored, int64_t i) {
+  const A x = A(x_stored);
   if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean) {
     a.v += x;
     return a;
   } else {
-    return is_nan(x) ? a : combine<Op>(a, Acc<T>{x, i});
+    return is_nan(x) ? a : combine<Op>(a, Acc<A>{x, i});
   }
 }
 
@@ -92,23 +101,24 @@ __device__ Acc<T> block_reduce(Acc<T> a) {
   return a;
 }
 
-// Writes out[r] from the reduction `a` of k elements, the first of which is *x0.
-template <ReduceOp Op, typename T>
-__device__ void finish(Acc<T> a, const T* x0, int64_t k, void* out, int64_t r) {
+// Writes out[r] (rounded once into T) from the reduction `a` of k elements, the first of which
+// is *x0.
+template <ReduceOp Op, typename A, typename T>
+__device__ void finish(Acc<A> a, const T* x0, int64_t k, void* out, int64_t r) {
   if constexpr (Op == ReduceOp::ArgMax) {
-    static_cast<int64_t*>(out)[r] = k == 0 || is_nan(*x0) ? 0 : a.i;
+    static_cast<int64_t*>(out)[r] = k == 0 || is_nan(A(*x0)) ? 0 : a.i;
   } else {
-    T v = a.v;
-    if constexpr (Op == ReduceOp::Mean) v = k ? T(a.v / T(k)) : std::numeric_limits<T>::quiet_NaN();
+    A v = a.v;
+    if constexpr (Op == ReduceOp::Mean) v = k ? A(a.v / A(k)) : std::numeric_limits<A>::quiet_NaN();
     if constexpr (Op == ReduceOp::Max || Op == ReduceOp::Min)
-      v = k == 0 ? T(0) : is_nan(*x0) ? *x0 : a.v;
-    static_cast<T*>(out)[r] = v;
+      v = k == 0 ? A(0) : is_nan(A(*x0)) ? A(*x0) : a.v;
+    static_cast<T*>(out)[r] = T(v);
   }
 }
 
 // Result r is either finished into out, or stored as partial [r, split] when the launch is split.
-template <ReduceOp Op, typename T>
-__device__ void emit(Acc<T> a, const T* x0, int64_t k, void* out, T* part_v, int64_t* part_i,
+template <ReduceOp Op, typename A, typename T>
+__device__ void emit(Acc<A> a, const T* x0, int64_t k, void* out, A* part_v, int64_t* part_i,
                      int64_t r) {
   if (part_v == nullptr) {
     finish<Op>(a, x0, k, out, r);
@@ -126,7 +136,7 @@ __global__ void rows_warp_kernel(const T* x, int64_t m, int64_t k, void* out) {
   const int64_t warps = blockDim.x / kWarp;
   for (int64_t r = blockIdx.x * warps + threadIdx.x / kWarp; r < m; r += gridDim.x * warps) {
     const T* row = x + r * k;
-    Acc<T> a = identity<Op, T>();
+    Acc<Accum<T>> a = identity<Op, Accum<T>>();
     for (int64_t c = lane; c < k; c += kWarp) a = fold<Op>(a, row[c], c);
     a = warp_reduce<Op>(a);
     if (lane == 0) finish<Op>(a, row, k, out, r);
@@ -136,11 +146,11 @@ __global__ void rows_warp_kernel(const T* x, int64_t m, int64_t k, void* out) {
 // A block per row; with gridDim.y > 1, block (r, s) reduces columns [s·chunk, (s+1)·chunk).
 template <ReduceOp Op, typename T>
 __global__ void rows_block_kernel(const T* x, int64_t m, int64_t k, int64_t chunk, void* out,
-                                  T* part_v, int64_t* part_i) {
+                                  Accum<T>* part_v, int64_t* part_i) {
   const int64_t lo = blockIdx.y * chunk, hi = lo + chunk < k ? lo + chunk : k;
   for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
     const T* row = x + r * k;
-    Acc<T> a = identity<Op, T>();
+    Acc<Accum<T>> a = identity<Op, Accum<T>>();
     for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) a = fold<Op>(a, row[c], c);
     a = block_reduce<Op>(a);
     if (threadIdx.x == 0) emit<Op>(a, row, k, out, part_v, part_i, r);
@@ -150,13 +160,13 @@ __global__ void rows_block_kernel(const T* x, int64_t m, int64_t k, int64_t chun
 // 32 columns per block (coalesced along a row), kColThreadsY threads walking down each; with
 // gridDim.y > 1, block (tile, s) walks rows [s·chunk, (s+1)·chunk).
 template <ReduceOp Op, typename T>
-__global__ void cols_kernel(const T* x, int64_t k, int64_t m, int64_t chunk, void* out, T* part_v,
-                            int64_t* part_i) {
-  __shared__ Acc<T> acc[kColThreadsY][kWarp];
+__global__ void cols_kernel(const T* x, int64_t k, int64_t m, int64_t chunk, void* out,
+                            Accum<T>* part_v, int64_t* part_i) {
+  __shared__ Acc<Accum<T>> acc[kColThreadsY][kWarp];
   const int64_t lo = blockIdx.y * chunk, hi = lo + chunk < k ? lo + chunk : k;
   for (int64_t tile = blockIdx.x; tile * kWarp < m; tile += gridDim.x) {
     const int64_t j = tile * kWarp + threadIdx.x;
-    Acc<T> a = identity<Op, T>();
+    Acc<Accum<T>> a = identity<Op, Accum<T>>();
     if (j < m)
       for (int64_t r = lo + threadIdx.y; r < hi; r += blockDim.y) a = fold<Op>(a, x[r * m + j], r);
     acc[threadIdx.y][threadIdx.x] = a;
@@ -172,15 +182,17 @@ __global__ void cols_kernel(const T* x, int64_t k, int64_t m, int64_t chunk, voi
 // Second pass of a split launch: a warp per result combines its `splits` partials. The first
 // element of result r is x[r·x0_stride].
 template <ReduceOp Op, typename T>
-__global__ void partials_kernel(const T* part_v, const int64_t* part_i, int64_t m, int64_t splits,
-                                const T* x, int64_t x0_stride, int64_t k, void* out) {
+__global__ void partials_kernel(const Accum<T>* part_v, const int64_t* part_i, int64_t m,
+                                int64_t splits, const T* x, int64_t x0_stride, int64_t k,
+                                void* out) {
   const int lane = int(threadIdx.x) % kWarp;
   const int64_t warps = blockDim.x / kWarp;
   for (int64_t r = blockIdx.x * warps + threadIdx.x / kWarp; r < m; r += gridDim.x * warps) {
-    Acc<T> a = identity<Op, T>();
+    using A = Accum<T>;
+    Acc<A> a = identity<Op, A>();
     for (int64_t s = lane; s < splits; s += kWarp) {
       const int64_t slot = r * splits + s;
-      a = combine<Op>(a, Acc<T>{part_v[slot], part_i != nullptr ? part_i[slot] : 0});
+      a = combine<Op>(a, Acc<A>{part_v[slot], part_i != nullptr ? part_i[slot] : 0});
     }
     a = warp_reduce<Op>(a);
     if (lane == 0) finish<Op>(a, x + r * x0_stride, k, out, r);
@@ -196,15 +208,15 @@ int64_t splits_for(int64_t blocks, int64_t per_result, int64_t min_piece) {
       std::min(ceil_div(per_result, min_piece), ceil_div(kTargetBlocks, blocks)), 1, 65535);
 }
 
-// Partial results of a split launch, kept as tensors so memory statistics see them.
+// Partial results of a split launch (in Accum<T>), kept as tensors so memory statistics see them.
 template <ReduceOp Op, typename T>
 struct Partials {
   Tensor values, indices;
   Partials(const Tensor& x, int64_t count) {
-    values = empty({count}, {.dtype = x.dtype(), .device = x.device()});
+    values = empty({count}, {.dtype = dtype_of<Accum<T>>(), .device = x.device()});
     if (Op == ReduceOp::ArgMax) indices = empty({count}, {.dtype = kInt64, .device = x.device()});
   }
-  T* v() const { return values.data<T>(); }
+  Accum<T>* v() const { return values.data<Accum<T>>(); }
   int64_t* i() const { return indices.defined() ? indices.data<int64_t>() : nullptr; }
 };
 
@@ -289,7 +301,7 @@ void reduce_rows(ReduceOp op, const Tensor& x, Tensor& out) {
   const int64_t m = out.numel(), k = m ? x.numel() / m : 0;
   if (m == 0) return;
   DeviceGuard guard(out.device());
-  dispatch_numeric(x.dtype(), name(op), [&]<typename T>() {
+  dispatch<NumericTypesWith16Bit>(x.dtype(), name(op), [&]<typename T>() {
     dispatch_op(op, [&]<ReduceOp Op>() { launch_rows<Op, T>(x, out, m, k); });
   });
 }
@@ -298,7 +310,7 @@ void reduce_cols(ReduceOp op, const Tensor& x, Tensor& out) {
   const int64_t m = out.numel(), k = m ? x.numel() / m : 0;
   if (m == 0) return;
   DeviceGuard guard(out.device());
-  dispatch_numeric(x.dtype(), name(op), [&]<typename T>() {
+  dispatch<NumericTypesWith16Bit>(x.dtype(), name(op), [&]<typename T>() {
     dispatch_op(op, [&]<ReduceOp Op>() { launch_cols<Op, T>(x, out, m, k); });
   });
 }

@@ -1,9 +1,10 @@
 // core/kernels/cuda/registry.cpp — the CUDA kernel table. A plain .cpp: the launchers are host
 // functions. Compiled with -Werror=missing-field-initializers, like the CPU registry, so a kernel
 // left out is a build error. Kernels written for float32/float64 serve bfloat16 and float16
-// through widened<> (widen.h); unary and binary ops and the activations' backwards compute them in
-// float inside their own kernels (in_float.cuh); copies, fills, comparisons, GEMM and convolution
-// (cuBLAS's and cuDNN's 16-bit tensor-core paths) handle every dtype themselves.
+// through widened<> (widen.h); unary and binary ops, the activations' backwards, the reductions
+// and cross-entropy compute them in float inside their own kernels (in_float.cuh); copies, fills,
+// comparisons, GEMM and convolution (cuBLAS's and cuDNN's 16-bit tensor-core paths) handle every
+// dtype themselves.
 #include <tandem/core/kernels/cuda/kernels_cuda.h>
 #include <tandem/core/kernels/widen.h>
 
@@ -84,8 +85,8 @@ const Kernels cuda_kernels = {
     .add_scaled = widened<cuda::add_scaled>,
     .addcmul = widened<cuda::addcmul>,
     .addcdiv = widened<cuda::addcdiv>,
-    .reduce_rows = widened<cuda::reduce_rows>,
-    .reduce_cols = widened<cuda::reduce_cols>,
+    .reduce_rows = cuda::reduce_rows,  // 16-bit read in place, reduced in float
+    .reduce_cols = cuda::reduce_cols,
     .square_sums = cuda::square_sums,
     .gemm = cuda::gemm,
     .softmax_forward = widened<cuda::softmax_forward>,
