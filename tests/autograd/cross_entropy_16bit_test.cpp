@@ -6,31 +6,14 @@
 // visibly without a GPU.
 #include <tandem/core/memory_stats.h>
 
-#include "support/expect.h"
+#include "support/low_precision_case.h"
 
 using namespace tandem;
 using tandem::testing::all_close;
 
 namespace cross_entropy_16bit_test {
 
-struct Case {
-  DType low;
-  bool cuda;
-};
-
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  return std::string(info.param.low == kBFloat16 ? "BFloat16" : "Float16") +
-         (info.param.cuda ? "OnCuda0" : "OnCpu");
-}
-
-class CrossEntropy16Bit : public ::testing::TestWithParam<Case> {
- protected:
-  void SetUp() override {
-    if (GetParam().cuda && !cuda::is_available())
-      GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount = 0)";
-  }
-  Device device() const { return GetParam().cuda ? Device::cuda(0) : Device::cpu(); }
-};
+class CrossEntropy16Bit : public tandem::testing::LowPrecisionOnDevice {};
 
 // Logits [rows, classes] drawn in float32 then rounded to `low`, so that the float32 reference
 // starts from exactly the same numbers; targets with one ignored row.
@@ -126,9 +109,7 @@ TEST_P(CrossEntropy16Bit, HoldsNoFloat32CopyOfTheLogits) {
   EXPECT_LT(peak, logits_bytes * 5 / 4) << "peak " << peak << " bytes, logits " << logits_bytes;
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, CrossEntropy16Bit,
-                         ::testing::Values(Case{kBFloat16, false}, Case{kFloat16, false},
-                                           Case{kBFloat16, true}, Case{kFloat16, true}),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(Dtypes, CrossEntropy16Bit, tandem::testing::low_precision_cases(),
+                         tandem::testing::low_precision_case_name);
 
 }  // namespace cross_entropy_16bit_test

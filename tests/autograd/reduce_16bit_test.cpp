@@ -3,26 +3,14 @@
 // bit, for sum, mean, max, min and argmax over rows and over columns, at shapes that take each of
 // the kernels' paths (short rows, long rows, a few rows long enough to split, many columns, a few
 // columns long enough to split). On the CPU and on cuda:0 (skipped visibly without a GPU).
-#include "support/expect.h"
+#include "support/low_precision_case.h"
 
 using namespace tandem;
 using tandem::testing::all_close;
 
 namespace reduce_16bit_test {
 
-struct Case {
-  DType low;
-  bool cuda;
-};
-
-class Reduce16Bit : public ::testing::TestWithParam<Case> {
- protected:
-  void SetUp() override {
-    if (GetParam().cuda && !cuda::is_available())
-      GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount = 0)";
-  }
-  Device device() const { return GetParam().cuda ? Device::cuda(0) : Device::cpu(); }
-};
+class Reduce16Bit : public tandem::testing::LowPrecisionOnDevice {};
 
 // [rows, cols] shapes: reduced over dim 1 they are rows of `cols` elements, over dim 0 columns
 // of `rows` elements.
@@ -38,7 +26,8 @@ TEST_P(Reduce16Bit, EqualsTheFloat32CopyReducedThenRoundedOnce) {
   const DType low = GetParam().low;
   manual_seed(3);
   for (const auto& [rows, cols] : kShapes) {
-    const Tensor x = (randn({rows, cols}) * 2.0 + 0.01).to(low).to(device());  // float16 sums in range
+    const Tensor x =
+        (randn({rows, cols}) * 2.0 + 0.01).to(low).to(device());  // float16 sums in range
     const Tensor wide = x.to(kFloat32);
     for (int64_t dim : {0, 1}) {
       const std::string where =
@@ -61,13 +50,7 @@ TEST_P(Reduce16Bit, EqualsTheFloat32CopyReducedThenRoundedOnce) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, Reduce16Bit,
-                         ::testing::Values(Case{kBFloat16, false}, Case{kFloat16, false},
-                                           Case{kBFloat16, true}, Case{kFloat16, true}),
-                         [](const auto& info) {
-                           return std::string(info.param.low == kBFloat16 ? "BFloat16"
-                                                                          : "Float16") +
-                                  (info.param.cuda ? "OnCuda0" : "OnCpu");
-                         });
+INSTANTIATE_TEST_SUITE_P(Dtypes, Reduce16Bit, tandem::testing::low_precision_cases(),
+                         tandem::testing::low_precision_case_name);
 
 }  // namespace reduce_16bit_test
