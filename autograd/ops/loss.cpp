@@ -18,6 +18,9 @@ void check_class_loss(const char* op, const Tensor& input, const Tensor& target,
                  "; expected int64 class indices in [0, ", input.dim() == 2 ? input.size(1) : -1,
                  ")");
   check_dim(op, "input", input, 2, "[N, C]");
+  // Rows with no class to be right about have no loss (PyTorch fails on their targets instead).
+  TD_CHECK_SHAPE(input.size(1) > 0 || input.size(0) == 0, op, ": input ", input.shape(),
+                 " has no classes; expected [N, C] with C >= 1");
   TD_CHECK_SHAPE(target.dim() == 1 && target.size(0) == input.size(0), op, ": target ",
                  target.shape(), " does not match input ", input.shape(), "; expected [",
                  input.size(0), "]");

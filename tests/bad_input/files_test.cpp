@@ -172,6 +172,14 @@ const Row kFileRows[] = {
      },
      "IndexError",
      {"cross_entropy", "target value 12 at index 1", "[0, 10)"}},
+    {"LossOverNoClasses",
+     [](const TempDir&) {
+       const Tensor logits = zeros({2, 0});
+       const Tensor target = tensor({0, 0}, {.dtype = kInt64});
+       return thrown([&] { cross_entropy(logits, target); });
+     },
+     "ShapeError",
+     {"cross_entropy", "[2, 0]", "has no classes"}},
     {"WriteFailsHalfWayOverAGoodCheckpoint",
      [](const TempDir& d) {
        const std::string p = good_safetensors(d);
