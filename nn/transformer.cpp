@@ -19,14 +19,11 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& c)
 Tensor CausalSelfAttention::forward(const Tensor& x) const {
   TD_CHECK_SHAPE(x.dim() == 3 && x.size(2) == n_embd, "CausalSelfAttention: input must be [B, T, ",
                  n_embd, "], not ", x.shape());
-  const int64_t B = x.size(0), T = x.size(1), C = n_embd, D = C / n_head;
-  // One matmul makes q, k and v side by side; each is cut out and split into heads [B, H, T, D].
-  const Tensor qkv = c_attn(x);
-  auto heads = [&](int64_t i) {
-    return qkv.narrow(2, i * C, C).view({B, T, n_head, D}).transpose(1, 2);
-  };
-  const Tensor y = scaled_dot_product_attention(
-      heads(0), heads(1), heads(2), {.causal = true, .dropout_p = is_training() ? dropout : 0.0});
+  const int64_t B = x.size(0), T = x.size(1), C = n_embd;
+  // One matmul makes q, k and v side by side; attention takes them as they are, in heads
+  // [B, H, T, D], and gives their gradient back as one tensor.
+  const Tensor y = scaled_dot_product_attention_packed(
+      c_attn(x), n_head, {.causal = true, .dropout_p = is_training() ? dropout : 0.0});
   // The heads side by side again: [B, H, T, D] -> [B, T, C].
   return resid_dropout(c_proj(y.transpose(1, 2).reshape({B, T, C})));
 }

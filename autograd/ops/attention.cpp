@@ -119,13 +119,19 @@ AttentionBackend choose(const AttentionOptions& o, const Tensor& q, const Tensor
 void enable_flash_attention(bool on) { g_flash_enabled.store(on); }
 bool flash_attention_enabled() { return g_flash_enabled.load(); }
 
-// S = q·kᵀ·scale + mask (−∞ above the diagonal when causal), P = softmax(S), O = dropout(P)·v
-// dV = P̃ᵀ·dO, dP = dO·vᵀ (∘ keep), dS = P ∘ (dP − rowsum(dO ∘ O)), dq = dS·k·scale, dk =
-// dSᵀ·q·scale
-Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                                    const AttentionOptions& o) {
-  if (auto c = autocast::lower_precision({q_in, k_in, v_in}))
-    return scaled_dot_product_attention((*c)[0], (*c)[1], (*c)[2], o);
+namespace {
+
+// What the checks found: the batch dims and their product, the lengths, head dims, scale and
+// backend.
+struct Problem {
+  Shape batch;
+  int64_t b = 1, tq = 0, tk = 0, d = 0, dv = 0;
+  double scale = 1;
+  AttentionBackend backend = AttentionBackend::Auto;
+};
+
+Problem check(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+              const AttentionOptions& o) {
   check_same_device(kOp,
                     {{"query", q_in}, {"key", k_in}, {"value", v_in}, {"attn_mask", o.attn_mask}});
   check_same_dtype(kOp, {{"query", q_in}, {"key", k_in}, {"value", v_in}});
@@ -133,8 +139,9 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   TD_CHECK_SHAPE(q_in.dim() >= 2 && k_in.dim() == q_in.dim() && v_in.dim() == q_in.dim(), kOp,
                  ": query ", q_in.shape(), ", key ", k_in.shape(), " and value ", v_in.shape(),
                  " must be [..., T, D] with the same number of dims");
-  const Shape batch = batch_shape(q_in);
-  TD_CHECK_SHAPE(batch_shape(k_in) == batch && batch_shape(v_in) == batch &&
+  Problem pr;
+  pr.batch = batch_shape(q_in);
+  TD_CHECK_SHAPE(batch_shape(k_in) == pr.batch && batch_shape(v_in) == pr.batch &&
                      q_in.size(-1) == k_in.size(-1) && k_in.size(-2) == v_in.size(-2),
                  kOp, ": query ", q_in.shape(), ", key ", k_in.shape(), " and value ", v_in.shape(),
                  " do not fit: they need the same batch dims, query and key the same head dim, "
@@ -143,42 +150,125 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
                  o.dropout_p);
   TD_CHECK_VALUE(!(o.causal && o.attn_mask.defined()), kOp,
                  ": give causal or attn_mask, not both (fold the causal mask into attn_mask)");
-  const int64_t tq = q_in.size(-2), tk = k_in.size(-2), d = q_in.size(-1), dv = v_in.size(-1);
-  int64_t b = 1;
-  for (int64_t s : batch) b *= s;
-  const double scale = o.scale.value_or(1.0 / std::sqrt(double(std::max<int64_t>(d, 1))));
-  const AttentionBackend backend = choose(o, q_in, v_in, b, tq, tk);
-  if (backend == AttentionBackend::Math) return attention_math(q_in, k_in, v_in, o, scale);
-  const Tensor q = detail::contiguous(q_in).reshape({b, tq, d});
-  const Tensor k = detail::contiguous(k_in).reshape({b, tk, d});
-  const Tensor v = detail::contiguous(v_in).reshape({b, tk, dv});
-  const Tensor mask = kernel_mask(o.attn_mask, batch, b, tq, tk, q.options());
-  AttentionParams p{.scale = scale,
-                    .causal = o.causal,
-                    .dropout_p = o.dropout_p,
-                    .flash = backend == AttentionBackend::Flash};
-  if (p.dropout_p > 0)
-    p.rng = reserve_random(q.device(), uint64_t(b) * uint64_t(tq) * uint64_t(tk));
-  Tensor out = empty({b, tq, dv}, q.options());
-  Tensor lse = empty({b, tq}, {.dtype = accumulate_dtype(q.dtype()), .device = q.device()});
-  kernels(q.device()).attention_forward(q, k, v, mask, p, out, lse);
-  Shape out_shape = batch;
-  out_shape.push_back(tq);
-  out_shape.push_back(dv);
-  out = out.reshape(out_shape);
+  pr.tq = q_in.size(-2), pr.tk = k_in.size(-2), pr.d = q_in.size(-1), pr.dv = v_in.size(-1);
+  for (int64_t s : pr.batch) pr.b *= s;
+  pr.scale = o.scale.value_or(1.0 / std::sqrt(double(std::max<int64_t>(pr.d, 1))));
+  pr.backend = choose(o, q_in, v_in, pr.b, pr.tq, pr.tk);
+  return pr;
+}
 
-  return record(
-      kOp, out, {q_in, k_in, v_in},
-      {{"query", q}, {"key", k}, {"value", v}, {"mask", mask}, {"output", out}, {"lse", lse}},
-      [p, shapes = std::array<Shape, 3>{q_in.shape(), k_in.shape(), v_in.shape()}](
+// The fused kernels' forward: q, k, v as [b, T, D] contiguous, the mask in the kernels' form, the
+// output (shaped [..., Tq, Dv]) and one log-sum-exp per query row: what the backward reads.
+struct FusedForward {
+  Tensor q, k, v, mask, out, lse;
+  AttentionParams p;
+};
+
+FusedForward fused_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                           const AttentionOptions& o, const Problem& pr) {
+  FusedForward f;
+  f.q = detail::contiguous(q_in).reshape({pr.b, pr.tq, pr.d});
+  f.k = detail::contiguous(k_in).reshape({pr.b, pr.tk, pr.d});
+  f.v = detail::contiguous(v_in).reshape({pr.b, pr.tk, pr.dv});
+  f.mask = kernel_mask(o.attn_mask, pr.batch, pr.b, pr.tq, pr.tk, f.q.options());
+  f.p = {.scale = pr.scale,
+         .causal = o.causal,
+         .dropout_p = o.dropout_p,
+         .flash = pr.backend == AttentionBackend::Flash};
+  if (f.p.dropout_p > 0)
+    f.p.rng = reserve_random(f.q.device(), uint64_t(pr.b) * uint64_t(pr.tq) * uint64_t(pr.tk));
+  f.out = empty({pr.b, pr.tq, pr.dv}, f.q.options());
+  f.lse = empty({pr.b, pr.tq}, {.dtype = accumulate_dtype(f.q.dtype()), .device = f.q.device()});
+  kernels(f.q.device()).attention_forward(f.q, f.k, f.v, f.mask, f.p, f.out, f.lse);
+  Shape out_shape = pr.batch;
+  out_shape.push_back(pr.tq);
+  out_shape.push_back(pr.dv);
+  f.out = f.out.reshape(out_shape);
+  return f;
+}
+
+// dq, dk, dv as [b, T, D], from what record() saved: q, k, v, mask, output, lse.
+std::array<Tensor, 3> fused_backward(const Tensor& dy, const Saved& s, const AttentionParams& p) {
+  const Tensor &q = s[0], &k = s[1], &v = s[2];
+  std::array<Tensor, 3> g{empty(q.shape(), dy.options()), empty(k.shape(), dy.options()),
+                          empty(v.shape(), dy.options())};
+  const Tensor out = s[4].reshape({q.size(0), q.size(1), v.size(2)});
+  kernels(dy.device())
+      .attention_backward(q, k, v, s[3], out, s[5], dy.reshape(out.shape()), p, g[0], g[1], g[2]);
+  return g;
+}
+
+// record() for the fused backends: the tensors their backward reads, the same for both forms.
+Tensor record_fused(const char* name, const FusedForward& f, std::span<const Tensor> inputs,
+                    BackwardFn backward) {
+  return record(name, f.out, inputs,
+                {{"query", f.q},
+                 {"key", f.k},
+                 {"value", f.v},
+                 {"mask", f.mask},
+                 {"output", f.out},
+                 {"lse", f.lse}},
+                std::move(backward));
+}
+
+}  // namespace
+
+// S = q·kᵀ·scale + mask (−∞ above the diagonal when causal), P = softmax(S), O = dropout(P)·v
+// dV = P̃ᵀ·dO, dP = dO·vᵀ (∘ keep), dS = P ∘ (dP − rowsum(dO ∘ O)), dq = dS·k·scale, dk =
+// dSᵀ·q·scale
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                    const AttentionOptions& o) {
+  if (auto c = autocast::lower_precision({q_in, k_in, v_in}))
+    return scaled_dot_product_attention((*c)[0], (*c)[1], (*c)[2], o);
+  const Problem pr = check(q_in, k_in, v_in, o);
+  if (pr.backend == AttentionBackend::Math) return attention_math(q_in, k_in, v_in, o, pr.scale);
+  const FusedForward f = fused_forward(q_in, k_in, v_in, o, pr);
+  const std::array<Tensor, 3> inputs{q_in, k_in, v_in};
+  return record_fused(
+      kOp, f, inputs,
+      [p = f.p, shapes = std::array<Shape, 3>{q_in.shape(), k_in.shape(), v_in.shape()}](
           const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
-        const Tensor &q = s[0], &k = s[1], &v = s[2];
-        Tensor dq = empty(q.shape(), dy.options()), dk = empty(k.shape(), dy.options()),
-               dv = empty(v.shape(), dy.options());
-        const Tensor out = s[4].reshape({q.size(0), q.size(1), v.size(2)});
-        kernels(dy.device())
-            .attention_backward(q, k, v, s[3], out, s[5], dy.reshape(out.shape()), p, dq, dk, dv);
-        return {dq.reshape(shapes[0]), dk.reshape(shapes[1]), dv.reshape(shapes[2])};
+        const std::array<Tensor, 3> g = fused_backward(dy, s, p);
+        return {g[0].reshape(shapes[0]), g[1].reshape(shapes[1]), g[2].reshape(shapes[2])};
+      });
+}
+
+// The heads of one [B, T, 3·H·D] tensor: q, k, v side by side, each [B, T, H, D] seen as
+// [B, H, T, D]. The fused backends record one op on qkv, whose backward writes dq, dk and dv into
+// one [B, T, 3·H·D] gradient; three narrow() views would each hand back a zero-filled gradient of
+// that size, to be added up (three fills and two additions of the whole, a transformer layer's
+// largest activation after its MLP's).
+Tensor scaled_dot_product_attention_packed(const Tensor& qkv, int64_t n_head,
+                                           const AttentionOptions& o) {
+  if (auto c = autocast::lower_precision({qkv}))
+    return scaled_dot_product_attention_packed((*c)[0], n_head, o);
+  TD_CHECK_SHAPE(qkv.dim() == 3 && n_head > 0 && qkv.size(2) % (3 * n_head) == 0, kOp,
+                 "_packed: qkv ", qkv.shape(), " must be [B, T, 3 * n_head * D] for n_head ",
+                 n_head);
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, D = C / n_head;
+  auto heads = [&](int64_t i) {
+    return qkv.narrow(2, i * C, C).view({B, T, n_head, D}).transpose(1, 2);
+  };
+  std::array<Tensor, 3> views;
+  {
+    NoGradGuard no_grad;  // the fused op reads them; its one node is on qkv
+    views = {heads(0), heads(1), heads(2)};
+  }
+  const Problem pr = check(views[0], views[1], views[2], o);
+  if (pr.backend == AttentionBackend::Math)  // separate ops, through views that track gradients
+    return attention_math(heads(0), heads(1), heads(2), o, pr.scale);
+  const FusedForward f = fused_forward(views[0], views[1], views[2], o, pr);
+  return record_fused(
+      "scaled_dot_product_attention_packed", f, {&qkv, 1},
+      [p = f.p, B, T, C, n_head, D](const Tensor& dy, const NeedsGrad&, const Saved& s) -> Grads {
+        const std::array<Tensor, 3> g = fused_backward(dy, s, p);
+        Tensor dqkv = empty({B, T, 3 * C}, dy.options());
+        for (int64_t i = 0; i < 3; ++i) {  // [B, H, T, D] into its third of [B, T, 3C]
+          Tensor third =
+              detail::as_strided(dqkv, {B, n_head, T, D}, {T * 3 * C, D, 3 * C, 1}, i * C);
+          kernels(dy.device()).copy(g[size_t(i)].reshape({B, n_head, T, D}), third);
+        }
+        return {dqkv};
       });
 }
 

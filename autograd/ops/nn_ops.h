@@ -63,6 +63,12 @@ struct AttentionOptions {
 };
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const AttentionOptions& options = {});
+/// The same over the heads of one tensor, as one Linear makes q, k and v side by side
+/// (FlashAttention's qkvpacked form): qkv [B, T, 3·n_head·D] -> [B, n_head, T, D]. What it adds:
+/// the gradient of qkv is written once, where three narrow() views of it would each give back a
+/// zero-filled gradient of qkv's size to be added up.
+Tensor scaled_dot_product_attention_packed(const Tensor& qkv, int64_t n_head,
+                                           const AttentionOptions& options = {});
 
 enum class Reduction { Mean, Sum, None };
 

@@ -57,13 +57,9 @@ Tensor ParallelAttention::forward(const Tensor& x) const {
   const Tensor qkv = c_attn(x);  // [B, T, 3·C/t]: q | k | v of this rank's heads, all positions
   const int64_t B = qkv.size(0), T = qkv.size(1), D = n_embd / n_head;
   const int64_t H = n_head / plan.group->size(), C = H * D;
-  auto heads = [&](int64_t i) {
-    return qkv.narrow(2, i * C, C).view({B, T, H, D}).transpose(1, 2);
-  };
   const double p = is_training() ? dropout : 0.0;
-  auto attend = [&] {
-    return scaled_dot_product_attention(heads(0), heads(1), heads(2),
-                                        {.causal = true, .dropout_p = p});
+  auto attend = [&] {  // this rank's H heads, their gradient back as one tensor
+    return scaled_dot_product_attention_packed(qkv, H, {.causal = true, .dropout_p = p});
   };
   // Different heads must get different masks, as on one device: this rank's stream.
   const Tensor y = p > 0 ? on_rank_stream(plan.rank_stream, x.device(), attend) : attend();
