@@ -42,7 +42,7 @@ double grad_square_sum(const std::vector<Tensor>& parameters) {
     auto it = std::find_if(by_device.begin(), by_device.end(),
                            [&](const OnDevice& d) { return d.device == g.device(); });
     if (it == by_device.end()) it = by_device.insert(by_device.end(), {g.device(), {}, {}});
-    it->grads.push_back(g.is_contiguous() ? g : g.contiguous());
+    it->grads.push_back(g.contiguous());  // itself when it already is
     it->places.push_back(count++);
   }
   std::vector<double> values(count);

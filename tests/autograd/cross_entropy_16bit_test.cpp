@@ -92,23 +92,25 @@ TEST_P(CrossEntropy16Bit, OutsideAutocastTheLossKeepsTheLogitsDType) {
       all_close(x.grad().to(Device::cpu()).to(kFloat32), ref_grad, ulp_abs(low), ulp_rel(low)));
 }
 
-TEST_P(CrossEntropy16Bit, HoldsNoFloat32CopyOfTheLogits) {
-  if (GetParam().cuda) GTEST_SKIP() << "measured on the CPU, whose counters are exact";
-  const DType low = GetParam().low;
-  const Problem p = draw(low, 256, 4000);
-  const Tensor x = p.logits.to(low).requires_grad_();
-  const int64_t logits_bytes = x.numel() * 2;
-  const Device cpu = Device::cpu();
-  const int64_t start = memory_stats(cpu).allocated_bytes;
-  reset_peak_memory_stats(cpu);
-  {
-    AutocastGuard autocast(DeviceType::CPU, low);
-    cross_entropy(x, p.target).backward();
+// Measured on the CPU, whose per-device counters are exact.
+TEST(CrossEntropy16BitMemory, HoldsNoFloat32CopyOfTheLogits) {
+  for (DType low : {kBFloat16, kFloat16}) {
+    const Problem p = draw(low, 256, 4000);
+    const Tensor x = p.logits.to(low).requires_grad_();
+    const int64_t logits_bytes = x.numel() * 2;
+    const Device cpu = Device::cpu();
+    const int64_t start = memory_stats(cpu).allocated_bytes;
+    reset_peak_memory_stats(cpu);
+    {
+      AutocastGuard autocast(DeviceType::CPU, low);
+      cross_entropy(x, p.target).backward();
+    }
+    // The gradient (logits_bytes, kept in x.grad) and a few per-row vectors; a float32 copy of
+    // the logits alone would be 2 × logits_bytes, and its float32 gradient as much again.
+    const int64_t peak = memory_stats(cpu).peak_allocated_bytes - start;
+    EXPECT_LT(peak, logits_bytes * 5 / 4)
+        << name(low) << ": peak " << peak << " bytes, logits " << logits_bytes;
   }
-  // The gradient (logits_bytes, kept in x.grad) and a few per-row vectors; a float32 copy of the
-  // logits alone would be 2 × logits_bytes, and its float32 gradient as much again.
-  const int64_t peak = memory_stats(cpu).peak_allocated_bytes - start;
-  EXPECT_LT(peak, logits_bytes * 5 / 4) << "peak " << peak << " bytes, logits " << logits_bytes;
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CrossEntropy16Bit, tandem::testing::low_precision_cases(),

@@ -16,6 +16,10 @@ namespace tandem::cuda {
 template <typename T>
 inline constexpr bool kIs16Bit = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
 
+/// The type a kernel computes T in: float for the 16-bit types, else T (cpu/runs.h's compute_t).
+template <typename T>
+using compute_t = std::conditional_t<kIs16Bit<T>, float, T>;
+
 template <typename Fn>
 struct InFloat {
   Fn fn;

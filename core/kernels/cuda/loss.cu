@@ -18,10 +18,6 @@ namespace {
 
 using Flag = IndexFlag;
 
-// The type a row's arithmetic runs in: float for 16-bit logits, else their own.
-template <typename T>
-using Compute = std::conditional_t<kIs16Bit<T>, float, T>;
-
 // loss_i and lse_i, a group of G threads per row. Rows with a bad target lower *bad to their index
 // and write no loss (the launcher throws). T is the logits' type, C the one the row's sums run in
 // (float for 16-bit logits, read and widened element by element: no float32 copy of the logits).
@@ -119,7 +115,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, Tensor& l
   DeviceGuard guard(loss.device());
   BadIndex bad(loss.device());
   dispatch<FloatTypesWith16Bit>(logits.dtype(), "cross_entropy", [&]<typename T>() {
-    using C = Compute<T>;
+    using C = compute_t<T>;
     const auto launch = [&]<int G>(unsigned grid) {
       cross_entropy_forward_kernel<G, T, C><<<grid, kThreads, 0, stream()>>>(
           logits.data<T>(), target.data<int64_t>(), loss.data<C>(), lse.data<C>(), n, c,
@@ -140,7 +136,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Te
   if (n * c == 0) return;
   DeviceGuard guard(dlogits.device());
   dispatch<FloatTypesWith16Bit>(logits.dtype(), "cross_entropy_backward", [&]<typename T>() {
-    using C = Compute<T>;
+    using C = compute_t<T>;
     cross_entropy_backward_kernel<T, C><<<blocks_for(n * c), kThreads, 0, stream()>>>(
         logits.data<T>(), target.data<int64_t>(), lse.data<C>(), dloss.data<C>(), dlogits.data<T>(),
         n, c, p.ignore_index, C(p.label_smoothing));

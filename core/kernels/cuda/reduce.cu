@@ -2,7 +2,7 @@
 // [K, M] (cols), the CUDA side of cpu/reduce.cpp. Rows: a warp per short row, a block per long
 // one; cols: 32 columns per block, 8 threads down each. Few long rows or columns are split across
 // blocks and finished by a second pass over the partial results. bfloat16 and float16 are read as
-// they are and reduced in float (Accum), rounded once into the result: the numbers of a float32
+// they are and reduced in float (compute_t), rounded once into the result: the numbers of a float32
 // copy reduced, without the copy (a 16-bit Linear's bias gradient is the column sum of its output
 // gradient, tokens × features).
 #include <tandem/core/cuda_device.h>
@@ -18,10 +18,6 @@ namespace {
 
 constexpr int kColThreadsY = kThreads / kWarp;  // threads down each column
 constexpr int64_t kTargetBlocks = 1024;         // enough resident blocks to fill an H100
-
-// The type a reduction of T runs in: float for the 16-bit types, else T itself.
-template <typename T>
-using Accum = std::conditional_t<kIs16Bit<T>, float, T>;
 
 // A partial result: the value, and for ArgMax the index it came from.
 template <typename T>
@@ -136,7 +132,7 @@ __global__ void rows_warp_kernel(const T* x, int64_t m, int64_t k, void* out) {
   const int64_t warps = blockDim.x / kWarp;
   for (int64_t r = blockIdx.x * warps + threadIdx.x / kWarp; r < m; r += gridDim.x * warps) {
     const T* row = x + r * k;
-    Acc<Accum<T>> a = identity<Op, Accum<T>>();
+    Acc<compute_t<T>> a = identity<Op, compute_t<T>>();
     for (int64_t c = lane; c < k; c += kWarp) a = fold<Op>(a, row[c], c);
     a = warp_reduce<Op>(a);
     if (lane == 0) finish<Op>(a, row, k, out, r);
@@ -146,11 +142,11 @@ __global__ void rows_warp_kernel(const T* x, int64_t m, int64_t k, void* out) {
 // A block per row; with gridDim.y > 1, block (r, s) reduces columns [s·chunk, (s+1)·chunk).
 template <ReduceOp Op, typename T>
 __global__ void rows_block_kernel(const T* x, int64_t m, int64_t k, int64_t chunk, void* out,
-                                  Accum<T>* part_v, int64_t* part_i) {
+                                  compute_t<T>* part_v, int64_t* part_i) {
   const int64_t lo = blockIdx.y * chunk, hi = lo + chunk < k ? lo + chunk : k;
   for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
     const T* row = x + r * k;
-    Acc<Accum<T>> a = identity<Op, Accum<T>>();
+    Acc<compute_t<T>> a = identity<Op, compute_t<T>>();
     for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) a = fold<Op>(a, row[c], c);
     a = block_reduce<Op>(a);
     if (threadIdx.x == 0) emit<Op>(a, row, k, out, part_v, part_i, r);
@@ -161,12 +157,12 @@ __global__ void rows_block_kernel(const T* x, int64_t m, int64_t k, int64_t chun
 // gridDim.y > 1, block (tile, s) walks rows [s·chunk, (s+1)·chunk).
 template <ReduceOp Op, typename T>
 __global__ void cols_kernel(const T* x, int64_t k, int64_t m, int64_t chunk, void* out,
-                            Accum<T>* part_v, int64_t* part_i) {
-  __shared__ Acc<Accum<T>> acc[kColThreadsY][kWarp];
+                            compute_t<T>* part_v, int64_t* part_i) {
+  __shared__ Acc<compute_t<T>> acc[kColThreadsY][kWarp];
   const int64_t lo = blockIdx.y * chunk, hi = lo + chunk < k ? lo + chunk : k;
   for (int64_t tile = blockIdx.x; tile * kWarp < m; tile += gridDim.x) {
     const int64_t j = tile * kWarp + threadIdx.x;
-    Acc<Accum<T>> a = identity<Op, Accum<T>>();
+    Acc<compute_t<T>> a = identity<Op, compute_t<T>>();
     if (j < m)
       for (int64_t r = lo + threadIdx.y; r < hi; r += blockDim.y) a = fold<Op>(a, x[r * m + j], r);
     acc[threadIdx.y][threadIdx.x] = a;
@@ -182,13 +178,13 @@ __global__ void cols_kernel(const T* x, int64_t k, int64_t m, int64_t chunk, voi
 // Second pass of a split launch: a warp per result combines its `splits` partials. The first
 // element of result r is x[r·x0_stride].
 template <ReduceOp Op, typename T>
-__global__ void partials_kernel(const Accum<T>* part_v, const int64_t* part_i, int64_t m,
+__global__ void partials_kernel(const compute_t<T>* part_v, const int64_t* part_i, int64_t m,
                                 int64_t splits, const T* x, int64_t x0_stride, int64_t k,
                                 void* out) {
   const int lane = int(threadIdx.x) % kWarp;
   const int64_t warps = blockDim.x / kWarp;
   for (int64_t r = blockIdx.x * warps + threadIdx.x / kWarp; r < m; r += gridDim.x * warps) {
-    using A = Accum<T>;
+    using A = compute_t<T>;
     Acc<A> a = identity<Op, A>();
     for (int64_t s = lane; s < splits; s += kWarp) {
       const int64_t slot = r * splits + s;
@@ -208,15 +204,16 @@ int64_t splits_for(int64_t blocks, int64_t per_result, int64_t min_piece) {
       std::min(ceil_div(per_result, min_piece), ceil_div(kTargetBlocks, blocks)), 1, 65535);
 }
 
-// Partial results of a split launch (in Accum<T>), kept as tensors so memory statistics see them.
+// Partial results of a split launch (in compute_t<T>), kept as tensors so memory statistics see
+// them.
 template <ReduceOp Op, typename T>
 struct Partials {
   Tensor values, indices;
   Partials(const Tensor& x, int64_t count) {
-    values = empty({count}, {.dtype = dtype_of<Accum<T>>(), .device = x.device()});
+    values = empty({count}, {.dtype = dtype_of<compute_t<T>>(), .device = x.device()});
     if (Op == ReduceOp::ArgMax) indices = empty({count}, {.dtype = kInt64, .device = x.device()});
   }
-  Accum<T>* v() const { return values.data<Accum<T>>(); }
+  compute_t<T>* v() const { return values.data<compute_t<T>>(); }
   int64_t* i() const { return indices.defined() ? indices.data<int64_t>() : nullptr; }
 };
 
