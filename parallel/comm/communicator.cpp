@@ -67,6 +67,28 @@ void Communicator::check_all_reduce(const Tensor& t, ReduceOp op) const {
                  " all_reduce: mean needs a floating tensor, but got int64");
 }
 
+void Communicator::check_all_reduce_coalesced(const std::vector<Tensor>& tensors,
+                                              ReduceOp op) const {
+  TD_CHECK_VALUE(!tensors.empty(), backend(), " all_reduce_coalesced: no tensors");
+  check_reduce_op(op, "all_reduce_coalesced");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    check_tensor(tensors[i], str("all_reduce_coalesced (tensor ", i, ")"));
+    TD_CHECK_DTYPE(op != ReduceOp::Mean || tensors[i].dtype() != DType::i64, backend(),
+                   " all_reduce_coalesced: mean needs floating tensors, but got int64");
+    TD_CHECK_DTYPE(tensors[i].dtype() == tensors[0].dtype(), backend(),
+                   " all_reduce_coalesced: tensor ", i, " is ", ::tandem::describe(tensors[i]),
+                   " but tensor 0 is ", ::tandem::describe(tensors[0]), "; one dtype for all");
+    TD_CHECK_DEVICE(tensors[i].device() == tensors[0].device(), backend(),
+                    " all_reduce_coalesced: tensor ", i, " is on ", tensors[i].device(),
+                    " but tensor 0 is on ", tensors[0].device(), "; one device for all");
+  }
+}
+
+WorkPtr Communicator::all_reduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op) {
+  check_all_reduce_coalesced(tensors, op);  // the same errors whether or not a backend has it
+  return nullptr;
+}
+
 void Communicator::check_broadcast(const Tensor& t, int root) const {
   check_tensor(t, "broadcast");
   TD_CHECK_VALUE(root >= 0 && root < size_, backend(), " broadcast: root ", root,
@@ -142,7 +164,17 @@ CommStats Communicator::stats() const {
 
 WorkPtr Communicator::new_work(const std::string& op, uint64_t seq, const Tensor* t,
                                const std::string& extra, std::chrono::milliseconds timeout) {
-  const uint64_t bytes = t != nullptr ? wire_bytes(op, t->nbytes(), size_) : 0;
+  if (t != nullptr) return new_work(op, seq, t->numel(), t->dtype(), extra, timeout);
+  {
+    std::lock_guard lk(stats_mu_);
+    ++stats_.ops[op].calls;
+  }
+  return std::make_shared<Work>(info(op, seq, nullptr, extra), timeout);
+}
+
+WorkPtr Communicator::new_work(const std::string& op, uint64_t seq, int64_t numel, DType dtype,
+                               const std::string& extra, std::chrono::milliseconds timeout) {
+  const uint64_t bytes = wire_bytes(op, uint64_t(numel) * element_size(dtype), size_);
   {
     std::lock_guard lk(stats_mu_);
     CommStats::Entry& e = stats_.ops[op];
@@ -151,7 +183,9 @@ WorkPtr Communicator::new_work(const std::string& op, uint64_t seq, const Tensor
   }
   // The trace shows each collective by its description, so the wire bytes go in it; formatted
   // only when asked for, like the rest of it.
-  return std::make_shared<Work>(info(op, seq, t, extra, bytes), timeout);
+  CollectiveInfo i = info(op, seq, nullptr, extra, bytes);
+  i.has_tensor = true, i.numel = numel, i.dtype = dtype;
+  return std::make_shared<Work>(std::move(i), timeout);
 }
 
 WorkPtr Communicator::message_work(const std::string& op, uint64_t n, const Tensor& t, int peer) {

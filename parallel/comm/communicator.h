@@ -104,6 +104,12 @@ class Communicator {
 
   /// Reduces `tensor` (contiguous, the same shape on every rank) across ranks, in place.
   virtual WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
+  /// Reduces several tensors in place as one collective, as if they were concatenated
+  /// (PyTorch's allreduce_coalesced): each contiguous, all of one dtype and device, the same
+  /// list on every rank. DDP's buckets use it to skip packing the gradients into one buffer and
+  /// copying the result back. Null (the default) where a backend has no such collective: the
+  /// caller then packs the tensors into one for all_reduce.
+  virtual WorkPtr all_reduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op = ReduceOp::Sum);
   /// Copies `root`'s `tensor` into every other rank's `tensor`, in place.
   virtual WorkPtr broadcast(Tensor& tensor, int root = 0) = 0;
   /// outputs[i] receives rank i's `input` (outputs: size() tensors shaped like input).
@@ -139,6 +145,7 @@ class Communicator {
   void check_reduce_op(ReduceOp op, const std::string& what) const;
   /// The checks of each collective's arguments, the same for every backend (errors name it).
   void check_all_reduce(const Tensor& t, ReduceOp op) const;
+  void check_all_reduce_coalesced(const std::vector<Tensor>& tensors, ReduceOp op) const;
   void check_broadcast(const Tensor& t, int root) const;
   void check_all_gather(const std::vector<Tensor>& outputs, const Tensor& input) const;
   void check_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) const;
@@ -146,6 +153,9 @@ class Communicator {
   /// its Works here.
   WorkPtr new_work(const std::string& op, uint64_t seq, const Tensor* t, const std::string& extra,
                    std::chrono::milliseconds timeout);
+  /// The same for a collective over several tensors: `numel` elements of `dtype` in all.
+  WorkPtr new_work(const std::string& op, uint64_t seq, int64_t numel, DType dtype,
+                   const std::string& extra, std::chrono::milliseconds timeout);
   /// A Work for the n-th message to or from `peer`: "send #3 (to rank 1, …)".
   WorkPtr message_work(const std::string& op, uint64_t n, const Tensor& t, int peer);
   /// Checks all_to_all's tensors: same dtype and shape, dim 0 a multiple of size().

@@ -13,13 +13,13 @@
 #include <tandem/parallel/failure_record.h>
 #include <tandem/parallel/store/prefix_store.h>
 #include <unistd.h>
-#include <array>
 #include <cstring>
 #include <random>
 
 namespace tandem::parallel {
 
 using ::tandem::parallel::detail::by_dtype;
+using ::tandem::parallel::detail::shm_copy;
 using ::tandem::parallel::detail::staged;
 using ::tandem::parallel::detail::unstage;
 using Clock = std::chrono::steady_clock;
@@ -34,12 +34,6 @@ std::string segment_prefix() {
 }
 
 char* bytes_of(const Tensor& t) { return static_cast<char*>(t.data_ptr()); }
-
-// memcpy, except that an empty tensor's null pointer is fine (memcpy's arguments must not be
-// null even for zero bytes).
-void copy_bytes(void* dst, const void* src, size_t n) {
-  if (n > 0) std::memcpy(dst, src, n);
-}
 
 }  // namespace
 
@@ -75,13 +69,11 @@ ShmCommunicator::ShmCommunicator(std::shared_ptr<Store> store, int rank, int siz
 
 ShmCommunicator::~ShmCommunicator() { queue_.reset(); }  // before the segments are unmapped
 
-template <typename Run>
-WorkPtr ShmCommunicator::enqueue(const std::string& op, const Tensor* t, const std::string& extra,
-                                 Run run) {
+template <typename MakeWork, typename Run>
+WorkPtr ShmCommunicator::enqueue_as(MakeWork make_work, size_t bytes, Run run) {
   std::lock_guard lk(mu_);
   const uint64_t seq = next_seq_++;
-  // The transport's own wait ends first, with the more precise error (who is missing).
-  auto work = new_work(op, seq, t, extra, timeout_ + kWorkGrace);
+  WorkPtr work = make_work(seq);
   queue_->push(
       work,
       [this, run = std::move(run)](uint32_t) mutable {
@@ -94,8 +86,17 @@ WorkPtr ShmCommunicator::enqueue(const std::string& op, const Tensor* t, const s
           throw;
         }
       },
-      uint32_t(seq), t == nullptr || t->nbytes() <= options_.inline_max_bytes);
+      uint32_t(seq), bytes <= options_.inline_max_bytes);
   return work;
+}
+
+template <typename Run>
+WorkPtr ShmCommunicator::enqueue(const std::string& op, const Tensor* t, const std::string& extra,
+                                 Run run) {
+  // The transport's own wait ends first, with the more precise error (who is missing).
+  return enqueue_as(
+      [&](uint64_t seq) { return new_work(op, seq, t, extra, timeout_ + kWorkGrace); },
+      t == nullptr ? 0 : t->nbytes(), std::move(run));
 }
 
 void ShmCommunicator::step() {
@@ -126,67 +127,36 @@ int64_t ShmCommunicator::capacity(size_t element_size) const {
   return per_rank * size_;
 }
 
-void ShmCommunicator::all_reduce_direct(char* data, int64_t count, DType dtype, ReduceOp op) {
-  const size_t es = element_size(dtype);
-  const int64_t cap = capacity(es);
-  for (int64_t off = 0; off < std::max<int64_t>(count, 1); off += cap) {
-    const int64_t m = std::min(cap, count - off);
-    copy_bytes(buffer(rank_), data + size_t(off) * es, size_t(m) * es);
-    step();
-    by_dtype(dtype, [&]<typename T>(T*) {
-      // The sources on the stack up to 8 ranks: an allocation is a few percent of a 4 KB call.
-      std::array<const T*, 8> few;
-      std::vector<const T*> many(size_ > 8 ? size_t(size_) : 0);
-      const T** srcs = size_ > 8 ? many.data() : few.data();
-      for (int r = 0; r < size_; ++r) srcs[r] = reinterpret_cast<const T*>(buffer(r));
-      ::tandem::parallel::detail::shm_reduce(reinterpret_cast<T*>(data) + off, srcs, size_, m, op);
-    });
-    ++rounds_;
-  }
-}
-
-// Reduce-scatter then all-gather through the buffers. Only the slices the other ranks reduce go
-// through shared memory on the way in: this rank reduces its own slice straight from its tensor,
-// writing the result to the tensor and, for the others to copy out, to its buffer.
-void ShmCommunicator::all_reduce_large(char* data, int64_t count, DType dtype, ReduceOp op) {
-  const size_t es = element_size(dtype);
-  const int64_t cap = capacity(es);
-  for (int64_t off = 0; off < count; off += cap) {
-    const int64_t m = std::min(cap, count - off);
-    auto lo = [&](int r) { return m * r / size_; };
-    auto slice_bytes = [&](int r) { return size_t(lo(r + 1) - lo(r)) * es; };
-    for (int r = 0; r < size_; ++r)
-      if (r != rank_)
-        copy_bytes(buffer(rank_) + size_t(lo(r)) * es, data + size_t(off + lo(r)) * es,
-                   slice_bytes(r));
-    step();
-    by_dtype(dtype, [&]<typename T>(T*) {  // in rank order, the same bits on every rank
-      T* mine = reinterpret_cast<T*>(data) + off + lo(rank_);
-      std::vector<const T*> srcs;
-      for (int r = 0; r < size_; ++r)
-        srcs.push_back(r == rank_ ? mine : reinterpret_cast<const T*>(buffer(r)) + lo(rank_));
-      ::tandem::parallel::detail::shm_reduce(mine, srcs.data(), size_, lo(rank_ + 1) - lo(rank_),
-                                             op, reinterpret_cast<T*>(buffer(rank_)) + lo(rank_));
-    });
-    step();
-    for (int r = 0; r < size_; ++r)
-      if (r != rank_)
-        copy_bytes(data + size_t(off + lo(r)) * es, buffer(r) + size_t(lo(r)) * es, slice_bytes(r));
-    ++rounds_;
-  }
-}
-
 WorkPtr ShmCommunicator::all_reduce(Tensor& tensor, ReduceOp op) {
   check_all_reduce(tensor, op);
   return enqueue("all_reduce", &tensor, name(op), [this, t = tensor, op]() mutable {
     Tensor host = staged(t);
-    if (host.nbytes() <= options_.direct_bytes) {
-      all_reduce_direct(bytes_of(host), host.numel(), host.dtype(), op);
-    } else {
-      all_reduce_large(bytes_of(host), host.numel(), host.dtype(), op);
-    }
+    const detail::ShmPiece whole{bytes_of(host), host.numel()};
+    all_reduce_pieces({&whole, 1}, host.numel(), host.dtype(), op);
     unstage(t, host);
   });
+}
+
+WorkPtr ShmCommunicator::all_reduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op) {
+  check_all_reduce_coalesced(tensors, op);
+  if (!tensors.front().device().is_cpu()) return nullptr;
+  std::vector<detail::ShmPiece> pieces;
+  int64_t count = 0;
+  for (const Tensor& t : tensors) {
+    pieces.push_back({bytes_of(t), t.numel()});
+    count += t.numel();
+  }
+  const DType dtype = tensors.front().dtype();
+  const std::string extra = str(name(op), ", ", tensors.size(), " tensors");
+  return enqueue_as(
+      [&](uint64_t seq) {
+        return new_work("all_reduce", seq, count, dtype, extra, timeout_ + kWorkGrace);
+      },
+      size_t(count) * element_size(dtype),
+      [this, ts = tensors, pieces = std::move(pieces), count, dtype, op]() mutable {
+        all_reduce_pieces(pieces, count, dtype, op);
+        for (Tensor& t : ts) unstage(t, t);  // a new version for each, as for all_reduce
+      });
 }
 
 WorkPtr ShmCommunicator::broadcast(Tensor& tensor, int root) {
@@ -199,9 +169,9 @@ WorkPtr ShmCommunicator::broadcast(Tensor& tensor, int root) {
                    for (int64_t off = 0; off < host.numel(); off += cap) {
                      const size_t n = size_t(std::min(cap, host.numel() - off)) * es;
                      char* at = bytes_of(host) + size_t(off) * es;
-                     if (rank_ == root) copy_bytes(buffer(rank_), at, n);
+                     if (rank_ == root) shm_copy(buffer(rank_), at, n);
                      step();
-                     if (rank_ != root) copy_bytes(at, buffer(root), n);
+                     if (rank_ != root) shm_copy(at, buffer(root), n);
                      ++rounds_;
                    }
                    if (rank_ != root) unstage(t, host);
@@ -218,10 +188,10 @@ WorkPtr ShmCommunicator::all_gather(std::vector<Tensor>& outputs, const Tensor& 
     const int64_t cap = capacity(es);
     for (int64_t off = 0; off < in.numel(); off += cap) {
       const size_t n = size_t(std::min(cap, in.numel() - off)) * es;
-      copy_bytes(buffer(rank_), bytes_of(host_in) + size_t(off) * es, n);
+      shm_copy(buffer(rank_), bytes_of(host_in) + size_t(off) * es, n);
       step();
       for (int r = 0; r < size_; ++r)
-        copy_bytes(bytes_of(host_outs[size_t(r)]) + size_t(off) * es, buffer(r), n);
+        shm_copy(bytes_of(host_outs[size_t(r)]) + size_t(off) * es, buffer(r), n);
       ++rounds_;
     }
     for (int r = 0; r < size_; ++r) unstage(outs[size_t(r)], host_outs[size_t(r)]);
@@ -240,8 +210,8 @@ WorkPtr ShmCommunicator::reduce_scatter(Tensor& output, const Tensor& input, Red
         for (int64_t off = 0; off < chunk; off += piece) {
           const int64_t m = std::min(piece, chunk - off);
           for (int j = 0; j < size_; ++j)  // the round's piece of every chunk, side by side
-            copy_bytes(buffer(rank_) + size_t(j * m) * es,
-                       bytes_of(host_in) + size_t(j * chunk + off) * es, size_t(m) * es);
+            shm_copy(buffer(rank_) + size_t(j * m) * es,
+                     bytes_of(host_in) + size_t(j * chunk + off) * es, size_t(m) * es);
           step();
           by_dtype(in.dtype(), [&]<typename T>(T*) {
             std::vector<const T*> srcs;
@@ -267,12 +237,12 @@ WorkPtr ShmCommunicator::all_to_all(Tensor& output, const Tensor& input) {
     for (int64_t off = 0; off < chunk; off += piece) {
       const int64_t m = std::min(piece, chunk - off);
       for (int j = 0; j < size_; ++j)
-        copy_bytes(buffer(rank_) + size_t(j * m) * es,
-                   bytes_of(host_in) + size_t(j * chunk + off) * es, size_t(m) * es);
+        shm_copy(buffer(rank_) + size_t(j * m) * es,
+                 bytes_of(host_in) + size_t(j * chunk + off) * es, size_t(m) * es);
       step();
       for (int r = 0; r < size_; ++r)  // rank r's piece for this rank
-        copy_bytes(bytes_of(host_out) + size_t(r * chunk + off) * es,
-                   buffer(r) + size_t(rank_ * m) * es, size_t(m) * es);
+        shm_copy(bytes_of(host_out) + size_t(r * chunk + off) * es,
+                 buffer(r) + size_t(rank_ * m) * es, size_t(m) * es);
       ++rounds_;
     }
     unstage(out, host_out);
@@ -317,7 +287,7 @@ WorkPtr ShmCommunicator::recv(Tensor& tensor, int src) {
                        " bytes, but this rank expects ", ::tandem::describe(t), " (", t.nbytes(),
                        " bytes)");
         Tensor host = staged(t);
-        copy_bytes(host.data_ptr(), bytes.data(), bytes.size());
+        shm_copy(host.data_ptr(), bytes.data(), bytes.size());
         unstage(t, host);
       },
       uint32_t(n));

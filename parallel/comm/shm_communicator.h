@@ -19,10 +19,20 @@
 #include <tandem/parallel/store/store.h>
 #include <functional>
 #include <memory>
+#include <span>
 
 namespace tandem::parallel {
 
 class CollectiveQueue;
+
+namespace detail {
+/// `count` elements at `data`: an all-reduce reads a list of these as one array (one for
+/// all_reduce, one per tensor for all_reduce_coalesced).
+struct ShmPiece {
+  char* data;
+  int64_t count;
+};
+}  // namespace detail
 
 struct ShmOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
@@ -51,6 +61,9 @@ class ShmCommunicator : public Communicator {
 
   std::string backend() const override { return "shm"; }
   WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
+  /// Host tensors, reduced where they lie; null for a GPU's (packed into one, they are staged
+  /// through the host once instead of tensor by tensor).
+  WorkPtr all_reduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op = ReduceOp::Sum) override;
   WorkPtr broadcast(Tensor& tensor, int root = 0) override;
   WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
   WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) override;
@@ -67,6 +80,9 @@ class ShmCommunicator : public Communicator {
   // Numbers the collective and queues run() on the worker thread; a failure marks this rank
   // failed in its state words, so its peers stop waiting for it. A template, so that run and
   // its wrapper make one closure (one allocation, not two: a small collective takes ~1 µs).
+  // `make_work(seq)` makes the Work; a collective of `bytes` may run inline (ShmOptions).
+  template <typename MakeWork, typename Run>
+  WorkPtr enqueue_as(MakeWork make_work, size_t bytes, Run run);
   template <typename Run>
   WorkPtr enqueue(const std::string& op, const Tensor* t, const std::string& extra, Run run);
   // One synchronisation: this rank's step count goes up, then it waits for every peer's.
@@ -75,8 +91,14 @@ class ShmCommunicator : public Communicator {
   char* buffer(int rank) const;
   // The elements of `element_size` bytes one buffer holds, a multiple of size().
   int64_t capacity(size_t element_size) const;
-  void all_reduce_direct(char* data, int64_t count, DType dtype, ReduceOp op);
-  void all_reduce_large(char* data, int64_t count, DType dtype, ReduceOp op);
+  // The all-reduce of `count` elements in `pieces` (shm_all_reduce.cpp): direct up to
+  // ShmOptions::direct_bytes, else reduce-scatter then all-gather.
+  void all_reduce_pieces(std::span<const detail::ShmPiece> pieces, int64_t count, DType dtype,
+                         ReduceOp op);
+  void all_reduce_direct(std::span<const detail::ShmPiece> pieces, int64_t count, DType dtype,
+                         ReduceOp op);
+  void all_reduce_large(std::span<const detail::ShmPiece> pieces, int64_t count, DType dtype,
+                        ReduceOp op);
 
   const ShmOptions options_;
   std::shared_ptr<Store> store_;

@@ -10,9 +10,16 @@
 #include <tandem/core/reduce_op.h>
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 namespace tandem::parallel::detail {
+
+/// memcpy, except that an empty tensor's null pointer is fine (memcpy's arguments must not be
+/// null even for zero bytes).
+inline void shm_copy(void* dst, const void* src, size_t n) {
+  if (n > 0) std::memcpy(dst, src, n);
+}
 
 template <typename T>
 using ShmAccumulator =

@@ -14,6 +14,7 @@ Tensor GradBucket::gradient(size_t i) const {
 
 CommHook::~CommHook() = default;
 void CommHook::finish(Communicator&, GradBucket&) {}
+WorkPtr CommHook::start_in_place(Communicator&, std::vector<Tensor>&) { return nullptr; }
 
 namespace {
 
@@ -23,6 +24,9 @@ class AllReduceHook : public CommHook {
   std::string name() const override { return after_backward_ ? "delay_allreduce" : "allreduce"; }
   WorkPtr start(Communicator& group, GradBucket& bucket) override {
     return group.all_reduce(bucket.buffer, ReduceOp::Mean);
+  }
+  WorkPtr start_in_place(Communicator& group, std::vector<Tensor>& gradients) override {
+    return group.all_reduce_coalesced(gradients, ReduceOp::Mean);
   }
   bool after_backward() const override { return after_backward_; }
 

@@ -10,6 +10,9 @@
 //                        bytes; dividing first keeps float16's sum from overflowing
 //   powersgd({...})      low-rank compression (powersgd.h)
 //   DistributedDataParallel ddp(model, {.comm_hook = parallel::bf16_compress()});
+// A hook may also reduce a bucket where its gradients lie (start_in_place): the default hooks do
+// when the communicator has all_reduce_coalesced (shared memory), and the reducer then neither
+// packs the gradients into the buffer nor copies the average back.
 // A hook runs on the thread running backward, under the reducer's lock; it must issue the same
 // collectives in the same order on every rank.
 #pragma once
@@ -39,6 +42,9 @@ class CommHook {
   virtual WorkPtr start(Communicator& group, GradBucket& bucket) = 0;
   /// After that Work completed: leaves the average over the ranks in bucket.buffer.
   virtual void finish(Communicator& group, GradBucket& bucket);
+  /// Launches the average of `gradients` (the bucket's, each contiguous) where they lie, and
+  /// returns its Work; null (the default) where it cannot, and the reducer calls start().
+  virtual WorkPtr start_in_place(Communicator& group, std::vector<Tensor>& gradients);
   /// True: the reducer starts no bucket before backward has produced every gradient.
   virtual bool after_backward() const { return false; }
 };

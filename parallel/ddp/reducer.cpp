@@ -17,12 +17,14 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
       bucket_of_(params_.size()),
       slot_of_(params_.size()),
       ready_(params_.size()),
+      copied_(params_.size()),
       had_grad_(params_.size()),
       comm_(std::move(comm)),
       hook_(hook ? std::move(hook) : allreduce_hook()),
       zero_(std::move(zero)),
       find_unused_(find_unused_parameters),
-      grad_as_view_(grad_as_bucket_view) {
+      grad_as_view_(grad_as_bucket_view),
+      try_in_place_(!zero_ && !grad_as_bucket_view) {
   for (auto& indices : buckets) {
     Bucket b;
     b.view.index = buckets_.size();
@@ -39,7 +41,7 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
     // allocates it when the bucket's first gradient arrives (allocate_buffer).
     if (zero_) total = zero_->padded_size(buckets_.size());
     b.size = total;
-    if (!zero_ || zero_->stage() == 1) allocate_buffer(b);
+    if (zero_ ? zero_->stage() == 1 : !try_in_place_) allocate_buffer(b);
     buckets_.push_back(std::move(b));
   }
   if (find_unused_ && !params_.empty())
@@ -73,23 +75,32 @@ void Reducer::reset_iteration() {
   for (Bucket& b : buckets_) {
     b.pending = b.params.size();
     b.work = nullptr;
+    b.in_place.clear();
     if (zero_ && zero_->stage() == 2) b.view.buffer = Tensor();  // reduced: free it
   }
   std::fill(ready_.begin(), ready_.end(), false);
+  std::fill(copied_.begin(), copied_.end(), false);
   std::fill(had_grad_.begin(), had_grad_.end(), false);
   next_launch_ = 0;
   released_ = 0;
   in_backward_ = false;
 }
 
-void Reducer::copy_in(size_t i, bool zero) {
+void Reducer::ready(size_t i) {
+  Bucket& b = buckets_[bucket_of_[i]];
+  if (!try_in_place_) copy_in(i);
+  ready_[i] = true;
+  if (--b.pending == 0) launch_ready_buckets();
+}
+
+void Reducer::copy_in(size_t i) {
   Bucket& b = buckets_[bucket_of_[i]];
   if (!b.view.buffer.defined()) allocate_buffer(b);
   Tensor dst = b.view.buffer.narrow(0, b.view.offsets[slot_of_[i]], params_[i].numel());
-  if (zero) {
+  const Tensor g = params_[i].grad();
+  if (!g.defined()) {  // unused on this rank (find_unused_parameters): zeros
     dst.fill_(0);
   } else {
-    const Tensor g = params_[i].grad();
     if (g.data_ptr() != dst.data_ptr()) dst.copy_(g.reshape({params_[i].numel()}));
     // ZeRO: the whole gradient is in the bucket now; only this rank's chunk comes back.
     if (zero_) params_[i].set_grad(Tensor());
@@ -97,8 +108,7 @@ void Reducer::copy_in(size_t i, bool zero) {
     // goes (a later backward without zero_grad() accumulates into the slice in place).
     if (grad_as_view_) params_[i].set_grad(dst.view(params_[i].shape()));
   }
-  ready_[i] = true;
-  if (--b.pending == 0) launch_ready_buckets();
+  copied_[i] = true;
 }
 
 void Reducer::launch_ready_buckets() {
@@ -111,9 +121,29 @@ void Reducer::launch_ready_buckets() {
 
 void Reducer::launch(size_t index) {
   Bucket& b = buckets_[index];
-  b.work = zero_ ? zero_->reduce_scatter(index, b.view.buffer) : hook_->start(*comm_, b.view);
+  if (!(try_in_place_ && launch_in_place(b))) {
+    for (size_t i : b.params)
+      if (!copied_[i]) copy_in(i);  // the gradients left for an in-place launch
+    b.work = zero_ ? zero_->reduce_scatter(index, b.view.buffer) : hook_->start(*comm_, b.view);
+  }
   if (zero_ && zero_->stage() == 2) release_reduced_buckets(index);
   if (trace::enabled()) trace::instant("bucket " + std::to_string(index) + " launched", "ddp");
+}
+
+// The bucket's gradients to the hook as they lie. False, with nothing launched, if one is not
+// contiguous (this bucket is then packed) or the hook declines (every bucket is from now on).
+bool Reducer::launch_in_place(Bucket& b) {
+  for (size_t i : b.params) {
+    Tensor g = params_[i].grad();
+    if (!g.defined()) g = zeros(params_[i].shape(), params_[i].options());  // unused here
+    if (!g.is_contiguous()) break;
+    b.in_place.push_back(std::move(g));
+  }
+  if (b.in_place.size() == b.params.size()) b.work = hook_->start_in_place(*comm_, b.in_place);
+  if (b.work) return true;
+  if (b.in_place.size() == b.params.size()) try_in_place_ = false;  // the hook declined
+  b.in_place.clear();
+  return false;
 }
 
 // ZeRO-2: a reduced bucket's buffer is freed as soon as its reduce-scatter is done, and at most two
@@ -142,7 +172,7 @@ void Reducer::mark_ready(size_t i) {
               "' received a second gradient in one backward pass\n  hint: call backward() once "
               "per forward, or use no_sync() for the extra passes");
   had_grad_[i] = true;
-  copy_in(i, false);
+  ready(i);
 }
 
 void Reducer::finalize() {
@@ -177,7 +207,7 @@ void Reducer::finish() {
   for (size_t i : missing_) {
     const bool accumulated = params_[i].grad().defined();
     had_grad_[i] = had_grad_[i] || accumulated;
-    copy_in(i, !accumulated);
+    ready(i);
   }
   while (next_launch_ < buckets_.size()) launch(next_launch_++);  // a hook that waits for backward
   WorkPtr used_work;
@@ -192,7 +222,7 @@ void Reducer::finish() {
   }
   for (Bucket& b : buckets_) {
     b.work->wait();
-    if (!zero_) hook_->finish(*comm_, b.view);
+    if (!zero_ && b.in_place.empty()) hook_->finish(*comm_, b.view);
   }
   Tensor used;  // the reduced flags, read on the host
   if (used_work) {
@@ -207,6 +237,10 @@ void Reducer::finish() {
     for (size_t slot = 0; slot < b.params.size(); ++slot) {
       const size_t i = b.params[slot];
       if (used.defined() && used.data<float>()[i] == 0.f) continue;
+      if (!b.in_place.empty()) {  // the average is in .grad already, or in the zeros made for it
+        if (!params_[i].grad().defined()) params_[i].set_grad(b.in_place[slot]);
+        continue;
+      }
       const Tensor avg = b.view.gradient(slot);
       Tensor g = params_[i].grad();
       if (grad_as_view_ && !g.defined()) {  // unused on this rank: its slice, as for the others

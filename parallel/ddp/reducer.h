@@ -5,8 +5,11 @@
 // asynchronous average all-reduce) while backward goes on. Buckets start strictly in index order,
 // the same on every rank, since collectives must be issued in the same order everywhere. finalize()
 // runs when backward ends: it waits for every bucket and writes the averaged gradients back into
-// .grad. Under ZeRO (zero_shards.h) a bucket is reduce-scattered instead, and finalize() hands
-// each rank's averaged chunk to its optimizer's pieces.
+// .grad. Where the hook can reduce the gradients where they lie (the default hooks over shared
+// memory: CommHook::start_in_place), nothing is copied and the buffer is never allocated; the
+// first bucket it declines turns that off. Under ZeRO (zero_shards.h) a bucket is
+// reduce-scattered instead, and finalize() hands each rank's averaged chunk to its optimizer's
+// pieces.
 #pragma once
 
 #include <tandem/parallel/comm/communicator.h>
@@ -50,13 +53,18 @@ class Reducer {
     int64_t size = 0;    // elements in the buffer (ZeRO: with padding)
     size_t pending = 0;  // gradients not yet copied in this iteration
     WorkPtr work;        // the hook's collective in flight (null: not launched)
+    // Launched in place: the gradients reduced where they lie, in bucket order (zeros made for
+    // a parameter without one), for finish() to hand over. Empty otherwise.
+    std::vector<Tensor> in_place;
   };
   void reset_iteration();
   void allocate_buffer(Bucket& b);
   void release_reduced_buckets(size_t launched);
   void launch_ready_buckets();
   void launch(size_t bucket);
-  void copy_in(size_t param, bool zero);
+  bool launch_in_place(Bucket& b);
+  void ready(size_t param);    // the gradient is final for this backward
+  void copy_in(size_t param);  // .grad (zeros if none) into the bucket's buffer
   void wait_all_quietly();
   void finish();  // finalize() past the error checks
 
@@ -65,7 +73,8 @@ class Reducer {
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;  // param -> bucket
   std::vector<size_t> slot_of_;    // param -> its position in the bucket (offsets[slot])
-  std::vector<bool> ready_;        // param -> gradient copied in this iteration
+  std::vector<bool> ready_;        // param -> gradient final this iteration
+  std::vector<bool> copied_;       // param -> gradient copied into its bucket this iteration
   std::vector<bool> had_grad_;     // param -> produced a gradient on this rank this iteration
   std::shared_ptr<Communicator> comm_;
   std::shared_ptr<CommHook> hook_;
@@ -74,6 +83,7 @@ class Reducer {
   std::shared_ptr<ZeroShards> zero_;
   bool find_unused_;
   bool grad_as_view_;  // gradient_as_bucket_view: .grad is a view of the bucket slice
+  bool try_in_place_;  // until the hook declines: buckets reduced where the gradients lie
   Tensor used_;  // find_unused: [params] 1/0 flags, all-reduced with max (on the buckets' device)
   // Backward may run the parameters' hooks on several threads at once (one per device); every
   // entry point takes this lock.

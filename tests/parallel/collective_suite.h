@@ -1,8 +1,9 @@
 // tests/parallel/collective_suite.h — the collective suite every communicator passes (Gloo,
 // shared memory, threads): every op and dtype against values computed by hand, odd and zero
 // sizes, tensors larger than a transport's buffer, all_to_all, messages, and many operations in
-// flight at once. It runs inside a rank (a forked process or a thread), so it reports a failure
-// by throwing: gtest's assertions do not cross a fork.
+// flight at once; and all_reduce_coalesced where a backend has it. It runs inside a rank (a
+// forked process or a thread), so it reports a failure by throwing: gtest's assertions do not
+// cross a fork.
 #pragma once
 
 #include <tandem/parallel/comm/communicator.h>
@@ -150,6 +151,37 @@ inline void check_collectives(parallel::Communicator& comm, int64_t large = 100'
   }
   require(works[7]->sequence_number() == works[0]->sequence_number() + 7, "sequence");
   comm.barrier()->wait();
+}
+
+/// all_reduce_coalesced, for a backend that has it (false: it returned null, as the default
+/// does): the same bits as all_reduce of the tensors concatenated, for every op and dtype, with
+/// empty tensors among them and one of `large` elements that crosses a transport's buffers.
+inline bool check_coalesced(parallel::Communicator& comm, int64_t large = 100'003) {
+  const std::vector<int64_t> sizes{0, 1, 13, large, 0, 7};
+  for (DType dt : {kFloat32, kFloat64, kInt64, kBFloat16, kFloat16}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min}) {
+      if (op == ReduceOp::Mean && dt == kInt64) continue;
+      std::vector<Tensor> pieces, flat;
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        manual_seed(uint64_t(1000 * comm.rank() + k));
+        pieces.push_back((randn({sizes[k]}) * (dt == kInt64 ? 1000.0 : 1.0)).to(dt));
+        flat.push_back(pieces.back());
+      }
+      Tensor whole = cat(flat, 0);
+      parallel::WorkPtr work = comm.all_reduce_coalesced(pieces, op);
+      if (!work) return false;
+      comm.all_reduce(whole, op)->wait();
+      work->wait();
+      int64_t at = 0;
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        require(pieces[k].to_vector<double>() == whole.narrow(0, at, sizes[k]).to_vector<double>(),
+                str("all_reduce_coalesced, ", name(op), ", ", dt, ", tensor ", k, " of ", sizes[k],
+                    ": not the bits of all_reduce"));
+        at += sizes[k];
+      }
+    }
+  }
+  return true;
 }
 
 }  // namespace tandem::testing

@@ -113,6 +113,38 @@ TEST(DDP, TwoRanksOverGlooTrainTheMlpAsOneDevice) {
                            single_device<tandem::testing::Mlp>(r, 2));
 }
 
+// Over shared memory each bucket is reduced where its gradients lie (all_reduce_coalesced): a
+// step holds the gradients and no bucket buffer. Over Gloo the gradients are packed into buffers
+// as large again. (The tests above check the averages over both.)
+TEST(DDP, OverSharedMemoryAStepHoldsNoBucketBuffer) {
+  tandem::testing::TempDir dir;
+  for (const std::string backend : {"shm", "gloo"}) {
+    const std::string out = dir.file(backend + ".bin");
+    spawn(
+        [&](int rank) {
+          init_process_group({.backend = backend, .timeout = 60s});
+          tandem::testing::Mlp model;
+          model.to(kFloat64);
+          const Device cpu = Device::cpu();
+          const int64_t before = memory_stats(cpu).allocated_bytes;
+          {
+            DistributedDataParallel ddp(model);
+            const Tensor x = randn({kBatch, 784}, {.dtype = kFloat64});
+            cross_entropy(ddp(x), zeros({kBatch}, {.dtype = kInt64})).backward();
+            if (rank == 0) write_doubles(out, {double(memory_stats(cpu).allocated_bytes - before)});
+          }
+          destroy_process_group();
+        },
+        2);
+  }
+  tandem::testing::Mlp mlp;
+  const double grads = double(tandem::testing::flat_params(mlp).size() * sizeof(double));
+  const double shm = read_doubles(dir.file("shm.bin"))[0];
+  const double gloo = read_doubles(dir.file("gloo.bin"))[0];
+  EXPECT_LT(shm, 1.25 * grads) << "held after a step over shm, against gradients of " << grads;
+  EXPECT_GT(gloo, 1.75 * grads) << "held after a step over Gloo, against gradients of " << grads;
+}
+
 TEST(DDP, ThreeRanksTrainTheMlpAsOneDeviceWithAdam) {
   const Recipe r{.adam = true};
   expect_same_as_reference(distributed<tandem::testing::Mlp>(r, 3),

@@ -61,10 +61,12 @@ TEST_P(ShmCollectives, PassTheCollectiveSuiteWithManyRoundsPerTensor) {
                                 .direct_bytes = direct,
                                 .inline_when_idle = direct != 0});
           tandem::testing::check_collectives(comm);
+          tandem::testing::require(tandem::testing::check_coalesced(comm), "coalesced on shm");
         }
         // The default sizes too: 4.8 MB, 19 rounds of the 256 KiB buffers.
         ShmCommunicator big(std::make_shared<PrefixStore>("big", store), rank, n, {.timeout = 60s});
         tandem::testing::check_collectives(big, 1'200'001);
+        tandem::testing::require(tandem::testing::check_coalesced(big, 1'200'001), "coalesced");
       },
       n);
   EXPECT_TRUE(tandem_segments().empty());
@@ -129,9 +131,20 @@ TEST(ShmCollectives, RejectBadTensorsNamingTheCall) {
   Tensor one = ones({2});
   EXPECT_THAT(tandem::testing::error_message<ValueError>([&] { comm.send(one, 0); }),
               ::testing::HasSubstr("cannot exchange with rank 0"));
+  std::vector<Tensor> none, mixed{ones({2}), ones({2}, {.dtype = kFloat64})}, strided{t};
+  EXPECT_THAT(tandem::testing::error_message<ValueError>([&] { comm.all_reduce_coalesced(none); }),
+              ::testing::HasSubstr("shm all_reduce_coalesced: no tensors"));
+  EXPECT_THAT(tandem::testing::error_message<DTypeError>([&] { comm.all_reduce_coalesced(mixed); }),
+              ::testing::HasSubstr("all_reduce_coalesced: tensor 1 is"));
+  EXPECT_THAT(
+      tandem::testing::error_message<ValueError>([&] { comm.all_reduce_coalesced(strided); }),
+      ::testing::HasSubstr("shm all_reduce_coalesced (tensor 0): expected a contiguous tensor"));
   // One rank alone: every collective is the identity.
   comm.all_reduce(one)->wait();
   EXPECT_EQ(one.to_vector<float>(), std::vector<float>({1, 1}));
+  std::vector<Tensor> two{one, full({3}, 2.0)};
+  comm.all_reduce_coalesced(two, ReduceOp::Mean)->wait();
+  EXPECT_EQ(two[1].to_vector<float>(), std::vector<float>({2, 2, 2}));
 }
 
 }  // namespace
