@@ -33,6 +33,7 @@ class ThreadCommunicator : public Communicator {
 
   std::string backend() const override { return "threads"; }
   WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
+  WorkPtr all_reduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op = ReduceOp::Sum) override;
   WorkPtr broadcast(Tensor& tensor, int root = 0) override;
   WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
   WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) override;
@@ -51,6 +52,10 @@ class ThreadCommunicator : public Communicator {
   // Numbers the collective and queues run(seq) on this rank's worker thread.
   WorkPtr enqueue(const std::string& op, const Tensor* t, const std::string& extra,
                   std::function<void(uint64_t seq, const std::string& description)> run);
+  // All-reduce #seq of `t` on the worker: rank r reduces the r-th slice of every rank's tensor
+  // in rank order, then every rank copies all slices (`call`: what the ranks must agree on).
+  void run_all_reduce(Tensor& t, ReduceOp op, const std::string& call, uint64_t seq,
+                      const std::string& d);
 
   std::shared_ptr<ThreadWorld> world_;
   std::unique_ptr<CollectiveQueue> queue_;

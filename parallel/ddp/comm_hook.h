@@ -11,10 +11,10 @@
 //   powersgd({...})      low-rank compression (powersgd.h)
 //   DistributedDataParallel ddp(model, {.comm_hook = parallel::bf16_compress()});
 // A hook may also reduce a bucket where its gradients lie (start_in_place): the default hooks do
-// when the communicator has all_reduce_coalesced (shared memory), and the reducer then neither
-// packs the gradients into the buffer nor copies the average back.
-// A hook runs on the thread running backward, under the reducer's lock; it must issue the same
-// collectives in the same order on every rank.
+// when the communicator has all_reduce_coalesced (shared memory, threads), and the reducer then
+// neither packs the gradients into the buffer nor copies the average back. A hook runs on the
+// thread running backward, under the reducer's lock; it must issue the same collectives in the same
+// order on every rank.
 #pragma once
 
 #include <tandem/parallel/comm/communicator.h>

@@ -6,8 +6,8 @@
 // the same on every rank, since collectives must be issued in the same order everywhere. finalize()
 // runs when backward ends: it waits for every bucket and writes the averaged gradients back into
 // .grad. Where the hook can reduce the gradients where they lie (the default hooks over shared
-// memory: CommHook::start_in_place), nothing is copied and the buffer is never allocated; the
-// first bucket it declines turns that off. Under ZeRO (zero_shards.h) a bucket is
+// memory or threads: CommHook::start_in_place), nothing is copied and the buffer is never
+// allocated; the first bucket it declines turns that off. Under ZeRO (zero_shards.h) a bucket is
 // reduce-scattered instead, and finalize() hands each rank's averaged chunk to its optimizer's
 // pieces.
 #pragma once
@@ -43,6 +43,9 @@ class Reducer {
   bool sync() const { return sync_; }
 
   size_t bucket_count() const { return buckets_.size(); }
+  /// True while buckets are reduced where the gradients lie (no bucket buffer): until a hook or
+  /// the communicator declines, which the first backward shows.
+  bool reduces_in_place() const { return try_in_place_; }
   /// The parameter indices of bucket `b`, in the order they sit in its buffer.
   const std::vector<size_t>& bucket(size_t b) const { return buckets_[b].params; }
 

@@ -33,6 +33,8 @@ TEST_P(Collectives, PassTheCollectiveSuiteOverGloo) {
         require(comm->backend() == "gloo" && comm->rank() == rank && comm->size() == n,
                 "rank and size");
         tandem::testing::check_collectives(*comm);
+        // No coalesced all-reduce over Gloo: null, and the caller (DDP) packs the tensors.
+        require(!tandem::testing::check_coalesced(*comm), "Gloo has no all_reduce_coalesced");
         destroy_process_group();
       },
       n);

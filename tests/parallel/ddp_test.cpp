@@ -131,7 +131,9 @@ TEST(DDP, OverSharedMemoryAStepHoldsNoBucketBuffer) {
             DistributedDataParallel ddp(model);
             const Tensor x = randn({kBatch, 784}, {.dtype = kFloat64});
             cross_entropy(ddp(x), zeros({kBatch}, {.dtype = kInt64})).backward();
-            if (rank == 0) write_doubles(out, {double(memory_stats(cpu).allocated_bytes - before)});
+            if (rank == 0)
+              write_doubles(out, {double(memory_stats(cpu).allocated_bytes - before),
+                                  double(ddp.reducer().reduces_in_place())});
           }
           destroy_process_group();
         },
@@ -139,8 +141,11 @@ TEST(DDP, OverSharedMemoryAStepHoldsNoBucketBuffer) {
   }
   tandem::testing::Mlp mlp;
   const double grads = double(tandem::testing::flat_params(mlp).size() * sizeof(double));
-  const double shm = read_doubles(dir.file("shm.bin"))[0];
-  const double gloo = read_doubles(dir.file("gloo.bin"))[0];
+  const std::vector<double> shm_run = read_doubles(dir.file("shm.bin"));
+  const std::vector<double> gloo_run = read_doubles(dir.file("gloo.bin"));
+  EXPECT_EQ(shm_run[1], 1.0) << "over shm, the reducer should still reduce in place";
+  EXPECT_EQ(gloo_run[1], 0.0) << "Gloo has no all_reduce_coalesced: the reducer packs";
+  const double shm = shm_run[0], gloo = gloo_run[0];
   EXPECT_LT(shm, 1.25 * grads) << "held after a step over shm, against gradients of " << grads;
   EXPECT_GT(gloo, 1.75 * grads) << "held after a step over Gloo, against gradients of " << grads;
 }

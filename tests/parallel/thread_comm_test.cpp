@@ -22,6 +22,7 @@ TEST_P(ThreadCollectives, PassTheCollectiveSuite) {
       [](std::shared_ptr<Communicator> group) {
         require(group->backend() == "threads", "backend");
         tandem::testing::check_collectives(*group);
+        require(tandem::testing::check_coalesced(*group), "all_reduce_coalesced on threads");
       },
       GetParam());
 }

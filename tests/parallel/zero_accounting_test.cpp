@@ -18,10 +18,11 @@ using tandem::testing::mlps_on_devices;
 constexpr int64_t kBatch = 8;  // per rank
 
 // What each rank holds after a step with Adam beyond the parameters themselves, in float64 (8
-// bytes an element; Ψ parameters, N = 4 ranks): DDP keeps every gradient (8Ψ), its bucket copy
-// (8Ψ) and Adam's two moments (16Ψ); ZeRO-1 the bucket buffers (8Ψ, its averaged chunk inside)
-// and the moments of its shard (16Ψ/N); ZeRO-2 its averaged chunk (8Ψ/N) and the shard's moments.
-// Padding adds under N elements a bucket, hence the 1 % margin.
+// bytes an element; Ψ parameters, N = 4 ranks): DDP keeps every gradient (8Ψ) and Adam's two
+// moments (16Ψ), and no bucket (the threads' all_reduce_coalesced reduces the gradients in
+// place; over Gloo a bucket copy adds 8Ψ); ZeRO-1 the bucket buffers (8Ψ, its averaged chunk
+// inside) and the moments of its shard (16Ψ/N); ZeRO-2 its averaged chunk (8Ψ/N) and the shard's
+// moments. Padding adds under N elements a bucket, hence the 1 % margin.
 TEST(Zero, EachRankKeepsWhatTheFormulaSays) {
   constexpr int kWorld = 4;
   const double psi = double(tandem::testing::flat_params(*std::make_unique<Mlp>()).size());
@@ -51,7 +52,7 @@ TEST(Zero, EachRankKeepsWhatTheFormulaSays) {
           kept[size_t(rank)] = double(memory_stats(dev).allocated_bytes - before);
         },
         kWorld);
-    const double expected = stage == 0   ? 32 * psi
+    const double expected = stage == 0   ? 24 * psi
                             : stage == 1 ? 8 * psi + 16 * psi / kWorld
                                          : 24 * psi / kWorld;
     for (int rank = 0; rank < kWorld; ++rank)
@@ -61,8 +62,9 @@ TEST(Zero, EachRankKeepsWhatTheFormulaSays) {
 }
 
 // gradient_as_bucket_view: .grad is the bucket's slice, so DDP keeps the gradients once (24Ψ in
-// float64 with Adam: 8 bucket + 16 moments, against 32Ψ) and not one bit of training changes
-// (two steps, the second accumulating over two micro-batches with no_sync).
+// float64 with Adam: 8 bucket + 16 moments; the default keeps as much here, reducing .grad in
+// place, and 32Ψ where it packs a bucket) and not one bit of training changes (two steps, the
+// second accumulating over two micro-batches with no_sync).
 TEST(Zero, GradientAsBucketViewKeepsTheGradientsOnceAndChangesNoBit) {
   constexpr int kWorld = 2;
   const double psi = double(tandem::testing::flat_params(*std::make_unique<Mlp>()).size());
@@ -99,7 +101,7 @@ TEST(Zero, GradientAsBucketViewKeepsTheGradientsOnceAndChangesNoBit) {
         },
         kWorld);
     for (int rank = 0; rank < kWorld; ++rank)
-      EXPECT_NEAR(kept[size_t(rank)], (view ? 24 : 32) * psi, 0.01 * 32 * psi)
+      EXPECT_NEAR(kept[size_t(rank)], 24 * psi, 0.01 * 24 * psi)
           << "gradient_as_bucket_view " << view << ", rank " << rank;
   }
   EXPECT_EQ(params[1], params[0]);
@@ -224,6 +226,8 @@ TEST(Zero, StateBytesFollowTheFormulas) {
   EXPECT_EQ(z2.total(), 4000 + 1000 + 2000);   // 4Ψ + 12Ψ/N
   EXPECT_THROW(state_bytes(4, 1000, 4, 2, 4), ValueError);
   EXPECT_EQ(state_bytes(3, 1000, 4, 2, 4).total(), 16.0 * 1000 / 4);
+  // DDP reducing its buckets in place (shared memory, threads): .grad alone, 16Ψ.
+  EXPECT_EQ(state_bytes(0, 1000, 4, 2, 4, /*bucket_copy=*/false).total(), 4000 + 4000 + 8000);
 }
 
 TEST(Zero, MisuseIsAClearError) {

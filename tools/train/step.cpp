@@ -178,7 +178,10 @@ std::string memory_line(const Setup& s, const TrainOptions& o, int world) {
   if (s.fsdp) psi = double(s.fsdp->whole_parameter_count());  // the fields hold shards
   // Adam and AdamW keep two moments per parameter; SGD a momentum buffer if it has momentum.
   const int state = o.model == "gpt" || o.optimizer != "sgd" ? 2 : o.momentum > 0 ? 1 : 0;
-  const parallel::StateBytes b = parallel::state_bytes(o.zero, psi, element, state, world);
+  // Called after the first step, when the reducer knows whether it reduced in place.
+  const bool bucket_copy = !(s.ddp && s.ddp->reducer().reduces_in_place());
+  const parallel::StateBytes b =
+      parallel::state_bytes(o.zero, psi, element, state, world, bucket_copy);
   const auto mb = [](double bytes) { return str(std::round(bytes / 1e5) / 10); };
   return str(mb(b.total()), " MB predicted (parameters ", mb(b.parameters), " + gradients ",
              mb(b.gradients), " + optimizer ", mb(b.optimizer), "), ",
