@@ -3,6 +3,7 @@
 #include <tandem/core/check.h>
 #include <tandem/core/tensor_checks.h>
 #include <tandem/parallel/comm/communicator.h>
+#include <algorithm>
 #include <cstdio>
 
 namespace tandem::parallel {
@@ -81,6 +82,20 @@ void Communicator::check_all_reduce_coalesced(const std::vector<Tensor>& tensors
     TD_CHECK_DEVICE(tensors[i].device() == tensors[0].device(), backend(),
                     " all_reduce_coalesced: tensor ", i, " is on ", tensors[i].device(),
                     " but tensor 0 is on ", tensors[0].device(), "; one device for all");
+  }
+  // Overlapping tensors would be reduced twice where they overlap: sorted by address, each must
+  // begin where every earlier one has ended.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].nbytes() > 0) order.push_back(i);
+  auto begin = [&](size_t i) { return static_cast<const char*>(tensors[i].data_ptr()); };
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return begin(a) < begin(b); });
+  for (size_t k = 1, last = order.empty() ? 0 : order[0]; k < order.size(); ++k) {
+    const size_t i = order[k];
+    TD_CHECK_VALUE(begin(last) + tensors[last].nbytes() <= begin(i), backend(),
+                   " all_reduce_coalesced: tensors ", std::min(last, i), " and ", std::max(last, i),
+                   " overlap in memory; each element must be in one tensor");
+    last = i;
   }
 }
 

@@ -43,7 +43,8 @@ class CommHook {
   /// After that Work completed: leaves the average over the ranks in bucket.buffer.
   virtual void finish(Communicator& group, GradBucket& bucket);
   /// Launches the average of `gradients` (the bucket's, each contiguous) where they lie, and
-  /// returns its Work; null (the default) where it cannot, and the reducer calls start().
+  /// returns its Work; null (the default) where it cannot, and the reducer calls start(). After
+  /// an in-place launch the reducer calls no finish(): the averages are in the gradients.
   virtual WorkPtr start_in_place(Communicator& group, std::vector<Tensor>& gradients);
   /// True: the reducer starts no bucket before backward has produced every gradient.
   virtual bool after_backward() const { return false; }

@@ -5,6 +5,7 @@
 #include <tandem/core/check.h>
 #include <tandem/core/trace.h>
 #include <tandem/parallel/ddp/reducer.h>
+#include <algorithm>
 
 namespace tandem::parallel {
 
@@ -24,7 +25,11 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
       zero_(std::move(zero)),
       find_unused_(find_unused_parameters),
       grad_as_view_(grad_as_bucket_view),
-      try_in_place_(!zero_ && !grad_as_bucket_view) {
+      // Host gradients only: a GPU's go to NCCL, which packs, and their path stays the one
+      // measured on GPUs.
+      try_in_place_(!zero_ && !grad_as_bucket_view &&
+                    std::all_of(params_.begin(), params_.end(),
+                                [](const Tensor& p) { return p.device().is_cpu(); })) {
   for (auto& indices : buckets) {
     Bucket b;
     b.view.index = buckets_.size();
@@ -130,18 +135,23 @@ void Reducer::launch(size_t index) {
   if (trace::enabled()) trace::instant("bucket " + std::to_string(index) + " launched", "ddp");
 }
 
-// The bucket's gradients to the hook as they lie. False, with nothing launched, if one is not
-// contiguous (this bucket is then packed) or the hook declines (every bucket is from now on).
+// The bucket's gradients to the hook as they lie. False, with nothing launched, if the hook
+// declines: every bucket is packed from then on (the same on every rank: it is the backend's or
+// the hook's answer, not the data's).
 bool Reducer::launch_in_place(Bucket& b) {
   for (size_t i : b.params) {
     Tensor g = params_[i].grad();
-    if (!g.defined()) g = zeros(params_[i].shape(), params_[i].options());  // unused here
-    if (!g.is_contiguous()) break;
+    if (!g.defined()) {
+      g = zeros(params_[i].shape(), params_[i].options());  // unused here: finish() hands it over
+    } else if (!g.is_contiguous()) {  // a .grad set by hand: reduced as a contiguous copy
+      g = g.contiguous();
+      params_[i].set_grad(g);
+    }
     b.in_place.push_back(std::move(g));
   }
-  if (b.in_place.size() == b.params.size()) b.work = hook_->start_in_place(*comm_, b.in_place);
+  b.work = hook_->start_in_place(*comm_, b.in_place);
   if (b.work) return true;
-  if (b.in_place.size() == b.params.size()) try_in_place_ = false;  // the hook declined
+  try_in_place_ = false;
   b.in_place.clear();
   return false;
 }

@@ -9,7 +9,9 @@
 // memory or threads: CommHook::start_in_place), nothing is copied and the buffer is never
 // allocated; the first bucket it declines turns that off. Under ZeRO (zero_shards.h) a bucket is
 // reduce-scattered instead, and finalize() hands each rank's averaged chunk to its optimizer's
-// pieces.
+// pieces. If backward fails part-way, the buckets already launched still write their averages
+// (into .grad, where reduced in place) until the next forward waits for them: call zero_grad()
+// before trying the step again.
 #pragma once
 
 #include <tandem/parallel/comm/communicator.h>
@@ -43,8 +45,9 @@ class Reducer {
   bool sync() const { return sync_; }
 
   size_t bucket_count() const { return buckets_.size(); }
-  /// True while buckets are reduced where the gradients lie (no bucket buffer): until a hook or
-  /// the communicator declines, which the first backward shows.
+  /// True while buckets are reduced where the gradients lie (no bucket buffer): from the start
+  /// for host parameters without ZeRO or gradient_as_bucket_view, until a hook or the
+  /// communicator declines, which the first backward shows. Read it between steps.
   bool reduces_in_place() const { return try_in_place_; }
   /// The parameter indices of bucket `b`, in the order they sit in its buffer.
   const std::vector<size_t>& bucket(size_t b) const { return buckets_[b].params; }
@@ -54,7 +57,7 @@ class Reducer {
     std::vector<size_t> params;
     GradBucket view;     // what the hook sees: index, flat buffer, parameters, offsets
     int64_t size = 0;    // elements in the buffer (ZeRO: with padding)
-    size_t pending = 0;  // gradients not yet copied in this iteration
+    size_t pending = 0;  // gradients not yet final in this iteration
     WorkPtr work;        // the hook's collective in flight (null: not launched)
     // Launched in place: the gradients reduced where they lie, in bucket order (zeros made for
     // a parameter without one), for finish() to hand over. Empty otherwise.

@@ -139,6 +139,11 @@ TEST(ShmCollectives, RejectBadTensorsNamingTheCall) {
   EXPECT_THAT(
       tandem::testing::error_message<ValueError>([&] { comm.all_reduce_coalesced(strided); }),
       ::testing::HasSubstr("shm all_reduce_coalesced (tensor 0): expected a contiguous tensor"));
+  Tensor base = zeros({10});
+  std::vector<Tensor> overlapping{base.narrow(0, 6, 4), base.narrow(0, 0, 7)};
+  EXPECT_THAT(
+      tandem::testing::error_message<ValueError>([&] { comm.all_reduce_coalesced(overlapping); }),
+      ::testing::HasSubstr("tensors 0 and 1 overlap in memory"));
   // One rank alone: every collective is the identity.
   comm.all_reduce(one)->wait();
   EXPECT_EQ(one.to_vector<float>(), std::vector<float>({1, 1}));
