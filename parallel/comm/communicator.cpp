@@ -73,7 +73,9 @@ void Communicator::check_all_reduce_coalesced(const std::vector<Tensor>& tensors
   TD_CHECK_VALUE(!tensors.empty(), backend(), " all_reduce_coalesced: no tensors");
   check_reduce_op(op, "all_reduce_coalesced");
   for (size_t i = 0; i < tensors.size(); ++i) {
-    check_tensor(tensors[i], str("all_reduce_coalesced (tensor ", i, ")"));
+    const Tensor& t = tensors[i];  // the message names the tensor: built only for an error
+    if (!t.defined() || !t.is_contiguous() || t.dtype() == kBool)
+      check_tensor(t, str("all_reduce_coalesced (tensor ", i, ")"));
     TD_CHECK_DTYPE(op != ReduceOp::Mean || tensors[i].dtype() != DType::i64, backend(),
                    " all_reduce_coalesced: mean needs floating tensors, but got int64");
     TD_CHECK_DTYPE(tensors[i].dtype() == tensors[0].dtype(), backend(),
