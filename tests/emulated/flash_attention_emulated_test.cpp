@@ -3,13 +3,14 @@
 // cuda_emulation.h and launched as cuda/flash_attention.cu launches them, against Tandem's fused
 // attention on the CPU in float32 from the same 16-bit inputs: the output and dq, dk, dv within
 // 16-bit rounding, for head dims 32, 64 and 128, ragged tiles, Tq ≠ Tk, causal or not, both mask
-// kinds and dropout; and that no WMMA access or launch asks what the hardware would refuse. What
-// it cannot check (speed, and the hardware itself) the CUDA cases in
-// tests/autograd/flash_attention_test.cpp check on a GPU.
+// kinds and dropout, and the NaNs a NaN in q, k or v leaves; and that no WMMA access or launch asks
+// what the hardware would refuse. What it cannot check (speed, and the hardware itself) the CUDA
+// cases in tests/autograd/flash_attention_test.cpp check on a GPU.
 #include "emulated/cuda_emulation.h"
 // The emulation first: the kernels take CUDA's names from it.
 #include <tandem/core/kernels/cuda/flash_kernels.cuh>
 
+#include <limits>
 #include <set>
 
 #include "support/flash_cases.h"
@@ -93,5 +94,35 @@ TEST_P(FlashEmulated, MatchesTheCpuInFloat32) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashEmulated, ::testing::ValuesIn(cases::cases()),
                          [](const auto& info) { return info.param.name; });
+
+// A NaN in q, k or v: the emulated kernels' NaNs are the CPU fused kernel's, element for element,
+// in the output and dq, dk, dv (no mask: both visit every key). fmaxf dropped it, and a row of NaN
+// scores passed for a row that saw no key: zeros out.
+TEST(FlashEmulatedNaN, NaNsAreTheCpuFusedKernels) {
+  const Case c{"bf16_d32_nan", kBFloat16, 1, 40, 40, 32};
+  for (int which = 0; which < 3; ++which) {
+    cases::Inputs in = cases::draw(c);
+    Tensor& x = which == 0 ? in.q : which == 1 ? in.k : in.v;
+    std::vector<float> values = x.to_vector<float>();
+    values[5 * 32 + 7] = std::numeric_limits<float>::quiet_NaN();  // row 5, column 7
+    x = from_vector(values, x.shape());
+    auto low = [&](const Tensor& t) { return t.to(c.dtype).contiguous(); };
+    const std::vector<Tensor> got = emulated<__nv_bfloat16, 32>(
+        c, low(in.q), low(in.k), low(in.v), low(in.dy), Tensor(), 1.0 / std::sqrt(32.0));
+    const std::vector<Tensor> want = cases::reference(c, in);
+    const char* what[] = {"output", "dq", "dk", "dv"};
+    for (size_t i = 0; i < got.size(); ++i) {
+      const std::vector<float> g = got[i].to_vector<float>(), w = want[i].to_vector<float>();
+      size_t first = 0, nans = 0;
+      while (first < w.size() && std::isnan(g[first]) == std::isnan(w[first])) ++first;
+      for (float e : w) nans += std::isnan(e);
+      EXPECT_EQ(first, w.size()) << what[i] << ", NaN in input " << which << ": first differs at "
+                                 << first;
+      if (i == 0) {
+        EXPECT_GT(nans, 0u) << "NaN in input " << which;
+      }
+    }
+  }
+}
 
 }  // namespace flash_emulated

@@ -69,11 +69,12 @@ struct Problem {
         t(r, c) *= keep ? scale : T(0);
       }
   }
-  // P = e^(S − L) for the rows' saved log-sum-exps (a row that saw no key: L = −∞, P = 0).
+  // P = e^(S − L) for the rows' saved log-sum-exps (a row that saw no key: L = −∞, P = 0; a row
+  // with a NaN: L = NaN, P = NaN throughout, as the Math backend's softmax gives).
   Tile<T> probabilities(const Tile<T>& s, const T* lse) const {
     Tile<T> prob(s.rows(), s.cols());
     for (int64_t r = 0; r < s.rows(); ++r) {
-      if (std::isinf(lse[r]))
+      if (lse[r] == -std::numeric_limits<T>::infinity())
         prob.row(r).setZero();
       else
         prob.row(r) = (s.row(r).array() - lse[r]).exp().matrix();
@@ -120,7 +121,10 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
           const int64_t nj = std::min(kBlock, pr.tk - j0);
           Tile<T> s = pr.scores(batch, i0, ni, j0, nj);
           for (int64_t r = 0; r < ni; ++r) {
-            const T mnew = std::max(m(r), s.row(r).maxCoeff());
+            // NaN when a score is NaN (std::max and maxCoeff() may drop it, and a row of NaN
+            // scores then passed for a row that saw no key: zeros out); from there e^(s − m),
+            // l, o and the log-sum-exp are NaN, as the Math backend's softmax.
+            const T mnew = nan_max(m(r), max_or_nan(s.row(r)));
             if (mnew == -inf) {  // nothing seen yet in this row
               s.row(r).setZero();
               continue;
@@ -137,12 +141,12 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
         for (int64_t r = 0; r < ni; ++r) {
           const int64_t row = batch * pr.tq + i0 + r;
           MatrixMap<T> dst(po + row * pr.dv, 1, pr.dv);
-          if (l(r) > T(0)) {
-            dst = o.row(r) / l(r);
-            pl[row] = m(r) + std::log(l(r));
-          } else {  // a row that saw no key (all masked): output 0, as FlashAttention
+          if (l(r) == T(0)) {  // a row that saw no key (all masked): output 0, as FlashAttention
             dst.setZero();
             pl[row] = -inf;
+          } else {  // l NaN too (not `l > 0`, which sent a NaN row to the branch above)
+            dst = o.row(r) / l(r);
+            pl[row] = m(r) + std::log(l(r));
           }
         }
       }

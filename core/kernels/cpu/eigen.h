@@ -5,6 +5,7 @@
 
 #include <tandem/core/tensor.h>
 #include <cmath>
+#include <type_traits>
 
 // GCC 12 warns "'__Y' may be used uninitialized" inside its own AVX-512 intrinsics
 // (avx512fintrin.h's _mm256_undefined_pd, GCC bug 105593, fixed in GCC 13) when Eigen's products
@@ -73,6 +74,34 @@ struct ExactSqrt {
     return sqrt_packet(x);
   }
 };
+
+// max and min that are NaN when either operand is, as torch.maximum and torch.amax are. Eigen's
+// default (PropagateFast) is std::max's `a < b ? b : a`, which keeps a NaN in `a` but drops one in
+// `b`, so a NaN survived or vanished by where it lay: `x.binaryExpr(y, NanMax<T>())`, and
+// `nan_max(a, b)` for scalars.
+template <typename T>
+using NanMax = Eigen::internal::scalar_max_op<T, T, Eigen::PropagateNaN>;
+template <typename T>
+using NanMin = Eigen::internal::scalar_min_op<T, T, Eigen::PropagateNaN>;
+template <typename T>
+T nan_max(T a, T b) {
+  return (a < b || b != b) ? b : a;
+}
+/// The largest element of `a`, NaN if it holds one (maxCoeff() alone may skip it).
+template <typename A>
+typename A::Scalar max_or_nan(const A& a) {
+  if constexpr (std::is_floating_point_v<typename A::Scalar>)
+    return a.template maxCoeff<Eigen::PropagateNaN>();
+  else
+    return a.maxCoeff();
+}
+template <typename A>
+typename A::Scalar min_or_nan(const A& a) {
+  if constexpr (std::is_floating_point_v<typename A::Scalar>)
+    return a.template minCoeff<Eigen::PropagateNaN>();
+  else
+    return a.minCoeff();
+}
 
 /// All elements of a contiguous tensor as a 1-D Eigen array.
 template <typename T>

@@ -59,7 +59,7 @@ void unary(UnaryOp op, const Tensor& x, Tensor& y) {
         return unary_loop<T>(x, y, [](const auto& v) { return v.unaryExpr(ExactSqrt{}); });
       case UnaryOp::Abs:
         return unary_loop<T>(x, y, [](const auto& v) { return v.abs(); });
-      case UnaryOp::Relu:
+      case UnaryOp::Relu:  // Eigen's max(v, 0) is std::max's: v when v is NaN, as torch.relu
         return unary_loop<T>(x, y, [](const auto& v) { return v.max(C(0)); });
       case UnaryOp::Sigmoid:
         return unary_loop<T>(x, y, [](const auto& v) { return v.logistic(); });
@@ -91,10 +91,12 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
         return binary_loop<T>(a, b, out, [](const auto& x, const auto& y) { return x - y; });
       case BinaryOp::Mul:
         return binary_loop<T>(a, b, out, [](const auto& x, const auto& y) { return x * y; });
-      case BinaryOp::Maximum:
-        return binary_loop<T>(a, b, out, [](const auto& x, const auto& y) { return x.max(y); });
+      case BinaryOp::Maximum:  // NaN if either is (x.max(y) drops a NaN in y: eigen.h)
+        return binary_loop<T>(
+            a, b, out, [](const auto& x, const auto& y) { return x.binaryExpr(y, NanMax<C>()); });
       case BinaryOp::Minimum:
-        return binary_loop<T>(a, b, out, [](const auto& x, const auto& y) { return x.min(y); });
+        return binary_loop<T>(
+            a, b, out, [](const auto& x, const auto& y) { return x.binaryExpr(y, NanMin<C>()); });
       case BinaryOp::Div:
         if constexpr (std::is_floating_point_v<C>)
           return binary_loop<T>(a, b, out, [](const auto& x, const auto& y) { return x / y; });

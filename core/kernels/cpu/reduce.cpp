@@ -18,14 +18,21 @@ T reduce_row(ReduceOp op, const ConstArrayMap<T>& row) {
       return row.sum();
     case ReduceOp::Mean:
       return row.size() ? T(row.sum() / T(row.size())) : T(NAN);
-    case ReduceOp::Max:
-      return row.maxCoeff();
+    case ReduceOp::Max:  // NaN if the row holds one, as torch.amax (eigen.h)
+      return max_or_nan(row);
     case ReduceOp::Min:
-      return row.minCoeff();
+      return min_or_nan(row);
     case ReduceOp::ArgMax:
       break;
   }
   return T(0);
+}
+
+// Whether x[i] takes the place of the best so far in argmax: the first maximum, or the first NaN
+// (torch.argmax ranks NaN above every number; a comparison alone would never pick a NaN).
+template <typename T>
+bool beats(T x, T best) {
+  return best == best && (x > best || x != x);
 }
 
 }  // namespace
@@ -39,9 +46,11 @@ void reduce_rows(ReduceOp op, const Tensor& x, Tensor& out) {
       detail::parallel_for(0, m, std::max<int64_t>(1, kGrain / std::max<int64_t>(k, 1)),
                            [&](int64_t lo, int64_t hi) {
                              for (int64_t r = lo; r < hi; ++r) {
-                               Eigen::Index i = 0;
-                               ConstArrayMap<T>(px + r * k, k).maxCoeff(&i);  // first maximum
-                               po[r] = int64_t(i);
+                               const T* row = px + r * k;
+                               int64_t best = 0;
+                               for (int64_t i = 1; i < k; ++i)
+                                 if (beats(row[i], row[best])) best = i;
+                               po[r] = best;
                              }
                            });
       return;
@@ -104,7 +113,7 @@ void reduce_cols(ReduceOp op, const Tensor& x, Tensor& out) {
                              std::fill(idx, idx + n, 0);
                              for (int64_t r = 1; r < k; ++r)
                                for (int64_t j = 0; j < n; ++j)
-                                 if (px[r * m + lo + j] > best[size_t(j)]) {
+                                 if (beats(px[r * m + lo + j], best[size_t(j)])) {
                                    best[size_t(j)] = px[r * m + lo + j];
                                    idx[j] = r;
                                  }
@@ -123,11 +132,11 @@ void reduce_cols(ReduceOp op, const Tensor& x, Tensor& out) {
                                case ReduceOp::Mean:
                                  acc += row;
                                  break;
-                               case ReduceOp::Max:
-                                 acc = acc.max(row);
+                               case ReduceOp::Max:  // NaN from either side (eigen.h)
+                                 acc = acc.binaryExpr(row, NanMax<T>());
                                  break;
                                case ReduceOp::Min:
-                                 acc = acc.min(row);
+                                 acc = acc.binaryExpr(row, NanMin<T>());
                                  break;
                                case ReduceOp::ArgMax:
                                  break;

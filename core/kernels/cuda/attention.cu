@@ -56,12 +56,11 @@ __device__ T warp_sum(T v) {
   for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+// NaN in every lane if a lane holds one (`other > v` dropped it: a row of NaN scores then passed
+// for a row that saw no key, and its output for zeros).
 template <typename T>
 __device__ T warp_max(T v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) {
-    const T other = __shfl_xor_sync(0xffffffffu, v, o);
-    v = other > v ? other : v;
-  }
+  for (int o = kWarp / 2; o > 0; o /= 2) v = d_max(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
@@ -144,7 +143,8 @@ __global__ void attention_forward_kernel(Problem<T> p, T* out, T* lse) {
       if (j0 >= end) continue;  // the whole warp: this row's keys are done
       const int64_t j = j0 + lane;
       const T sc = j < end ? p.score_of(dot(q, s.a_row(lane), p.d), batch, i, j) : -inf;
-      const T chunk_max = warp_max(sc), mnew = m > chunk_max ? m : chunk_max;
+      // d_max: a NaN m stays NaN (`m > chunk_max ? m : chunk_max` dropped it).
+      const T chunk_max = warp_max(sc), mnew = d_max(m, chunk_max);
       if (mnew == -inf) continue;  // nothing seen yet in this row
       const T alpha = d_exp(m - mnew), prob = sc == -inf ? T(0) : d_exp(sc - mnew);
       l = alpha * l + warp_sum(prob);
@@ -160,9 +160,10 @@ __global__ void attention_forward_kernel(Problem<T> p, T* out, T* lse) {
     }
     if (!active) continue;
     const int64_t row = batch * p.tq + i;
+    // l = 0: the row saw no key (all masked), output 0; a NaN l (not `l > 0`) gives NaN.
     for (int c = 0; c < kCols; ++c)
-      if (lane + c * kWarp < p.dv) out[row * p.dv + lane + c * kWarp] = l > T(0) ? o[c] / l : T(0);
-    if (lane == 0) lse[row] = l > T(0) ? m + d_log(l) : -inf;
+      if (lane + c * kWarp < p.dv) out[row * p.dv + lane + c * kWarp] = l == T(0) ? T(0) : o[c] / l;
+    if (lane == 0) lse[row] = l == T(0) ? -inf : m + d_log(l);
   }
 }
 
@@ -186,7 +187,8 @@ template <typename T>
 __device__ void gradients_from(const Problem<T>& p, T l, T delta, int64_t batch, int64_t i,
                                int64_t j, T qk, T dp, T& dropped, T& ds) {
   const T s = p.score_of(qk, batch, i, j);
-  const T prob = (isinf(s) || isinf(l)) ? T(0) : d_exp(s - l);  // masked, or a row that saw none
+  // A row that saw no key: 0. A masked key (s = −∞) gives e^−∞ = 0, and a NaN row (l NaN) NaN.
+  const T prob = l == -std::numeric_limits<T>::infinity() ? T(0) : d_exp(s - l);
   const T keep = p.keep(batch, i, j);
   dropped = prob * keep;
   ds = prob * (dp * keep - delta);

@@ -23,5 +23,15 @@ __device__ inline float d_cos(float v) { return cosf(v); }
 __device__ inline double d_cos(double v) { return cos(v); }
 __device__ inline float d_pow(float a, float b) { return powf(a, b); }
 __device__ inline double d_pow(double a, double b) { return pow(a, b); }
+// max and min that are NaN when either operand is (torch.maximum, torch.amax, attention's running
+// row maximum): std::max's `a < b ? b : a` keeps a NaN only in a, and fmax drops it.
+template <typename T>
+__device__ inline T d_max(T a, T b) {
+  return (a < b || b != b) ? b : a;
+}
+template <typename T>
+__device__ inline T d_min(T a, T b) {
+  return (b < a || b != b) ? b : a;
+}
 
 }  // namespace tandem::cuda

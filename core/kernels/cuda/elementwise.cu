@@ -41,9 +41,9 @@ struct BinaryFn {
     if constexpr (Op == BinaryOp::Mul) return x * y;
     if constexpr (Op == BinaryOp::Div) return x / y;
     if constexpr (Op == BinaryOp::Pow) return d_pow(x, y);
-    // Eigen's max/min are std::max/min: a NaN in either operand gives x, as on the CPU.
-    if constexpr (Op == BinaryOp::Maximum) return x < y ? y : x;
-    if constexpr (Op == BinaryOp::Minimum) return y < x ? y : x;
+    // NaN if either operand is, as torch.maximum (and the CPU).
+    if constexpr (Op == BinaryOp::Maximum) return d_max(x, y);
+    if constexpr (Op == BinaryOp::Minimum) return d_min(x, y);
   }
 };
 

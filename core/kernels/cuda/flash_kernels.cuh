@@ -87,9 +87,9 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int c = 0; c < 32; ++c) {
       const float s = sc.visible(i, j0 + c) ? sc.score(srow[c], batch, i, j0 + c) : -kInf;
       srow[c] = s;
-      mx = fmaxf(mx, s);
+      mx = max_or_nan(mx, s);
     }
-    const float m_new = fmaxf(m, fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1)));
+    const float m_new = max_or_nan(m, max_or_nan(mx, __shfl_xor_sync(0xffffffffu, mx, 1)));
     float alpha = 1.f, sum = 0.f;
     if (m_new == -kInf) {  // nothing seen in this row yet
       for (int c = 0; c < 32; ++c) prow[c] = down<S>(0.f);
@@ -116,8 +116,9 @@ __global__ void __launch_bounds__(kBlockThreads)
     const int64_t row = batch * tq + i;
     const float* orow = ow + r * kLdO<D> + half * (D / 2);
     S* dst = out + row * D + half * (D / 2);
-    for (int c = 0; c < D / 2; ++c) dst[c] = down<S>(l > 0.f ? orow[c] / l : 0.f);
-    if (half == 0) lse[row] = l > 0.f ? m + d_log(l) : -kInf;
+    // l = 0: the row saw no key, output 0; a NaN l (a NaN score or value) gives NaN.
+    for (int c = 0; c < D / 2; ++c) dst[c] = down<S>(l == 0.f ? 0.f : orow[c] / l);
+    if (half == 0) lse[row] = l == 0.f ? -kInf : m + d_log(l);
   }
 }
 

@@ -64,6 +64,10 @@ __device__ inline __half down<__half>(float x) {
   return __float2half_rn(x);
 }
 
+/// The larger of a and b, NaN when either is: fmaxf drops a NaN, and a row of NaN scores then
+/// passed for a row that saw no key (zeros out) where the Math backend gives NaN.
+__device__ inline float max_or_nan(float a, float b) { return (a < b || b != b) ? b : a; }
+
 /// The element rules of one batch of attention, in float.
 template <typename S>
 struct Scores {
@@ -90,10 +94,10 @@ struct Scores {
                                                                          : 0.f;
   }
   // The probability of a visible (i, j) from its dot product and the row's log-sum-exp: zero
-  // where the mask hid the key, or where the row saw no key at all.
+  // where the row saw no key at all, e^−∞ = 0 where the mask hid the key, NaN in a NaN row.
   __device__ float probability(float dot, int64_t batch, int64_t i, int64_t j, float lse) const {
     const float s = score(dot, batch, i, j);
-    return (isinf(s) || isinf(lse)) ? 0.f : d_exp(s - lse);
+    return lse == -std::numeric_limits<float>::infinity() ? 0.f : d_exp(s - lse);
   }
 };
 

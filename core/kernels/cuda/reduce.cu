@@ -46,22 +46,24 @@ __device__ Acc<T> identity() {
     return {T(0), 0};
 }
 
-// Ties in ArgMax go to the lower index: the CPU keeps the first maximum.
+// Max and Min are NaN if any element is (torch.amax, as the CPU). ArgMax ranks NaN above every
+// number (torch.argmax); ties, NaNs among them, go to the lower index: the CPU keeps the first.
 template <ReduceOp Op, typename T>
 __device__ Acc<T> combine(Acc<T> a, Acc<T> b) {
-  if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean)
+  if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean) {
     return {T(a.v + b.v), 0};
-  else if constexpr (Op == ReduceOp::Max)
-    return b.v > a.v ? b : a;
-  else if constexpr (Op == ReduceOp::Min)
-    return b.v < a.v ? b : a;
-  else
+  } else if constexpr (Op == ReduceOp::Max) {
+    return {d_max(a.v, b.v), 0};
+  } else if constexpr (Op == ReduceOp::Min) {
+    return {d_min(a.v, b.v), 0};
+  } else {
+    const bool a_nan = is_nan(a.v), b_nan = is_nan(b.v);
+    if (a_nan || b_nan) return b_nan && (!a_nan || b.i < a.i) ? b : a;
     return b.v > a.v || (b.v == a.v && b.i < a.i) ? b : a;
+  }
 }
 
-// Adds element x[i] to a. The CPU keeps the first element when a later one is NaN
-// (std::max-style `a < b ? b : a`), so NaNs are skipped here and the first element is looked at
-// again in finish(); sums propagate NaN as usual.
+// Adds element x[i] to a.
 template <ReduceOp Op, typename A, typename T>
 __device__ Acc<A> fold(Acc<A> a, T x_stored, int64_t i) {
   const A x = A(x_stored);
@@ -69,7 +71,7 @@ __device__ Acc<A> fold(Acc<A> a, T x_stored, int64_t i) {
     a.v += x;
     return a;
   } else {
-    return is_nan(x) ? a : combine<Op>(a, Acc<A>{x, i});
+    return combine<Op>(a, Acc<A>{x, i});
   }
 }
 
@@ -97,17 +99,16 @@ __device__ Acc<T> block_reduce(Acc<T> a) {
   return a;
 }
 
-// Writes out[r] (rounded once into T) from the reduction `a` of k elements, the first of which
-// is *x0.
+// Writes out[r] (rounded once into T) from the reduction `a` of k elements; the input pointer
+// gives T.
 template <ReduceOp Op, typename A, typename T>
-__device__ void finish(Acc<A> a, const T* x0, int64_t k, void* out, int64_t r) {
+__device__ void finish(Acc<A> a, const T* /*x0*/, int64_t k, void* out, int64_t r) {
   if constexpr (Op == ReduceOp::ArgMax) {
-    static_cast<int64_t*>(out)[r] = k == 0 || is_nan(A(*x0)) ? 0 : a.i;
+    static_cast<int64_t*>(out)[r] = k == 0 ? 0 : a.i;
   } else {
     A v = a.v;
     if constexpr (Op == ReduceOp::Mean) v = k ? A(a.v / A(k)) : std::numeric_limits<A>::quiet_NaN();
-    if constexpr (Op == ReduceOp::Max || Op == ReduceOp::Min)
-      v = k == 0 ? A(0) : is_nan(A(*x0)) ? A(*x0) : a.v;
+    if constexpr (Op == ReduceOp::Max || Op == ReduceOp::Min) v = k == 0 ? A(0) : a.v;
     static_cast<T*>(out)[r] = T(v);
   }
 }
