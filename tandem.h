@@ -20,6 +20,7 @@
 #include <tandem/core/serialize/safetensors.h>
 #include <tandem/core/tensor.h>
 #include <tandem/core/thread_pool.h>
+#include <tandem/core/world.h>
 #include <tandem/data/data.h>
 #include <tandem/nn/nn.h>
 #include <tandem/parallel/parallel.h>

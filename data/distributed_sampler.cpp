@@ -1,6 +1,6 @@
 // data/distributed_sampler.cpp — permutation (shared with RandomSampler), pad or cut, stride.
 #include <tandem/core/check.h>
-#include <tandem/core/env.h>
+#include <tandem/core/world.h>
 #include <tandem/data/distributed_sampler.h>
 #include <tandem/data/shuffle.h>
 #include <numeric>
@@ -8,11 +8,23 @@
 namespace tandem::data {
 DistributedSampler::DistributedSampler(int64_t dataset_size, DistributedSamplerOptions o)
     : n_(dataset_size),
-      world_(o.num_replicas >= 0 ? o.num_replicas : ::tandem::detail::env_int("WORLD_SIZE", 1)),
-      rank_(o.rank >= 0 ? o.rank : ::tandem::detail::env_int("RANK", 0)),
+      world_(o.num_replicas),
+      rank_(o.rank),
       shuffle_(o.shuffle),
       drop_last_(o.drop_last),
       seed_(o.seed) {
+  if (world_ < 0 || rank_ < 0) {
+    // The world every other consumer sees (core/world.h): the process group's once joined, so
+    // that under mpirun or srun, whose variables are not RANK and WORLD_SIZE, each rank takes
+    // its own share.
+    const WorldIdentity world = current_world();
+    if (world_ < 0) world_ = world.world_size;
+    if (rank_ < 0) rank_ = world.rank;
+    TD_CHECK_VALUE(world_ != -1, "DistributedSampler: ", world.source, " sets no ",
+                   world.world_variable, "\n  hint: pass num_replicas");
+    TD_CHECK_VALUE(rank_ != -1, "DistributedSampler: ", world.source, " sets no ",
+                   world.rank_variable, "\n  hint: pass rank");
+  }
   TD_CHECK_VALUE(n_ >= 0, "DistributedSampler: expected a dataset size >= 0, but got ", n_);
   TD_CHECK_VALUE(world_ >= 1, "DistributedSampler: num_replicas must be >= 1, but got ", world_);
   TD_CHECK_VALUE(rank_ >= 0 && rank_ < world_, "DistributedSampler: rank ", rank_,

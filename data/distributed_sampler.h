@@ -13,8 +13,8 @@
 namespace tandem::data {
 
 struct DistributedSamplerOptions {
-  int64_t num_replicas = -1;  // -1: WORLD_SIZE from the environment (1 when unset)
-  int64_t rank = -1;          // -1: RANK from the environment (0 when unset)
+  int64_t num_replicas = -1;  // -1: current_world() (core/world.h): the process group's world,
+  int64_t rank = -1;          // else the launcher's (torchrun, mpirun, PMI, Slurm), else 0 of 1
   bool shuffle = true;
   uint64_t seed = 0;       // the same on every rank
   bool drop_last = false;  // false: pad by repeating indices; true: drop the tail

@@ -1,46 +1,22 @@
-// parallel/launcher_env.cpp — the variables of each launcher, in order of precedence.
+// parallel/launcher_env.cpp — the rendezvous address of each launcher; ranks from core/world.h.
 #include <tandem/core/env.h>
+#include <tandem/core/world.h>
 #include <tandem/parallel/launcher_env.h>
 
 namespace tandem::parallel {
-namespace {
 
 using ::tandem::detail::env_int;
 using ::tandem::detail::env_str;
 
-// The first of `names` that is set, as an integer; `fallback` when none is.
-int first_int(std::initializer_list<const char*> names, int fallback) {
-  for (const char* n : names)
-    if (!env_str(n).empty()) return int(env_int(n, fallback));
-  return fallback;
-}
-
-}  // namespace
-
-int env_rank() {
-  return first_int({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, -1);
-}
+int env_rank() { return launcher_world().value_or(WorldIdentity{.rank = -1}).rank; }
 
 int env_world_size() {
-  return first_int({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, -1);
+  return launcher_world().value_or(WorldIdentity{.world_size = -1}).world_size;
 }
 
-int env_local_rank() {
-  return first_int({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"},
-                   0);
-}
+int env_local_rank() { return launcher_world().value_or(WorldIdentity{}).local_rank; }
 
-int env_local_world_size() {
-  const int n =
-      first_int({"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}, -1);
-  if (n > 0) return n;
-  // SLURM_NTASKS_PER_NODE is "2" or, for uneven layouts, "2(x3),1": the first count is ours
-  // only when the layout is even, so take it only then.
-  const std::string per_node = env_str("SLURM_NTASKS_PER_NODE");
-  if (!per_node.empty() && per_node.find_first_not_of("0123456789") == std::string::npos)
-    return std::stoi(per_node);
-  return -1;
-}
+int env_local_world_size() { return launcher_world().value_or(WorldIdentity{}).local_world_size; }
 
 std::string env_master_addr() {
   std::string addr = env_str("MASTER_ADDR");

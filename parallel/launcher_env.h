@@ -1,15 +1,17 @@
-// parallel/launcher_env.h — where a rank learns who it is, from whichever launcher started it:
-// torchrun-style variables first (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT: `tandem launch` and spawn set them), then mpirun's (OMPI_COMM_WORLD_RANK, _SIZE,
-// _LOCAL_RANK, _LOCAL_SIZE), then Slurm's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
-// SLURM_NTASKS_PER_NODE, the master being the first host of SLURM_JOB_NODELIST), so that
-// `mpirun -np 2 prog` and `srun prog` work with env:// as they are.
+// parallel/launcher_env.h — where a rank learns who it is, from whichever launcher started it
+// (`tandem launch` and spawn set torchrun's variables; mpirun, PMI and Slurm their own), so that
+// `mpirun -np 2 prog` and `srun prog` work with env:// as they are. Rank and sizes are
+// core/world.h's launcher_world() (one launcher's variables, never a mix); this adds where the
+// rendezvous is: MASTER_ADDR and MASTER_PORT, else under Slurm the first host of
+// SLURM_JOB_NODELIST and a port from the job id.
 #pragma once
 
 #include <string>
 
 namespace tandem::parallel {
 
+// launcher_world()'s numbers: what the launcher said, also after this process joined a group
+// (current_world() is then the group's).
 int env_rank();              // -1 when no launcher says
 int env_world_size();        // -1 when no launcher says
 int env_local_rank();        // 0 when no launcher says

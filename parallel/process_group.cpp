@@ -4,11 +4,13 @@
 #include <tandem/core/check.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/env.h>
+#include <tandem/core/world.h>
 #include <tandem/parallel/comm/gloo_communicator.h>
 #include <tandem/parallel/comm/locality.h>
 #include <tandem/parallel/comm/mpi_communicator.h>
 #include <tandem/parallel/comm/nccl_communicator.h>
 #include <tandem/parallel/comm/shm_communicator.h>
+#include <tandem/parallel/comm/world_agreement.h>
 #include <tandem/parallel/launcher_env.h>
 #include <tandem/parallel/process_group.h>
 #include <tandem/parallel/store/file_store.h>
@@ -44,6 +46,21 @@ std::shared_ptr<Store> heartbeat_store(const std::shared_ptr<Store>& store, cons
 
 bool heartbeat_wanted(const ProcessGroupOptions& o) {
   return o.heartbeat.has_value() && env_int("TANDEM_HEARTBEAT", 1) != 0;
+}
+
+// MPI's world is the truth under mpirun; the environment names another world when MPI was not
+// started by its launcher (`tandem launch` with backend "mpi": each process a world of one, whose
+// all_reduce returns its input) or when a variable is left over from another launcher.
+void check_mpi_world(const Communicator& comm, const std::optional<WorldIdentity>& env) {
+  if (!env || env->world_size < 0 || env->world_size == comm.size()) return;
+  ::tandem::detail::fail<DistributedError>(
+      "init_process_group: the environment says a world of ", env->world_size, " (", env->source,
+      "), but MPI_COMM_WORLD has ", comm.size(), comm.size() == 1 ? " rank" : " ranks",
+      comm.size() == 1 ? ": MPI was not started by its launcher, so every process would be a "
+                         "world of its own"
+                       : "",
+      "\n  hint: start the program with `mpirun -np ", env->world_size,
+      " <program>`, or under `tandem launch` use backend \"shm\" or \"gloo\"");
 }
 
 std::mutex g_mu;
@@ -106,14 +123,16 @@ std::shared_ptr<Store> make_store(const std::string& init_method, int rank,
 }  // namespace detail
 
 Device local_device() {
-  const int local_rank = env_local_rank();
+  const WorldIdentity world = current_world();
   // A GPU for every rank on this node, or none for any: every rank must pick the same kind of
   // device, since the device picks the backend (two ranks on one GPU would otherwise be one NCCL
   // rank waiting for a Gloo one).
   // (Without LOCAL_WORLD_SIZE, as in a launch by hand, the node is taken to hold the whole world.)
-  const int local_ranks = std::max({local_rank + 1, env_local_world_size(), env_world_size()});
-  if (cuda::is_available() && cuda::device_count() >= local_ranks) return Device::cuda(local_rank);
-  return Device::cpu(local_rank);
+  const int local_ranks =
+      std::max({world.local_rank + 1, world.local_world_size, world.world_size});
+  if (cuda::is_available() && cuda::device_count() >= local_ranks)
+    return Device::cuda(world.local_rank);
+  return Device::cpu(world.local_rank);
 }
 
 std::shared_ptr<Communicator> init_process_group(ProcessGroupOptions o) {
@@ -122,6 +141,7 @@ std::shared_ptr<Communicator> init_process_group(ProcessGroupOptions o) {
       g_group.comm == nullptr, "init_process_group: this process already joined a group (rank ",
       g_group.comm ? g_group.comm->rank() : -1, ")\n  hint: call destroy_process_group() first");
   const Device device = o.device.value_or(local_device());
+  const std::optional<WorldIdentity> env = launcher_world();
   std::string backend = o.backend;
   // Started by mpirun without a rendezvous address: MPI itself is the only way to meet.
   if (backend.empty() && !device.is_cuda() && launched_by_mpi() && env_master_addr().empty())
@@ -129,17 +149,22 @@ std::shared_ptr<Communicator> init_process_group(ProcessGroupOptions o) {
   if (backend == "mpi") {
     Group group;
     group.comm = make_mpi_communicator(o.rank, o.world_size, o.timeout);
+    if (o.world_size < 0) check_mpi_world(*group.comm, env);  // a given one was checked
     g_group = group;
+    ::tandem::detail::set_joined_world(group.comm->rank(), group.comm->size());
     return group.comm;
   }
-  if (o.rank < 0) o.rank = env_rank();
-  if (o.world_size < 0) o.world_size = env_world_size();
-  TD_CHECK_VALUE(o.rank >= 0,
-                 "init_process_group: no rank (RANK is not set)\n  hint: start the "
-                 "program with `tandem launch`, or pass .rank");
-  TD_CHECK_VALUE(o.world_size >= 1,
-                 "init_process_group: no world size (WORLD_SIZE is not set)"
-                 "\n  hint: start the program with `tandem launch`, or pass .world_size");
+  const std::string told_by = o.world_size >= 0 ? "init_process_group's .world_size"
+                              : env             ? env->source
+                                                : "no launcher";
+  if (o.rank < 0 && env) o.rank = env->rank;
+  if (o.world_size < 0 && env) o.world_size = env->world_size;
+  TD_CHECK_VALUE(o.rank >= 0, "init_process_group: no rank (",
+                 env ? env->source + " sets no " + env->rank_variable : "RANK is not set",
+                 ")\n  hint: start the program with `tandem launch`, or pass .rank");
+  TD_CHECK_VALUE(o.world_size >= 1, "init_process_group: no world size (",
+                 env ? env->source + " sets no " + env->world_variable : "WORLD_SIZE is not set",
+                 ")\n  hint: start the program with `tandem launch`, or pass .world_size");
   TD_CHECK_VALUE(o.rank < o.world_size, "init_process_group: rank ", o.rank,
                  " is not in a world of size ", o.world_size);
   if (backend.empty()) backend = device.is_cuda() ? "nccl" : "cpu";
@@ -151,6 +176,10 @@ std::shared_ptr<Communicator> init_process_group(ProcessGroupOptions o) {
   group.store = detail::make_store(o.init_method, o.rank, o.timeout);
   const std::string generation = "pg" + std::to_string(g_generation++);
   auto ns = std::make_shared<PrefixStore>(generation, group.store);
+  // Before anything waits for a whole world: ranks told different worlds fail here at once.
+  check_world_agreement(
+      *ns, {.rank = o.rank, .world_size = o.world_size, .backend = backend, .told_by = told_by},
+      o.timeout);
   if (backend == "cpu" || backend == "shm") {
     // CPU ranks that share a host meet in shared memory; any rank elsewhere means TCP (Gloo).
     const bool local = all_ranks_on_one_host(*ns, o.rank, o.world_size);
@@ -180,6 +209,7 @@ std::shared_ptr<Communicator> init_process_group(ProcessGroupOptions o) {
         std::make_shared<Heartbeat>(heartbeat_store(group.store, generation, o.heartbeat->deadline),
                                     o.rank, o.world_size, *o.heartbeat);
   g_group = group;
+  ::tandem::detail::set_joined_world(o.rank, o.world_size);
   return group.comm;
 }
 
@@ -227,6 +257,7 @@ void destroy_process_group() {
     std::lock_guard lk(g_mu);
     old = std::move(g_group);
     g_group = {};
+    ::tandem::detail::clear_joined_world();
   }
   old.heartbeat.reset();  // says this rank leaves: its silence from now on is no death
   old.comm.reset();       // finishes queued collectives

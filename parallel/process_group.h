@@ -7,7 +7,8 @@
 // (file:///dir). The backend follows the device: NCCL for cuda:N; for the CPU, shared memory
 // when every rank is on this host (locality.h), else Gloo. Backend "mpi" needs no store: MPI's
 // launcher has placed the ranks, and it is the default under mpirun when MASTER_ADDR is unset.
-// Rank, world size and local rank come from tandem launch, mpirun or Slurm (launcher_env.h).
+// Rank, world size and local rank come from tandem launch, mpirun, PMI or Slurm (core/world.h);
+// once joined, the group's rank and world are current_world(), which every consumer reads.
 #pragma once
 
 #include <tandem/core/device.h>
@@ -37,7 +38,9 @@ struct ProcessGroupOptions {
 
 /// Joins the group: rendezvous through the store, then connects the backend. Every rank calls
 /// it with the same init_method and world size. DistributedError when a rank does not arrive
-/// within the timeout; ValueError for bad or missing settings (naming the variable).
+/// within the timeout, and at once when ranks were told different world sizes or backends
+/// (comm/world_agreement.h) or, for "mpi", when the environment names a world MPI_COMM_WORLD
+/// is not; ValueError for bad or missing settings (naming the variable).
 std::shared_ptr<Communicator> init_process_group(ProcessGroupOptions options = {});
 bool is_initialized();
 /// The group init_process_group made; DistributedError naming the fix when there is none.
@@ -54,8 +57,8 @@ void destroy_process_group();
 void end_heartbeat();
 
 /// The device this process should use: cuda:LOCAL_RANK when this node has a CUDA device for each
-/// of its LOCAL_WORLD_SIZE ranks (WORLD_SIZE when that is unset), else cpu:LOCAL_RANK (LOCAL_RANK
-/// 0 and one rank when neither is set).
+/// of its LOCAL_WORLD_SIZE ranks (the world size when that is unset), else cpu:LOCAL_RANK
+/// (LOCAL_RANK 0 and one rank when neither is set). The numbers are current_world()'s.
 Device local_device();
 
 namespace detail {

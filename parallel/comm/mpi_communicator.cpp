@@ -341,9 +341,12 @@ std::shared_ptr<Communicator> make_mpi_communicator(int rank, int world_size,
   int r = 0, n = 0;
   MPI_Comm_rank(comm, &r);
   MPI_Comm_size(comm, &n);
+  // A world of one asked to be more is a process MPI's launcher did not start.
   TD_CHECK_AS(DistributedError, (rank < 0 || rank == r) && (world_size < 0 || world_size == n),
               "mpi: MPI says this process is rank ", r, " of ", n, ", but it was asked to be rank ",
-              rank, " of ", world_size, "\n  hint: under mpirun, leave rank and world_size unset");
+              rank, " of ", world_size, "\n  hint: ",
+              n == 1 ? str("start the program with `mpirun -np ", world_size, " <program>`")
+                     : std::string("under mpirun, leave rank and world_size unset"));
   return std::make_shared<MpiCommunicator>(comm, r, n, timeout);
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "support/expect.h"
+#include "support/launcher_vars.h"
 
 namespace tandem::data {
 namespace {
@@ -61,17 +62,74 @@ TEST(DistributedSampler, PadsByRepeatingOrDropsTheTail) {
             (std::vector<int64_t>{0}));
 }
 
-TEST(DistributedSampler, ReadsRankAndWorldFromTheEnvironmentAndChecksThem) {
-  ::setenv("WORLD_SIZE", "4", 1);
-  ::setenv("RANK", "2", 1);
-  DistributedSampler s(8);
-  EXPECT_EQ(s.num_replicas(), 4);
-  EXPECT_EQ(s.rank(), 2);
-  ::unsetenv("WORLD_SIZE");
-  ::unsetenv("RANK");
+TEST(DistributedSampler, ChecksAGivenRank) {
   EXPECT_THAT(testing::error_message<ValueError>(
                   [] { DistributedSampler(8, {.num_replicas = 2, .rank = 2}); }),
               ::testing::HasSubstr("rank 2 is not in [0, 2)"));
+}
+
+// Each launcher's variables, as it sets them: a default sampler is that rank of that world and
+// takes that rank's share (10 examples unshuffled: rank r of w takes r, r + w, ..., padded).
+struct LaunchedBy {
+  const char* name;
+  std::vector<std::pair<const char*, const char*>> vars;
+  int64_t rank, world;
+};
+
+void PrintTo(const LaunchedBy& l, std::ostream* os) { *os << l.name; }
+
+class SamplerUnderALauncher : public ::testing::TestWithParam<LaunchedBy> {};
+
+TEST_P(SamplerUnderALauncher, TakesThatRankAndWorldAndItsShare) {
+  const LaunchedBy& l = GetParam();
+  testing::LauncherVars clean{};
+  for (auto [n, v] : l.vars) ::setenv(n, v, 1);  // restored with the rest by `clean`
+  const DistributedSampler s(10, {.shuffle = false});
+  EXPECT_EQ(s.rank(), l.rank);
+  EXPECT_EQ(s.num_replicas(), l.world);
+  std::vector<int64_t> want;
+  for (int64_t i = l.rank; i < (10 + l.world - 1) / l.world * l.world; i += l.world)
+    want.push_back(i % 10);
+  EXPECT_EQ(s.indices(0), want);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Launchers, SamplerUnderALauncher,
+    ::testing::Values(
+        LaunchedBy{"torchrun", {{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}}, 2, 4},
+        LaunchedBy{"OpenMPI",
+                   {{"OMPI_COMM_WORLD_RANK", "1"},
+                    {"OMPI_COMM_WORLD_SIZE", "2"},
+                    {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}},
+                   1,
+                   2},
+        LaunchedBy{"PMI", {{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}, {"MPI_LOCALRANKID", "2"}}, 2, 3},
+        LaunchedBy{"Slurm",
+                   {{"SLURM_PROCID", "3"},
+                    {"SLURM_NTASKS", "4"},
+                    {"SLURM_LOCALID", "1"},
+                    {"SLURM_NTASKS_PER_NODE", "2"}},
+                   3,
+                   4},
+        // mpirun in a Slurm allocation: Slurm's batch step (rank 0 of 8) is in every rank's
+        // environment too, and mpirun's variables win, all of them.
+        LaunchedBy{"OpenMPIInsideSlurm",
+                   {{"OMPI_COMM_WORLD_RANK", "1"},
+                    {"OMPI_COMM_WORLD_SIZE", "2"},
+                    {"SLURM_PROCID", "0"},
+                    {"SLURM_NTASKS", "8"}},
+                   1,
+                   2},
+        LaunchedBy{"NoLauncher", {}, 0, 1}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(DistributedSampler, NeverTakesTheRankFromOneLauncherAndTheWorldFromAnother) {
+  testing::LauncherVars vars{{"RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"SLURM_NTASKS", "8"}};
+  EXPECT_THAT(testing::error_message<ValueError>([] { DistributedSampler s(8); }),
+              ::testing::HasSubstr("torchrun (RANK, WORLD_SIZE) sets no WORLD_SIZE"));
+  // A given world size needs no variable for it.
+  EXPECT_EQ(DistributedSampler(8, {.num_replicas = 2}).rank(), 1);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // tests/mpi/mpi_comm_test.cpp — the MPI backend, run by ctest under
 // `mpirun --allow-run-as-root --oversubscribe -np N` (tests/CMakeLists.txt): every rank runs every
 // test, and each test is collective (all ranks call the same collectives). The collective suite,
-// the default backend under mpirun, ranks taken from mpirun's environment, and DDP and ZeRO over
-// MPI training as one device.
+// the default backend under mpirun, ranks taken from mpirun's environment (by the process group
+// and by a default DistributedSampler), and DDP and ZeRO over MPI training as one device.
+#include <tandem/data/distributed_sampler.h>
 #include <tandem/parallel/comm/mpi_communicator.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/ddp/zero_optimizer.h>
@@ -40,6 +41,30 @@ TEST(MpiCollectives, AreTheDefaultUnderMpirunWithoutARendezvousAddress) {
 
 TEST(MpiCollectives, AGroupOfTheWrongSizeIsAClearError) {
   EXPECT_THROW(init_process_group({.backend = "mpi", .world_size = 99}), DistributedError);
+}
+
+// mpirun sets no RANK or WORLD_SIZE: a default DistributedSampler takes mpirun's rank and world
+// (OMPI_COMM_WORLD_*) before the group exists and the group's after, and so this rank's share
+// only, not the whole epoch as rank 0 of 1.
+TEST(MpiCollectives, ADefaultSamplerTakesMpirunsRankAndWorld) {
+  ASSERT_TRUE(std::getenv("RANK") == nullptr && std::getenv("WORLD_SIZE") == nullptr)
+      << "run this test under mpirun alone";
+  const data::DistributedSampler before(12, {.shuffle = false});
+  auto comm = init_process_group({.backend = "mpi", .timeout = 60s});
+  const int n = comm->size(), r = comm->rank();
+  ASSERT_GE(n, 2) << "run this test under mpirun -np 2 or more";
+  const data::DistributedSampler after(12, {.shuffle = false});
+  std::vector<int64_t> share;  // 12 divides by 2 and by 3: no padding
+  for (int64_t i = r; i < 12; i += n) share.push_back(i);
+  for (const data::DistributedSampler* s : {&before, &after}) {
+    EXPECT_EQ(s->rank(), r);
+    EXPECT_EQ(s->num_replicas(), n);
+    EXPECT_EQ(s->indices(0), share);
+  }
+  Tensor total = full({1}, double(after.size()), {.dtype = kInt64});
+  comm->all_reduce(total)->wait();
+  EXPECT_EQ(total.item(), 12.0) << "the ranks' shares add up to the dataset once";
+  destroy_process_group();
 }
 
 // Every rank trains its share of each batch with DDP over MPI, then with ZeRO-2 (reduce-scatter

@@ -1,55 +1,15 @@
 // tests/parallel/launcher_env_test.cpp — a rank learns who it is from tandem launch, mpirun or
 // Slurm, in that order of precedence.
 #include <gtest/gtest.h>
+#include <tandem/core/world.h>
 #include <tandem/parallel/launcher_env.h>
-#include <cstdlib>
-#include <optional>
-#include <string>
-#include <vector>
+
+#include "support/launcher_vars.h"
 
 namespace tandem::parallel {
 namespace {
 
-// Sets variables for one test and restores the environment after it.
-class Env {
- public:
-  Env(std::initializer_list<std::pair<const char*, const char*>> vars) {
-    for (const char* n : kAll) {
-      const char* v = std::getenv(n);
-      saved_.emplace_back(n, v ? std::optional<std::string>(v) : std::nullopt);
-      ::unsetenv(n);
-    }
-    for (auto [n, v] : vars) ::setenv(n, v, 1);
-  }
-  ~Env() {
-    for (auto& [n, v] : saved_)
-      v ? (void)::setenv(n.c_str(), v->c_str(), 1) : (void)::unsetenv(n.c_str());
-  }
-
- private:
-  static constexpr const char* kAll[] = {"RANK",
-                                         "WORLD_SIZE",
-                                         "LOCAL_RANK",
-                                         "LOCAL_WORLD_SIZE",
-                                         "MASTER_ADDR",
-                                         "MASTER_PORT",
-                                         "OMPI_COMM_WORLD_RANK",
-                                         "OMPI_COMM_WORLD_SIZE",
-                                         "OMPI_COMM_WORLD_LOCAL_RANK",
-                                         "OMPI_COMM_WORLD_LOCAL_SIZE",
-                                         "PMI_RANK",
-                                         "PMI_SIZE",
-                                         "MPI_LOCALRANKID",
-                                         "MPI_LOCALNRANKS",
-                                         "SLURM_PROCID",
-                                         "SLURM_NTASKS",
-                                         "SLURM_LOCALID",
-                                         "SLURM_NTASKS_PER_NODE",
-                                         "SLURM_JOB_ID",
-                                         "SLURM_JOB_NODELIST",
-                                         "SLURM_NODELIST"};
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
-};
+using Env = tandem::testing::LauncherVars;
 
 TEST(LauncherEnv, TorchrunStyleVariablesComeFirst) {
   Env env{{"RANK", "3"},           {"WORLD_SIZE", "8"},
@@ -87,6 +47,43 @@ TEST(LauncherEnv, SlurmsVariablesIncludingTheMasterFromTheNodeList) {
   EXPECT_EQ(env_local_world_size(), 4);
   EXPECT_EQ(env_master_addr(), "gpu007");
   EXPECT_EQ(env_master_port(), 20000 + 123456 % 10000);
+}
+
+// mpirun inside a Slurm allocation: every rank also carries the batch step's SLURM_PROCID=0 and
+// SLURM_NTASKS. All four numbers are mpirun's, none Slurm's.
+TEST(LauncherEnv, NumbersComeFromOneLauncherNeverAMix) {
+  {
+    Env env{{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+            {"SLURM_PROCID", "0"},         {"SLURM_NTASKS", "8"},
+            {"SLURM_LOCALID", "0"},        {"SLURM_NTASKS_PER_NODE", "8"}};
+    const std::optional<WorldIdentity> w = launcher_world();
+    ASSERT_TRUE(w.has_value());
+    EXPECT_EQ(w->rank, 1);
+    EXPECT_EQ(w->world_size, 2);
+    EXPECT_EQ(w->local_rank, 0);
+    EXPECT_EQ(w->local_world_size, -1) << "not Slurm's 8";
+    EXPECT_EQ(w->source, "Open MPI (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE)");
+  }
+  {
+    // RANK without WORLD_SIZE: the world size is missing, not another launcher's.
+    Env env{{"RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"SLURM_NTASKS", "8"}};
+    EXPECT_EQ(env_rank(), 1);
+    EXPECT_EQ(env_world_size(), -1);
+    EXPECT_EQ(launcher_world()->world_variable, "WORLD_SIZE");
+  }
+  {
+    Env env{
+        {"PMI_RANK", "3"}, {"PMI_SIZE", "5"}, {"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "2"}};
+    EXPECT_EQ(env_rank(), 3);
+    EXPECT_EQ(env_world_size(), 5);
+    EXPECT_EQ(env_local_rank(), 1);
+    EXPECT_EQ(env_local_world_size(), 2);
+    EXPECT_TRUE(launched_by_mpi());
+  }
+  Env none{};
+  EXPECT_FALSE(launcher_world().has_value());
+  EXPECT_EQ(current_world().rank, 0);
+  EXPECT_EQ(current_world().world_size, 1);
 }
 
 TEST(LauncherEnv, FirstSlurmHost) {
