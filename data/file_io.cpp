@@ -4,6 +4,7 @@
 // uncompressed output) so the data can be fsync'ed before the rename makes it visible.
 #include <fcntl.h>
 #include <tandem/core/check.h>
+#include <tandem/core/serialize/atomic_file.h>
 #include <tandem/data/file_io.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -102,6 +103,8 @@ void write_to_fd(int fd, const std::string& path, const std::string& tmp,
 
 void write_file_atomically(const std::string& path, std::span<const std::string_view> parts,
                            bool gzip) {
+  // A write killed part way left its temporary: removed now that its writer is gone.
+  remove_stale_temporaries(path);
   // Unique per process and per call, so concurrent writers of one path never share a temp file.
   static std::atomic<uint64_t> counter{0};
   const std::string tmp =

@@ -4,10 +4,13 @@
 #include <tandem/core/check.h>
 #include <tandem/core/serialize/atomic_file.h>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 namespace tandem {
@@ -22,11 +25,67 @@ std::string directory_of(const std::string& path) {
   return dir.empty() ? "." : dir;
 }
 
+// Consumes a run of decimal digits at the front of `s` into `value`; false when there is none or
+// it exceeds INT_MAX (a pid_t). The bound matters: a larger number would wrap to a negative pid,
+// and kill() with a negative pid (or 0) addresses a whole process group.
+bool take_number(std::string_view& s, long& value) {
+  size_t n = 0;
+  value = 0;
+  while (n < s.size() && s[n] >= '0' && s[n] <= '9') {
+    value = value * 10 + (s[n] - '0');
+    if (value > INT_MAX) return false;
+    ++n;
+  }
+  s.remove_prefix(n);
+  return n > 0;
+}
+
+// The writer's pid when `name` is a temporary of the file called `base` (see the header for the
+// names), else 0.
+pid_t temporary_owner(std::string_view name, std::string_view base) {
+  if (!name.starts_with(base)) return 0;
+  std::string_view rest = name.substr(base.size());
+  const size_t tmp = rest.rfind(".tmp.");
+  if (tmp == std::string_view::npos) return 0;
+  // Nothing between the base and ".tmp.", or a ".suffix": "model.safetensors2.tmp.7" belongs to
+  // another file.
+  if (tmp != 0 && rest[0] != '.') return 0;
+  rest.remove_prefix(tmp + 5);
+  long pid = 0, counter = 0;
+  if (!take_number(rest, pid) || pid <= 0) return 0;
+  if (rest.starts_with('.')) {
+    rest.remove_prefix(1);
+    if (!take_number(rest, counter)) return 0;
+  }
+  return rest.empty() ? pid_t(pid) : 0;
+}
+
 }  // namespace
+
+std::vector<std::string> remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> removed;
+  const std::string base = fs::path(path).filename().string();
+  if (base.empty()) return removed;
+  std::error_code ec;
+  for (fs::directory_iterator it(directory_of(path), ec), end; !ec && it != end; it.increment(ec)) {
+    const pid_t pid = temporary_owner(it->path().filename().string(), base);
+    // Only ESRCH means no such process; EPERM means one lives that we may not signal.
+    if (pid == 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code file_ec;
+    // Never through a symbolic link, and never a directory: a writer only leaves plain files.
+    if (!it->is_regular_file(file_ec) || it->is_symlink(file_ec)) continue;
+    if (fs::remove(it->path(), file_ec)) removed.push_back(it->path().string());
+  }
+  return removed;
+}
 
 AtomicFile::AtomicFile(std::string path, std::string op)
     : path_(std::move(path)), temp_path_(str(path_, ".tmp.", ::getpid())), op_(std::move(op)) {
   TD_CHECK_VALUE(!path_.empty(), op_, ": the file path is empty");
+  // Each save killed mid-write leaves a whole temporary checkpoint (issue 55: 383 MB of them after
+  // 12 kills); the next save of the same file is the first moment that can notice them.
+  remove_stale_temporaries(path_);
   // O_TRUNC rather than O_EXCL: a temp file left by a killed process whose pid we now reuse is
   // ours to overwrite.
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -1,11 +1,14 @@
 // tests/bad_input/files_test.cpp — the bad-input table, part 1: files. Truncated, corrupt and
 // oversized files of each format (safetensors, IDX raw and gzipped), checkpoints that do not fit
-// the model, datasets whose parts disagree, labels out of range, and a write that fails half-way.
+// the model, datasets whose parts disagree, labels out of range, a write that fails half-way, and
+// the temporary files a killed save leaves behind.
 #include <sys/resource.h>
 #include <unistd.h>
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 
+#include <tandem/core/serialize/atomic_file.h>
 #include <tandem/data/file_io.h>
 
 #include "bad_input/bad_input.h"
@@ -54,6 +57,15 @@ std::string save_with_file_size_limit(const std::string& path, rlim_t limit) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   return read_bytes(msg_path);
+}
+
+// The pid of a process that has exited and been reaped, as a save killed part way leaves it.
+pid_t exited_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return child;
 }
 
 const Row kFileRows[] = {
@@ -141,6 +153,18 @@ const Row kFileRows[] = {
      },
      "DataError",
      {"{dir}/huge.gz", "corrupt header"}},
+    {"IdxHeaderPromisesMoreThanTheFileHolds",
+     [](const TempDir& d) {
+       const std::string p = d.file("images");
+       // A million 28x28 images promised by a 20-byte file: refused from its size, unallocated.
+       write_bytes(p, std::string("\x00\x00\x08\x03\x00\x0f\x42\x40\x00\x00\x00\x1c"
+                                  "\x00\x00\x00\x1c",
+                                  16) +
+                          "abcd");
+       return thrown([&] { data::read_idx_images(p); });
+     },
+     "DataError",
+     {"{dir}/images", "truncated", "the file is 20 bytes; its header promises 16 + 784000000"}},
     {"IdxLongerThanItsHeaderSays",
      [](const TempDir& d) {
        const std::string p = good_idx(d, false);
@@ -192,6 +216,30 @@ const Row kFileRows[] = {
        EXPECT_EQ(read_bytes(d.file("model.safetensors")), read_bytes(d.file("before")));
        for (const auto& e : std::filesystem::directory_iterator(d.str()))
          EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+     }},
+    {"SaveAfterAKilledSave",
+     [](const TempDir& d) {
+       // What kill -9 during `tandem train --checkpoint` leaves: the pair's temporaries, whole
+       // checkpoints that nothing else removes. The next save removes those of dead writers.
+       const std::string p = good_safetensors(d), dead = std::to_string(exited_pid());
+       for (const std::string& f : {p + ".tmp." + dead, p + ".next.tmp." + dead})
+         write_bytes(f, std::string(4096, 'x'));
+       write_bytes(p + ".next.tmp." + std::to_string(::getpid()), "a live writer's");
+       manual_seed(1);
+       nn::Linear linear(2, 3);
+       return thrown([&] { nn::save_model(p, linear); });
+     },
+     "none",
+     {},
+     [](const TempDir& d) {
+       std::vector<std::string> names;
+       for (const auto& e : std::filesystem::directory_iterator(d.str()))
+         names.push_back(e.path().filename().string());
+       std::sort(names.begin(), names.end());
+       EXPECT_EQ(names,
+                 (std::vector<std::string>{"model.safetensors", "model.safetensors.next.tmp." +
+                                                                    std::to_string(::getpid())}));
+       EXPECT_TRUE(remove_stale_temporaries(d.file("model.safetensors")).empty());
      }},
 };
 

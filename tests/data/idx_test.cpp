@@ -1,9 +1,14 @@
 // IDX reading and writing: round trips through plain and gzipped files, the exact header bytes,
 // and every kind of damage (bad magic, short header, short data, extra data, broken gzip, missing
 // file), each a DataError that names the file.
+#include <tandem/data/file_io.h>
 #include <tandem/data/idx.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <filesystem>
+#include <functional>
 
 #include "support/expect.h"
 #include "temp_dir.h"
@@ -32,6 +37,37 @@ std::string cut_images_file(const TempDir& dir, size_t keep) {
   write_idx_images(path, pattern_images(3));
   write_bytes(path, read_bytes(path).substr(0, keep));
   return path;
+}
+
+// A header promising a million 28x28 images (784 MB), and `tail` after it.
+std::string million_images_header(const std::string& tail) {
+  return std::string("\x00\x00\x08\x03\x00\x0f\x42\x40\x00\x00\x00\x1c\x00\x00\x00\x1c", 16) + tail;
+}
+
+// How much the peak resident memory grows, in KiB, while `fn` runs (in a child process, whose
+// peak starts at its size when forked, so what the tests before it used does not count).
+long peak_growth_kib(const std::function<void()>& fn) {
+  int fds[2];
+  if (::pipe(fds) != 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    rusage before{}, after{};
+    ::getrusage(RUSAGE_SELF, &before);
+    try {
+      fn();
+    } catch (...) {
+    }
+    ::getrusage(RUSAGE_SELF, &after);
+    const long kib = after.ru_maxrss - before.ru_maxrss;
+    ::_exit(::write(fds[1], &kib, sizeof kib) == sizeof kib ? 0 : 1);
+  }
+  ::close(fds[1]);
+  long kib = -1;
+  if (::read(fds[0], &kib, sizeof kib) != sizeof kib) kib = -1;
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return kib;
 }
 
 }  // namespace
@@ -173,6 +209,43 @@ TEST(Idx, AHeaderClaimingAbsurdSizesFailsWithoutAllocatingThem) {
               std::string("\x00\x00\x08\x03\x00\x00\xea\x60\x00\x00\x00\x1c\x00\x00\x00\x1c", 16));
   EXPECT_THAT(error_message<DataError>([&] { read_idx_images(path); }),
               HasSubstr("expected 47040000 bytes of pixel data (60000 images of 28x28)"));
+}
+
+// Issue 55: a 20-byte file whose header promises a million images is refused from its size,
+// before a buffer for the images exists, and the error names both sizes.
+TEST(Idx, AFileShorterThanItsHeaderPromisesIsRefusedBeforeAllocating) {
+  const TempDir dir;
+  const std::string path = dir.file("train-images-idx3-ubyte");
+  write_bytes(path, million_images_header("abcd"));
+  const std::string msg = error_message<DataError>([&] { read_idx_images(path); });
+  EXPECT_THAT(msg, HasSubstr(path));
+  EXPECT_THAT(msg, HasSubstr("truncated: expected 784000000 bytes of pixel data"));
+  EXPECT_THAT(msg, HasSubstr("the file is 20 bytes; its header promises 16 + 784000000"));
+  const long kib = peak_growth_kib([&] { read_idx_images(path); });
+  ASSERT_GE(kib, 0) << "the child process did not report";
+  EXPECT_LT(kib, 8 * 1024) << "reading a 20-byte file raised the peak memory by " << kib << " KiB";
+
+  write_bytes(path, million_images_header(std::string(84, 'x')));
+  EXPECT_THAT(error_message<DataError>([&] { read_idx_images(path); }),
+              HasSubstr("found 84 (the file is 100 bytes"));
+}
+
+// A gzipped file's decompressed size is only known by reading it: the buffer grows with the data
+// (1 MiB at first), not with the header's promise, and the error names both sizes.
+TEST(Idx, AShortGzippedFileIsReadInChunksNotIntoThePromisedSize) {
+  const TempDir dir;
+  const std::string path = dir.file("train-images-idx3-ubyte.gz");
+  const std::string bytes = million_images_header("abcd");
+  const std::string_view parts[] = {bytes};
+  tandem::data::detail::write_file_atomically(path, parts, /*gzip=*/true);
+  const std::string msg = error_message<DataError>([&] { read_idx_images(path); });
+  EXPECT_THAT(msg, HasSubstr(path));
+  EXPECT_THAT(msg, HasSubstr("found 4 (the decompressed data is 20 bytes; its header promises "
+                             "16 + 784000000 = 784000016)"));
+  const long kib = peak_growth_kib([&] { read_idx_images(path); });
+  ASSERT_GE(kib, 0) << "the child process did not report";
+  EXPECT_LT(kib, 8 * 1024) << "reading 20 bytes of gzip data raised the peak memory by " << kib
+                           << " KiB";
 }
 
 TEST(Idx, WritersRejectInconsistentArguments) {
