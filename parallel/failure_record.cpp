@@ -28,4 +28,23 @@ std::optional<int> read_peer_failure(const std::string& path) {
   return std::nullopt;
 }
 
+void record_own_exit(int exit_code) {
+  const char* path = std::getenv(kErrorFileEnv);
+  if (path == nullptr || *path == '\0') return;
+  const int fd =
+      ::open((std::string(path) + ".exit").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  const std::string line = "exit_code " + std::to_string(exit_code) + "\n";
+  [[maybe_unused]] const ssize_t w = ::write(fd, line.data(), line.size());
+  ::close(fd);
+}
+
+std::optional<int> read_own_exit(const std::string& error_file) {
+  std::ifstream in(error_file + ".exit");
+  std::string key;
+  int code = 0;
+  if (in >> key >> code && key == "exit_code") return code;
+  return std::nullopt;
+}
+
 }  // namespace tandem::parallel::detail

@@ -22,4 +22,13 @@ void record_peer_failure(int peer_rank);
 /// The peer a worker's error file names, if the file exists and says so.
 std::optional<int> read_peer_failure(const std::string& path);
 
+/// Records, beside that file (its path + ".exit"), that this process is about to exit with
+/// `exit_code` of its own accord. When two ranks fail the same check, the supervisor stops the
+/// second with SIGTERM as soon as it reaps the first, and the second may be killed while it
+/// exits: its record keeps the report from calling its own error "stopped by signal 15".
+void record_own_exit(int exit_code);
+
+/// The exit code a worker recorded for itself, if it did.
+std::optional<int> read_own_exit(const std::string& error_file);
+
 }  // namespace tandem::parallel::detail

@@ -46,9 +46,10 @@ struct Child {
   bool running = true;
   int status = 0;
   Stream out, err;
-  std::string error_file;      // TANDEM_ERROR_FILE: "peer_rank R" when it failed because of R
-  int failed_order = -1;       // 0 for the first failure the supervisor reaped, 1 for the next...
-  bool stopped_by_us = false;  // reaped after the stop, killed by SIGTERM/SIGKILL
+  std::string error_file;       // TANDEM_ERROR_FILE: "peer_rank R" when it failed because of R
+  std::optional<int> own_exit;  // the exit code it recorded before a SIGTERM caught it exiting
+  int failed_order = -1;        // 0 for the first failure the supervisor reaped, 1 for the next...
+  bool stopped_by_us = false;   // reaped after the stop, killed by SIGTERM/SIGKILL
   std::string failed_time;
 };
 
@@ -236,6 +237,13 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& workers,
       c.failed_time = now_string();
       c.stopped_by_us = kill_at.has_value() && WIFSIGNALED(c.status) &&
                         (WTERMSIG(c.status) == SIGTERM || WTERMSIG(c.status) == SIGKILL);
+      // Killed while it exited with an error of its own (it recorded the code first): its
+      // failure, not our stop.
+      if (c.stopped_by_us && !c.error_file.empty())
+        if (const std::optional<int> own = read_own_exit(c.error_file)) {
+          c.stopped_by_us = false;
+          c.own_exit = *own;
+        }
       if (c.failed_order == 0 && options.stop_others_on_failure) {
         stop_all(SIGTERM);
         kill_at = Clock::now() + options.kill_grace;
@@ -258,8 +266,10 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& workers,
         WorkerFailure{.rank = c.spec.rank,
                       .local_rank = c.spec.local_rank,
                       .pid = c.pid,
-                      .exit_code = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 0,
-                      .signal = WIFSIGNALED(c.status) ? WTERMSIG(c.status) : 0,
+                      .exit_code = c.own_exit            ? *c.own_exit
+                                   : WIFEXITED(c.status) ? WEXITSTATUS(c.status)
+                                                         : 0,
+                      .signal = WIFSIGNALED(c.status) && !c.own_exit ? WTERMSIG(c.status) : 0,
                       .time = c.failed_time};
   }
   if (!error_dir.empty()) {
@@ -281,11 +291,13 @@ SupervisorResult supervise(const std::vector<WorkerSpec>& workers,
     std::string others;
     for (const Child& c : children) {
       if (c.pid == f.pid || (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) continue;
-      others +=
-          str("  rank ", c.spec.rank, ": ",
-              WIFSIGNALED(c.status) ? "stopped by signal " + std::to_string(WTERMSIG(c.status))
-                                    : "exitcode " + std::to_string(WEXITSTATUS(c.status)),
-              "\n");
+      const std::string how = c.own_exit ? str("exitcode ", *c.own_exit,
+                                               " (its own error; the stop reached it as it "
+                                               "exited)")
+                              : WIFSIGNALED(c.status)
+                                  ? "stopped by signal " + std::to_string(WTERMSIG(c.status))
+                                  : "exitcode " + std::to_string(WEXITSTATUS(c.status));
+      others += str("  rank ", c.spec.rank, ": ", how, "\n");
     }
     result.report += "Other failures:\n" + (others.empty() ? "  <NO_OTHER_FAILURES>\n" : others);
   }

@@ -56,6 +56,28 @@ TEST(Supervisor, WithoutABlameRecordNamesTheFirstFailureReaped) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
+// Two ranks fail the same check; the supervisor reaps one and stops the other with SIGTERM while
+// it is exiting with its own error (here: recorded, then slow to exit). The report says so,
+// rather than "stopped by signal 15", which read as if the launcher had caused it.
+TEST(Supervisor, ARankStoppedWhileExitingWithItsOwnErrorIsReportedByItsCode) {
+  std::vector<WorkerSpec> workers(2);
+  workers[0] = {.rank = 0, .local_rank = 0, .env = {}, .run = [] {
+                  std::this_thread::sleep_for(milliseconds(500));  // after rank 1's record
+                  return 1;
+                }};
+  workers[1] = {.rank = 1, .local_rank = 1, .env = {}, .run = [] {
+                  record_own_exit(1);
+                  std::this_thread::sleep_for(milliseconds(5000));  // the SIGTERM lands here
+                  return 1;
+                }};
+  const SupervisorResult r =
+      supervise(workers, {.prefix_output = true, .kill_grace = milliseconds(2000), .program = "p"});
+  ASSERT_TRUE(r.first_failure.has_value());
+  EXPECT_EQ(r.first_failure->rank, 0) << r.report;
+  EXPECT_THAT(r.report, ::testing::HasSubstr("rank 1: exitcode 1 (its own error"));
+  EXPECT_THAT(r.report, ::testing::Not(::testing::HasSubstr("signal")));
+}
+
 // Every worker gets its own error file in a private directory, which is gone afterwards.
 TEST(Supervisor, GivesEachWorkerAnErrorFileAndRemovesThemAfterwards) {
   const ::tandem::testing::TempDir dir;
