@@ -29,6 +29,10 @@ std::vector<std::string> fortunes_files() {
 namespace {
 
 std::string read_file(const std::string& path) {
+  // An ifstream opens a directory and reads nothing from it: say what it is instead of "empty".
+  std::error_code ec;
+  TD_CHECK_AS(DataError, !fs::is_directory(path, ec), path,
+              ": is a directory, not a text file (give a UTF-8 file such as input.txt)");
   std::ifstream in(path, std::ios::binary);
   TD_CHECK_AS(DataError, in.good(), path, ": cannot open the text file");
   std::ostringstream s;

@@ -9,6 +9,12 @@
 
 namespace tandem::tools {
 
+/// TANDEM_DRY_RUN=1: each command checks its flags as a run would, then says so and returns 0
+/// before any work (reading data or a checkpoint, joining ranks, training). The commands in README
+/// and docs/ are checked this way (scripts/doc_commands.py): each must pass as written.
+bool dry_run();
+int dry_run_done(const char* command);
+
 struct DemoOptions {
   int steps = 300;
   int64_t batch = 256;
@@ -82,6 +88,10 @@ struct TrainOptions {
   std::string amp = "none";                 // none | bf16 | fp16: autocast (fp16 with a GradScaler)
   bool cuda_graphs = false;  // the whole step as one CUDA graph (train/graphed_step.h)
   GptOptions gpt;            // --model gpt only
+  // The flags given on the command line ("--epochs", ...), so that resolve_config can refuse one
+  // that does not apply to the run (it would otherwise be silently ignored) and tell a default
+  // from a choice. Empty for a run built in code: nothing is refused for being given.
+  std::vector<std::string> given;
 };
 
 /// Trains a model on an MNIST-format dataset; writes metrics.jsonl, report.html and checkpoints.
@@ -96,7 +106,8 @@ struct GenerateOptions {
   std::string prompt = "\n";
   int64_t tokens = 500;
   double temperature = 0.8;
-  int64_t top_k = 200;  // 0: all
+  int64_t top_k = 200;       // 0: all
+  bool top_k_given = false;  // on the command line: then it must not exceed the vocabulary
   uint64_t seed = 1337;
   std::string device = "cpu";
 };

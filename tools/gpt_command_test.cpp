@@ -10,46 +10,11 @@
 #include <tuple>
 
 #include "cli_test_support.h"
+#include "gpt_test_support.h"
 
 namespace {
 using namespace tandem;
 using namespace tandem::cli_test;
-
-void write_text(const fs::path& path, size_t sentences) {
-  const char* words[] = {"the", "cat", "sat", "on",  "a",   "mat", "and", "dog",
-                         "ran", "to",  "red", "big", "sun", "hid", "in",  "box"};
-  data::SplitMix64 rng(3);
-  std::ofstream out(path);
-  for (size_t i = 0; i < sentences; ++i) {
-    out << "The";
-    for (uint64_t k = 0, n = 3 + rng.next() % 6; k < n; ++k) out << ' ' << words[rng.next() % 16];
-    out << (i % 5 == 4 ? ".\n" : ". ");
-  }
-}
-
-// A tiny GPT, a short run: 1 block, 2 heads, 16 wide, context 16, batch 8; `changes` replace
-// or add flags ("--n-layer 2").
-std::string gpt_flags(const fs::path& text, int iters,
-                      const std::map<std::string, std::string>& changes = {}) {
-  std::map<std::string, std::string> flags = {
-      {"--text", text.string()}, {"--n-layer", "1"},      {"--n-head", "2"},
-      {"--n-embd", "16"},        {"--block-size", "16"},  {"--batch-size", "8"},
-      {"--lr", "1e-2"},          {"--warmup-iters", "2"}, {"--max-iters", std::to_string(iters)},
-      {"--eval-interval", "20"}, {"--eval-iters", "4"},   {"--log-interval", "10"}};
-  for (const auto& [flag, value] : changes) flags[flag] = value;
-  std::string out = "train --model gpt";
-  for (const auto& [flag, value] : flags) out += " " + flag + " " + value;
-  return out;
-}
-
-// The loss of "step N: train loss A, val loss B" lines, by N.
-double val_loss_at(const std::string& output, int step) {
-  const std::string key = "step " + std::to_string(step) + ": train loss ";
-  const size_t at = output.find(key);
-  if (at == std::string::npos) return -1;
-  const size_t val = output.find("val loss ", at);
-  return std::stod(output.substr(val + 9));
-}
 
 TEST(GptCommand, TrainsLogsCheckpointsAndGenerates) {
   TempDir tmp;

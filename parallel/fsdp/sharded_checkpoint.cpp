@@ -156,22 +156,26 @@ void save_sharded_checkpoint(const std::string& dir, int64_t step, FullyShardedM
   group.barrier()->wait();  // committed before any rank goes on
 }
 
-int64_t load_sharded_checkpoint(const std::string& dir, FullyShardedModule& model,
-                                optim::Optimizer* optimizer,
-                                std::map<std::string, std::string>* metadata) {
-  const fs::path where = fs::path(dir) / latest_step(dir);
-  const fs::path index_path = where / "index.json";
-  const json index = read_index(index_path);
-  std::map<std::string, SafetensorsFile> files;  // read once each, when first needed
-  NoGradGuard no_grad;
-  // Rows [begin, begin + dst's rows) of tensor `key` into dst, from whichever files hold them.
-  auto read_rows = [&](const std::string& key, const Shape& whole, int64_t begin, Tensor dst) {
-    TD_CHECK_AS(DataError, index["tensors"].contains(key),
-                "load_sharded_checkpoint: ", index_path.string(), " has no \"", key, "\"");
-    const json& e = index["tensors"][key];
+namespace {
+
+// The step `dir/latest` names, read a row range at a time from whichever files hold the rows.
+class StepReader {
+ public:
+  explicit StepReader(const std::string& dir)
+      : where_(fs::path(dir) / latest_step(dir)),
+        index_path_(where_ / "index.json"),
+        index_(read_index(index_path_)) {}
+  const json& index() const { return index_; }
+  const fs::path& index_path() const { return index_path_; }
+
+  // Rows [begin, begin + dst's rows) of tensor `key` into dst.
+  void read_rows(const std::string& key, const Shape& whole, int64_t begin, Tensor dst) {
+    TD_CHECK_AS(DataError, index_["tensors"].contains(key),
+                "load_sharded_checkpoint: ", index_path_.string(), " has no \"", key, "\"");
+    const json& e = index_["tensors"][key];
     const Shape saved = e["shape"].get<Shape>();
     TD_CHECK_AS(DataError, saved == whole, "load_sharded_checkpoint: \"", key, "\" is ", saved,
-                " in ", index_path.string(), ", ", whole, " in the model");
+                " in ", index_path_.string(), ", ", whole, " in the model");
     const int64_t rows = rows_in(whole), row = rows == 0 ? 0 : numel(whole) / rows;
     const int64_t n = dst.numel() == 0 ? 0 : dst.numel() / std::max<int64_t>(row, 1);
     Tensor out = dst.reshape({n, row});
@@ -181,16 +185,35 @@ int64_t load_sharded_checkpoint(const std::string& dir, FullyShardedModule& mode
       const int64_t lo = std::max(b, begin), hi = std::min(end, begin + n);
       if (hi <= lo) continue;
       const std::string file = part["file"];
-      auto it = files.find(file);
-      if (it == files.end())
-        it = files.emplace(file, load_safetensors((where / file).string())).first;
+      auto it = files_.find(file);
+      if (it == files_.end())
+        it = files_.emplace(file, load_safetensors((where_ / file).string())).first;
       const Tensor src = it->second.at(key).reshape({end - b, row});
       out.narrow(0, lo - begin, hi - lo).copy_(src.narrow(0, lo - b, hi - lo));
       copied += hi - lo;
     }
     TD_CHECK_AS(DataError, copied == n, "load_sharded_checkpoint: rows ", begin, "..", begin + n,
-                " of \"", key, "\" are not all in the files of ", where.string());
+                " of \"", key, "\" are not all in the files of ", where_.string());
     if (out.data_ptr() != dst.data_ptr()) dst.copy_(out.reshape(dst.shape()));  // not a view
+  }
+
+ private:
+  fs::path where_, index_path_;
+  json index_;
+  std::map<std::string, SafetensorsFile> files_;  // read once each, when first needed
+};
+
+}  // namespace
+
+int64_t load_sharded_checkpoint(const std::string& dir, FullyShardedModule& model,
+                                optim::Optimizer* optimizer,
+                                std::map<std::string, std::string>* metadata) {
+  StepReader reader(dir);
+  const json& index = reader.index();
+  const fs::path& index_path = reader.index_path();
+  NoGradGuard no_grad;
+  auto read_rows = [&](const std::string& key, const Shape& whole, int64_t begin, Tensor dst) {
+    reader.read_rows(key, whole, begin, std::move(dst));
   };
   std::map<std::string, const FullyShardedModule::LocalShard*> by_name;
   const auto shards = model.local_shards();
@@ -226,6 +249,20 @@ int64_t load_sharded_checkpoint(const std::string& dir, FullyShardedModule& mode
   }
   if (metadata != nullptr) *metadata = metadata_of(index);
   return index["step"].get<int64_t>();
+}
+
+nn::StateDict load_sharded_model_state(const std::string& dir) {
+  StepReader reader(dir);
+  NoGradGuard no_grad;
+  nn::StateDict state;
+  for (const auto& [key, e] : reader.index()["tensors"].items()) {
+    if (!key.starts_with("model.")) continue;
+    const Shape shape = e["shape"].get<Shape>();
+    Tensor t = empty(shape, {.dtype = dtype_named(e["dtype"], key)});
+    reader.read_rows(key, shape, 0, t);
+    state.emplace_back(key.substr(6), t);
+  }
+  return state;
 }
 
 std::map<std::string, std::string> sharded_checkpoint_metadata(const std::string& dir) {

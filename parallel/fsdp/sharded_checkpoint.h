@@ -38,6 +38,11 @@ int64_t load_sharded_checkpoint(const std::string& dir, FullyShardedModule& mode
                                 optim::Optimizer* optimizer = nullptr,
                                 std::map<std::string, std::string>* metadata = nullptr);
 
+/// One process, no group: the model's tensors of the step `dir/latest` names, each whole, under
+/// the model's names, as a whole-file checkpoint holds them (`tandem generate` reads a sharded
+/// run this way). DataError naming the file for a missing or inconsistent checkpoint.
+nn::StateDict load_sharded_model_state(const std::string& dir);
+
 /// The metadata of the step `dir/latest` names, read from its index alone (no shard is opened).
 std::map<std::string, std::string> sharded_checkpoint_metadata(const std::string& dir);
 

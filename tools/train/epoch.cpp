@@ -4,6 +4,7 @@
 #include <tandem/autograd/ops/nn_ops.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/core/check.h>
+#include <tandem/parallel/comm/broadcast_object.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -24,30 +25,6 @@ using Clock = std::chrono::steady_clock;
 int64_t count_correct(const Tensor& logits, const Tensor& y) {
   NoGradGuard no_grad;
   return int64_t(logits.argmax(1).eq(y).to(kFloat32).sum().item());
-}
-
-// Whether every gradient is finite. One sum over all of them, read back once: a NaN or inf in any
-// makes it non-finite (so does a sum that overflows float32; such gradients are no better). No
-// abs(), which would copy every gradient each step. Under DDP the gradients are already
-// all-reduced, so every rank reaches the same answer and they skip (or stop) together; a NaN
-// loss on one rank poisons them all. Under --zero each rank holds only its shard's gradients, so
-// the ranks agree through one more all-reduce (of a flag, after the sum).
-bool gradients_finite(const optim::Optimizer& optimizer, parallel::Communicator* sharded) {
-  NoGradGuard no_grad;
-  Tensor total;
-  for (const Tensor& p : optimizer.parameters()) {
-    if (!p.grad().defined()) continue;
-    // A model split over devices (--pipeline) has its gradients on several: the total lives on
-    // the first parameter's device.
-    Tensor s = p.grad().sum().to(kFloat64);
-    if (total.defined()) s = s.to(total.device());
-    total = total.defined() ? total + s : s;
-  }
-  const bool finite = !total.defined() || std::isfinite(total.item());
-  if (!sharded) return finite;
-  Tensor bad = full({1}, finite ? 0.0 : 1.0, {.device = optimizer.parameters().front().device()});
-  sharded->all_reduce(bad, ReduceOp::Max)->wait();
-  return bad.to(Device::cpu()).item() == 0;
 }
 
 // " | scale 32768, 2 skipped" for the progress lines under --amp fp16.
@@ -74,6 +51,51 @@ struct Totals {
 
 double unix_time() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// One sum over all of them, read back once: a NaN or inf in any makes it non-finite (so does a
+// sum that overflows float32; such gradients are no better). No abs(), which would copy every
+// gradient each step. Under DDP the gradients are already all-reduced, so every rank reaches the
+// same answer and they skip (or stop) together; a NaN loss on one rank poisons them all. Under
+// --zero each rank holds only its shard's gradients, so the ranks agree through one more
+// all-reduce (of a flag, after the sum).
+bool gradients_finite(const optim::Optimizer& optimizer, parallel::Communicator* group) {
+  NoGradGuard no_grad;
+  Tensor total;
+  for (const Tensor& p : optimizer.parameters()) {
+    if (!p.grad().defined()) continue;
+    // A model split over devices (--pipeline) has its gradients on several: the total lives on
+    // the first parameter's device.
+    Tensor s = p.grad().sum().to(kFloat64);
+    if (total.defined()) s = s.to(total.device());
+    total = total.defined() ? total + s : s;
+  }
+  const bool finite = !total.defined() || std::isfinite(total.item());
+  return all_ranks_agree(finite, group, optimizer.parameters().front().device());
+}
+
+bool all_ranks_agree(bool ok, parallel::Communicator* group, Device device) {
+  if (group == nullptr) return ok;
+  Tensor bad = full({1}, ok ? 0.0 : 1.0, {.device = device});
+  group->all_reduce(bad, ReduceOp::Max)->wait();
+  return bad.to(Device::cpu()).item() == 0;
+}
+
+void check_evaluation_finite(double loss, parallel::Communicator* group, const std::string& when,
+                             const std::string& dir) {
+  bool finite = std::isfinite(loss);
+  // Rank 0 evaluated: its verdict is everyone's, so that every rank stops with the same reason
+  // (the others would otherwise wait in the next step's collective for a rank that has gone).
+  if (group != nullptr) finite = parallel::broadcast_string(*group, finite ? "1" : "0") == "1";
+  if (finite) return;
+  const bool lead = group == nullptr || group->rank() == 0;
+  detail::fail<NonFiniteError>(
+      "train: the model diverged: ",
+      lead ? str("its evaluation loss is ", loss) : "rank 0's evaluation is not finite", " ", when,
+      dir.empty()
+          ? std::string("")
+          : str("; the checkpoint in ", dir, " was not replaced (it holds the last good one)"),
+      "\n  hint: lower --lr");
 }
 
 PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {

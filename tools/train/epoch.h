@@ -49,6 +49,22 @@ struct PassResult {
   int64_t scaler_skipped = 0;  // --amp fp16: steps the gradient scaler skipped this epoch
 };
 
+/// Whether every gradient the optimizer holds is finite (one sum, read back once). `group`: the
+/// ranks that must reach one answer when each holds other gradients (--zero's shards, --tp's
+/// slices, --pp's stages), agreeing through an all-reduce of a flag; null when all hold the same.
+bool gradients_finite(const optim::Optimizer& optimizer, parallel::Communicator* group);
+
+/// Whether `ok` holds on every rank of `group` (one all-reduce of a flag on `device`); `ok`
+/// itself without a group.
+bool all_ranks_agree(bool ok, parallel::Communicator* group, Device device);
+
+/// Before a checkpoint replaces the last one: whether rank 0's evaluation (`loss`, read on rank 0
+/// only) is finite, agreed by every rank of `group` (null: one process). A model can diverge with
+/// finite weights (--lr 1e30 --skip-nonfinite: about 7e29) that only its evaluation shows; it must
+/// not replace a good checkpoint. Throws NonFiniteError on every rank, naming `when` and `dir`.
+void check_evaluation_finite(double loss, parallel::Communicator* group, const std::string& when,
+                             const std::string& dir);
+
 /// Trains epoch `epoch` (1-based; the loader is set to epoch − 1), advancing global_step. A step
 /// whose loss or gradients are not finite is never applied: it throws NonFiniteError naming
 /// the epoch and step, or with skip_nonfinite it is skipped and counted.

@@ -29,6 +29,7 @@
 #include "config.h"
 #include "data_source.h"
 #include "epoch.h"
+#include "gpt_resume.h"
 #include "models.h"
 #include "optim_setup.h"
 #include "progress.h"
@@ -75,20 +76,6 @@ std::pair<double, double> estimate_loss(Setup& s, const data::TextCorpus& corpus
   return {mean[0], mean[1]};
 }
 
-// A resumed run's vocabulary, read before the model is built (its size is the model's).
-data::CharTokenizer saved_vocabulary(const std::string& dir) {
-  const bool sharded = parallel::is_sharded_checkpoint(dir);
-  const std::string path = (fs::path(dir) / (sharded ? "latest" : "model.safetensors")).string();
-  TD_CHECK_AS(DataError, fs::is_regular_file(path), "train: --resume: ", path,
-              " does not exist (a run with --checkpoint ", dir, " writes it)");
-  const auto meta =
-      sharded ? parallel::sharded_checkpoint_metadata(dir) : load_safetensors(path).metadata;
-  const auto it = meta.find("vocabulary");
-  TD_CHECK_AS(DataError, it != meta.end(), "train: --resume: ", path,
-              " has no vocabulary: it is not a checkpoint of `tandem train --model gpt`");
-  return data::CharTokenizer::from_string(it->second, path);
-}
-
 }  // namespace
 
 int run_train_gpt(const TrainOptions& flags) {
@@ -96,6 +83,7 @@ int run_train_gpt(const TrainOptions& flags) {
   TrainOptions o = resolve_config(flags);
   const GptOptions& g = o.gpt;
   Placement placement = resolve_placement(o);
+  if (dry_run()) return dry_run_done("train");
   std::shared_ptr<parallel::Communicator> group;
   if (placement.mode == Parallelism::DDP) group = join_ddp_group(placement, o);
   // --tp/--pp: the ranks as a (dp, tp) or (dp, pp, tp) mesh; a batch splits over dp, and the
@@ -106,12 +94,25 @@ int run_train_gpt(const TrainOptions& flags) {
   const int replica = mesh ? mesh->coordinate("dp") : rank;
   const int replicas = mesh ? mesh->size("dp") : group ? group->size() : 1;
   const bool lead = rank == 0;
+  // The checkpoint directory is checked before any work, not at the first save (rank 0 writes a
+  // whole file; with --sharded-checkpoint every rank its shards).
+  if (!o.checkpoint.empty() && (lead || o.sharded_checkpoint))
+    check_checkpoint_writable(o.checkpoint);
+  if (lead && o.gpt.warmup_iters != flags.gpt.warmup_iters)
+    std::printf(
+        "note: the default --warmup-iters %lld is longer than --max-iters %lld: warming up "
+        "over %lld iterations instead\n",
+        (long long)flags.gpt.warmup_iters, (long long)g.max_iters, (long long)o.gpt.warmup_iters);
 
   // ---- data: the corpus's characters are the vocabulary (a resumed run keeps the saved one).
   const std::vector<std::string> files =
       g.text.empty() ? data::fortunes_files() : std::vector<std::string>{g.text};
   std::optional<data::CharTokenizer> vocabulary;
-  if (o.resume) vocabulary = saved_vocabulary(o.checkpoint);
+  if (o.resume) {
+    SavedVocabulary saved = saved_vocabulary(o.checkpoint);
+    vocabulary = std::move(saved.tokenizer);
+    if (!given(o, "--vocab-multiple")) o.gpt.vocab_multiple = saved.multiple;  // as it was padded
+  }
   const data::TextCorpus corpus =
       data::load_text_corpus(files, vocabulary ? &*vocabulary : nullptr);
   data::check_fits_windows(corpus, g.block_size);
@@ -123,6 +124,7 @@ int run_train_gpt(const TrainOptions& flags) {
   // ---- model, optimizer (decay on matrices only), schedule.
   manual_seed(o.seed);
   auto model = std::make_shared<nn::Sequential>(make_gpt(g, vocab, o.activation_checkpointing));
+  std::shared_ptr<nn::Sequential> whole = model;  // one device's model: a checkpoint's names
   const std::string params = with_commas(model->parameter_count());  // before a pipeline's copies
   // Each pipeline stage its own dropout streams (Megatron's seed + 100 × stage): the stages'
   // processes would otherwise draw the same masks for different layers.
@@ -150,7 +152,8 @@ int run_train_gpt(const TrainOptions& flags) {
   int64_t iter = 0;
   std::string resumed_scaler;
   if (o.resume) {
-    const TrainState state = load_checkpoint(o.checkpoint, restore_into(setup, optimizer));
+    const TrainState state =
+        load_checkpoint(o.checkpoint, fit_vocabulary_rows(restore_into(setup, optimizer), *whole));
     default_generator(device).set_state(state.generator);
     if (setup.stages) {  // each stage its own seed (as above), at the first stage's offset
       GeneratorState own = state.generator;
@@ -162,12 +165,27 @@ int run_train_gpt(const TrainOptions& flags) {
       stream->set_state({stream->get_state().seed, *state.tp_rank_stream_offset});
     }
     iter = state.global_step;
+    // The loop ends on reaching --max-iters: from past it, it would never end.
+    TD_CHECK_VALUE(iter <= g.max_iters, "train: --resume: ", o.checkpoint, " is at iteration ",
+                   iter, ", past --max-iters ", g.max_iters,
+                   "; a run cannot train backwards\n  hint: give --max-iters ", iter,
+                   " or more (or start afresh without --resume)");
+    if (iter == g.max_iters) {
+      if (lead)
+        std::printf(
+            "the checkpoint in %s has finished all %lld iterations; raise --max-iters to "
+            "train more\n",
+            o.checkpoint.c_str(), (long long)iter);
+      if (group) parallel::destroy_process_group();
+      return 0;
+    }
     resumed_scaler = state.grad_scaler_json;
     if (lead)
       std::printf("resuming from %s at iteration %lld\n", o.checkpoint.c_str(), (long long)iter);
     for (const std::string& d : config_differences(state.config_json, o))
       if (lead) std::printf("  note: changed since the checkpoint: %s\n", d.c_str());
   }
+  whole.reset();  // under --tp or --pp, the whole model's memory goes back once resumed
   if (scheduler) scheduler->set_step(iter);
   setup.amp = o.amp == "bf16" ? kBFloat16 : o.amp == "fp16" ? kFloat16 : kFloat32;
   enable_flash_attention(o.gpt.flash_attention);
@@ -178,7 +196,11 @@ int run_train_gpt(const TrainOptions& flags) {
   setup.scaler = scaler.get();
 
   // ---- logging.
-  if (o.log_dir.empty()) o.log_dir = str("runs/gpt-", fs::path(files[0]).stem().string());
+  // Named after the corpus: the fortunes package is many files, the first of which ("art") is
+  // no name for it.
+  const std::string corpus_name =
+      g.text.empty() ? std::string("fortunes") : fs::path(g.text).stem().string();
+  if (o.log_dir.empty()) o.log_dir = str("runs/gpt-", corpus_name);
   if (o.ddp) {  // one run, one directory: rank 0's name for it
     o.log_dir = parallel::broadcast_string(*group, o.log_dir);
   }
@@ -207,12 +229,13 @@ int run_train_gpt(const TrainOptions& flags) {
         (unsigned long long)o.seed, o.log_dir.c_str());
     std::fflush(stdout);
   }
-  ReportInfo report{.title = str("gpt on ", fs::path(files[0]).filename().string()),
-                    .run = {},
-                    .config = config_rows(o),
-                    .eval_name = "validation",
-                    .headline = "",
-                    .language_model = true};
+  ReportInfo report{
+      .title = str("gpt on ", g.text.empty() ? corpus_name : fs::path(g.text).filename().string()),
+      .run = {},
+      .config = config_rows(o),
+      .eval_name = "validation",
+      .headline = "",
+      .language_model = true};
   const std::string config = config_json(o);
 
   // ---- the loop.
@@ -220,6 +243,7 @@ int run_train_gpt(const TrainOptions& flags) {
   std::string memory;  // --ddp: this rank's memory after the first step, beside the formula
   double interval_loss = 0;
   int64_t interval_iters = 0;
+  int64_t skipped = 0;  // --skip-nonfinite
   Clock::time_point interval_start = Clock::now();
   double eval_seconds = 0;  // evaluation inside the current progress interval: not training time
   for (;; ++iter) {
@@ -245,6 +269,8 @@ int run_train_gpt(const TrainOptions& flags) {
                     ? std::optional<uint64_t>(parallel::tp::rank_stream(*model)->get_state().offset)
                     : std::nullopt};
       };
+      check_evaluation_finite(losses.second + losses.first, group.get(), str("at iteration ", iter),
+                              o.checkpoint);
       if (save && o.sharded_checkpoint)  // every rank writes its shards
         save_sharded_checkpoint(o.checkpoint, *setup.fsdp, optimizer, state_now());
       if (lead) {
@@ -292,18 +318,36 @@ int run_train_gpt(const TrainOptions& flags) {
     const StepResult r = train_step(setup, rows_of(x, replica, replicas).to(device),
                                     rows_of(y, replica, replicas).to(device));
     const double loss = r.loss.item();
-    TD_CHECK_AS(NonFiniteError, std::isfinite(loss), "train: the loss is ", loss, " at iteration ",
-                iter,
-                "; the step was not applied (a --checkpoint holds the "
-                "last evaluation)\n  hint: lower --lr");
     const bool scaling = scaler->is_enabled();
-    if (scaling) scaler->unscale_(optimizer);  // the clip sees the true gradients
-    if (g.grad_clip > 0) clip_gradients(setup, g.grad_clip);
-    if (scaling) {
-      scaler->step(optimizer);
-      scaler->update();
+    // --skip-nonfinite: a step whose loss or gradients are NaN or inf is skipped by every rank
+    // together (each may hold other gradients: --tp's slices, --pp's stages, --zero's shards);
+    // the schedule still advances, so the lr stays a function of the iteration. Under the fp16
+    // scaler, inf gradients are the scaler's to skip.
+    bool skip = false;
+    if (o.skip_nonfinite) {
+      const bool ok = std::isfinite(loss) && (scaling || gradients_finite(optimizer, nullptr));
+      skip = !all_ranks_agree(ok, group.get(), device);
+    }
+    TD_CHECK_AS(NonFiniteError, skip || std::isfinite(loss), "train: the loss is ", loss,
+                " at iteration ", iter,
+                "; the step was not applied (a --checkpoint holds the last evaluation)\n  hint: "
+                "lower --lr, or pass --skip-nonfinite to skip such steps");
+    if (skip) {
+      ++skipped;
+      if (lead)
+        std::fprintf(stderr, "train: iteration %lld: loss %g%s, step skipped (%lld so far)\n",
+                     (long long)iter, loss,
+                     std::isfinite(loss) ? " but a gradient is not finite" : "",
+                     (long long)skipped);
     } else {
-      optimizer.step();
+      if (scaling) scaler->unscale_(optimizer);  // the clip sees the true gradients
+      if (g.grad_clip > 0) clip_gradients(setup, g.grad_clip);
+      if (scaling) {
+        scaler->step(optimizer);
+        scaler->update();
+      } else {
+        optimizer.step();
+      }
     }
     if (scheduler) scheduler->step();
     if (o.ddp && memory.empty()) {  // this rank's memory after its first step, beside the formula
@@ -311,30 +355,34 @@ int run_train_gpt(const TrainOptions& flags) {
       if (lead)
         std::printf("memory per rank (rank 0, %s): %s\n", device.str().c_str(), memory.c_str());
     }
-    interval_loss += loss, ++interval_iters;
+    if (!skip) interval_loss += loss, ++interval_iters;
 
     if ((iter + 1) % g.log_interval == 0 || iter + 1 == g.max_iters) {
       const double secs = seconds_since(interval_start) - eval_seconds;
       const double rate = secs > 0 ? double(interval_iters * tokens_per_iter) / secs : 0;
+      const double mean = interval_iters > 0 ? interval_loss / double(interval_iters) : NAN;
       metrics.write({.time = unix_time(),
                      .epoch = iter + 1,
                      .step = iter + 1,
                      .split = "train",
-                     .loss = interval_loss / double(interval_iters),
+                     .loss = mean,
                      .lr = optimizer.lr(0),
                      .samples_per_s = rate,
                      .loss_scale = scaling ? scaler->get_scale() : 0,
                      .skipped_steps = scaling ? scaler->skipped_steps() : -1});
       if (lead)
         std::printf("iter %lld: loss %.4f, lr %.3g, %.0f tokens/s, %.1f ms/iter\n",
-                    (long long)(iter + 1), interval_loss / double(interval_iters), optimizer.lr(0),
-                    rate, 1e3 * secs / double(interval_iters));
+                    (long long)(iter + 1), mean, optimizer.lr(0), rate,
+                    1e3 * secs / double(std::max<int64_t>(interval_iters, 1)));
       std::fflush(stdout);
       interval_loss = 0, interval_iters = 0;
       interval_start = Clock::now();
       eval_seconds = 0;
     }
   }
+  if (lead && skipped > 0)
+    std::printf("%lld step%s skipped: loss or gradients not finite\n", (long long)skipped,
+                skipped == 1 ? "" : "s");
   if (lead)
     std::printf("total time %s; report: %s\n", format_duration(seconds_since(start)).c_str(),
                 (fs::path(o.log_dir) / "report.html").string().c_str());

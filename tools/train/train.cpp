@@ -77,6 +77,7 @@ int run_train(const TrainOptions& flags) {
   // --data-parallel (one process, a replica per device per step) or --pipeline (the model cut
   // into one stage per device).
   Placement placement = resolve_placement(o);
+  if (dry_run()) return dry_run_done("train");
   std::shared_ptr<parallel::Communicator> group;
   if (placement.mode == Parallelism::DDP) group = join_ddp_group(placement, o);
   const Device device = placement.device;
@@ -84,6 +85,10 @@ int run_train(const TrainOptions& flags) {
   const bool lead = rank == 0;  // rank 0 logs, evaluates, checkpoints and reports
   check_device(device);
   for (const Device& d : placement.devices) check_device(d);
+  // The checkpoint directory is checked before any work, not at the first save (rank 0 writes a
+  // whole file; with --sharded-checkpoint every rank its shards).
+  if (!o.checkpoint.empty() && (lead || o.sharded_checkpoint))
+    check_checkpoint_writable(o.checkpoint);
 
   // ---- data: each split is loaded and normalised once; batches are then row gathers.
   const DataSource source = resolve_data_source(o.dataset);
@@ -140,6 +145,10 @@ int run_train(const TrainOptions& flags) {
           "  note: the %s schedule now spans %d epochs instead of %d: the lr from here on "
           "matches neither an uninterrupted %d- nor %d-epoch run\n",
           o.schedule.c_str(), o.epochs, saved_epochs, o.epochs, saved_epochs);
+    TD_CHECK_VALUE(state.epoch <= o.epochs, "train: --resume: ", o.checkpoint, " is after epoch ",
+                   state.epoch, ", past --epochs ", o.epochs,
+                   "; a run cannot train backwards\n  hint: give --epochs ", state.epoch,
+                   " or more (or start afresh without --resume)");
     if (first_epoch > o.epochs) {
       if (lead)
         std::printf("the checkpoint has finished all %d epochs; raise --epochs to train more\n",
@@ -244,6 +253,7 @@ int run_train(const TrainOptions& flags) {
       return TrainState{epoch, global_step, default_generator(device).get_state(), config,
                         scaler.is_enabled() ? optim::to_json(scaler.state_dict()) : ""};
     };
+    check_evaluation_finite(e.loss, group.get(), str("after epoch ", epoch), o.checkpoint);
     if (o.sharded_checkpoint)  // every rank writes its shards
       save_sharded_checkpoint(o.checkpoint, *setup.fsdp, *optimizer, state_now());
     if (!lead) continue;  // the others go straight on to the next epoch's first all-reduce
