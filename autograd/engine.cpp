@@ -4,9 +4,11 @@
 // into .grad under the leaf's lock and fire the post-accumulate hooks. Kernels write, the engine
 // alone accumulates. Runs with grad mode off: there is no double backward. With
 // defer_weight_grads, an op's weight-gradient part is queued on the task instead of run
-// (deferred_weight_grads.h): the engine decides that, not the op.
+// (deferred_weight_grads.h): the engine decides that, not the op. Which task a thread works for,
+// and the callbacks queued to it, are current_task.h's.
 #include <pthread.h>
 #include <tandem/autograd/autograd_meta.h>
+#include <tandem/autograd/current_task.h>
 #include <tandem/autograd/device_workers.h>
 #include <tandem/autograd/engine.h>
 #include <tandem/autograd/grad_mode.h>
@@ -25,9 +27,6 @@ namespace tandem {
 namespace {
 
 std::atomic<bool> g_device_threads{true};
-
-// The task whose node (or whose callbacks) this thread is running; null outside backward.
-thread_local std::shared_ptr<GraphTask> t_task;
 
 // The queue this thread runs backward nodes from: its device's on a backward worker, else one of
 // its own (for the plain `cpu` nodes of the backward it calls).
@@ -197,7 +196,7 @@ void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
 // was the last.
 void evaluate(std::shared_ptr<GraphTask> task, Node* node, InputBuffer& grad) {
   if (!task->failed) {
-    auto outer = std::exchange(t_task, task);
+    detail::CurrentTask current(task);
     try {
       ThreadLocalStateGuard state(task->state);
       // A CUDA node runs on its forward's stream; one other than the caller's is remembered for
@@ -218,7 +217,6 @@ void evaluate(std::shared_ptr<GraphTask> task, Node* node, InputBuffer& grad) {
       task->fail(detail::with_context(std::current_exception(),
                                       str("backward of '", node->name, "' on ", node->device)));
     }
-    t_task = std::move(outer);
   }
   // Let go of the task before counting this node done: once the count reaches 0 the caller
   // returns, and its reference must be the last, so that the task (its error, which the caller is
@@ -229,45 +227,10 @@ void evaluate(std::shared_ptr<GraphTask> task, Node* node, InputBuffer& grad) {
   if (counted->outstanding.fetch_sub(1) == 1) owner->wake();
 }
 
-// Makes `task` the thread's task for the scope (queue_callback goes to its outermost).
-class CurrentTask {
- public:
-  explicit CurrentTask(std::shared_ptr<GraphTask> task) : outer_(std::exchange(t_task, task)) {}
-  ~CurrentTask() { t_task = std::move(outer_); }
-  CurrentTask(const CurrentTask&) = delete;
-  CurrentTask& operator=(const CurrentTask&) = delete;
-
- private:
-  std::shared_ptr<GraphTask> outer_;
-};
-
-void run_callbacks(const std::shared_ptr<GraphTask>& task) {
-  CurrentTask current(task);  // a callback may queue more (run in order)
-  for (size_t i = 0;; ++i) {
-    std::function<void()> fn;
-    {
-      std::lock_guard lk(task->mutex);
-      if (i >= task->callbacks.size()) break;
-      fn = std::move(task->callbacks[i]);
-    }
-    fn();  // an exception ends backward with it
-  }
-}
-
 }  // namespace
 
 void set_backward_device_threads(bool enabled) { g_device_threads = enabled; }
 bool backward_device_threads() { return g_device_threads; }
-
-bool in_backward_pass() { return t_task != nullptr; }
-
-void queue_callback(std::function<void()> fn) {
-  TD_CHECK_AS(AutogradError, t_task != nullptr,
-              "queue_callback: no backward pass is running on this thread (call it from a hook)");
-  GraphTask* outermost = t_task->outermost();
-  std::lock_guard lk(outermost->mutex);
-  outermost->callbacks.push_back(std::move(fn));
-}
 
 namespace {
 
@@ -298,7 +261,7 @@ std::vector<Tensor> execute(const Tensor& root, const Tensor& grad_in, bool reta
                  ")\n  hint: grad.to(output.dtype())");
   const std::shared_ptr<Node> start = gradient_node(root);
   const std::shared_ptr<WorkQueue> queue = local_queue();
-  auto task = std::make_shared<GraphTask>(retain_graph, defer, queue, t_task);
+  auto task = std::make_shared<GraphTask>(retain_graph, defer, queue, detail::current_task());
   task->count_dependencies(start.get(), thread_of);
   for (const Device& d : task->threads)
     task->queues[d] = d == Device::cpu(0) ? queue : backward_workers().queue({d});
@@ -343,7 +306,7 @@ std::vector<Tensor> execute(const Tensor& root, const Tensor& grad_in, bool reta
     }
     *deferred = std::move(task->deferred);
   }
-  if (!task->parent) run_callbacks(task);
+  if (!task->parent) detail::run_callbacks(task);
   return std::move(task->captured);
 }
 
@@ -363,9 +326,9 @@ autograd::DeferredWeightGrads autograd::backward(const Tensor& output,
 
 void autograd::detail::run_as_backward_tail(const std::function<void()>& fn,
                                             std::vector<std::function<void()>>& callbacks) {
-  auto task = std::make_shared<GraphTask>(false, false, local_queue(), t_task);
+  auto task = std::make_shared<GraphTask>(false, false, local_queue(), detail::current_task());
   {
-    CurrentTask current(task);  // so that fn's hooks may queue_callback
+    detail::CurrentTask current(task);  // so that fn's hooks may queue_callback
     try {
       fn();
     } catch (...) {
@@ -383,7 +346,7 @@ void autograd::detail::run_as_backward_tail(const std::function<void()>& fn,
     return;
   }
   task->callbacks = std::move(all);
-  run_callbacks(task);
+  detail::run_callbacks(task);
 }
 
 std::vector<Tensor> autograd::grad(const Tensor& output, const std::vector<Tensor>& inputs,

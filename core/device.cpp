@@ -23,6 +23,7 @@ Device::Device(std::string_view spec) {
   }
   index_ = 0;
   if (colon == std::string_view::npos) return;
+  named_index_ = true;
   const std::string_view digits = spec.substr(colon + 1);
   if (digits.empty()) fail("missing index after ':'");
   if (digits[0] == '-') fail("device index must not be negative");
@@ -37,7 +38,8 @@ Device::Device(std::string_view spec) {
 }
 
 std::string Device::str() const {
-  if (type_ == DeviceType::CPU) return index_ == 0 ? "cpu" : "cpu:" + std::to_string(index_);
+  if (type_ == DeviceType::CPU)
+    return index_ == 0 && !named_index_ ? "cpu" : "cpu:" + std::to_string(index_);
   return "cuda:" + std::to_string(index_);
 }
 

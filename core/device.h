@@ -14,8 +14,9 @@ namespace tandem {
 
 enum class DeviceType : int8_t { CPU = 0, CUDA = 1 };
 
-/// A device: a type and an index. `Device("cpu")` is `cpu:0`; printing gives `cpu`, `cpu:1`,
-/// `cuda:0`.
+/// A device: a type and an index. `Device("cpu")` is `cpu:0`, the same device (equal, one hash),
+/// but each prints as it was named: `cpu` for Device("cpu"), Device::cpu() and Device(), `cpu:0`
+/// for Device("cpu:0") and Device::cpu(0), as torch.device("cpu") and torch.device("cpu", 0).
 class Device {
  public:
   static constexpr int kMaxCpuDevices = 64;  // virtual CPU devices cpu:0 … cpu:63
@@ -29,7 +30,12 @@ class Device {
   Device(const char* spec) : Device(std::string_view(spec)) {}         // NOLINT
   Device(const std::string& spec) : Device(std::string_view(spec)) {}  // NOLINT
 
-  static constexpr Device cpu(int index = 0) { return {DeviceType::CPU, index}; }
+  static constexpr Device cpu() { return {}; }
+  static constexpr Device cpu(int index) {
+    Device d{DeviceType::CPU, index};
+    d.named_index_ = true;
+    return d;
+  }
   static constexpr Device cuda(int index = 0) { return {DeviceType::CUDA, index}; }
 
   DeviceType type() const { return type_; }
@@ -38,11 +44,12 @@ class Device {
   bool is_cuda() const { return type_ == DeviceType::CUDA; }
   std::string str() const;
 
-  friend bool operator==(Device a, Device b) = default;
+  friend bool operator==(Device a, Device b) { return a.type_ == b.type_ && a.index_ == b.index_; }
 
  private:
   DeviceType type_ = DeviceType::CPU;
   int16_t index_ = 0;
+  bool named_index_ = false;  // printing only: "cpu:0" rather than "cpu"
 };
 
 std::ostream& operator<<(std::ostream& os, Device d);

@@ -4,13 +4,14 @@
 #include <tandem/core/check.h>
 #include <tandem/nn/gpt.h>
 #include <tandem/nn/init.h>
+#include <algorithm>
 #include <cmath>
 
 namespace tandem::nn {
 
 GPTEmbedding::GPTEmbedding(const GPTConfig& c)
     : block_size(c.block_size),
-      wte(c.vocab_size, c.n_embd, {.tensor = c.tensor}),
+      wte(std::max(c.vocab_size, c.padded_vocab_size), c.n_embd, {.tensor = c.tensor}),
       wpe(c.block_size, c.n_embd, {.tensor = c.tensor}),
       drop(c.dropout) {}
 
@@ -29,19 +30,34 @@ void GPTEmbedding::visit(Visitor& v) {
   v("drop", drop);
 }
 
-Tensor LMHead::forward(const Tensor& x) const { return linear(x, weight, Tensor()); }
+Tensor LMHead::forward(const Tensor& x) const {
+  // The padding's rows are never read: their logits would enter the softmax (nanoGPT's), and
+  // reading them only to mask them out would cost a pass over the B·T·V logits.
+  return linear(x, vocab_size < weight.size(0) ? weight.narrow(0, 0, vocab_size) : weight,
+                Tensor());
+}
 
 std::string LMHead::extra_repr() const {
-  return tandem::str("in_features=", weight.size(1), ", out_features=", weight.size(0),
-                     ", bias=False");
+  return tandem::str(
+      "in_features=", weight.size(1), ", out_features=", vocab_size,
+      vocab_size < weight.size(0) ? tandem::str(" (of ", weight.size(0), " rows)") : std::string(),
+      ", bias=False");
 }
 
 namespace {
 
-// nanoGPT's _init_weights, then the scaled residual projections.
-void init_like_nanogpt(Sequential& model, int64_t n_layer) {
+// nanoGPT's _init_weights, then the scaled residual projections. A padded token table draws
+// only its first `vocab_size` rows, the numbers an unpadded model draws, and zeros the rest.
+void init_like_nanogpt(Sequential& model, int64_t n_layer, int64_t vocab_size) {
   NoGradGuard no_grad;
   for (auto& [name, p] : model.named_parameters()) {
+    if (name == "transformer.wte.weight" && p.size(0) > vocab_size) {
+      Tensor tokens = p.narrow(0, 0, vocab_size),
+             padding = p.narrow(0, vocab_size, p.size(0) - vocab_size);
+      init::normal_(tokens, 0, 0.02);
+      init::zeros_(padding);
+      continue;
+    }
     const bool weight = name.ends_with(".weight");
     const bool norm = name.find(".ln_") != std::string::npos;
     if (norm) continue;  // LayerNorm keeps ones and zeros
@@ -61,15 +77,18 @@ Sequential gpt(const GPTConfig& c) {
   TD_CHECK_VALUE(c.block_size > 0 && c.vocab_size > 0 && c.n_layer > 0 && c.n_embd > 0,
                  "gpt: block_size, vocab_size, n_layer and n_embd must be positive, got ",
                  c.block_size, ", ", c.vocab_size, ", ", c.n_layer, ", ", c.n_embd);
+  TD_CHECK_VALUE(c.padded_vocab_size == 0 || c.padded_vocab_size >= c.vocab_size,
+                 "gpt: padded_vocab_size ", c.padded_vocab_size, " is less than vocab_size ",
+                 c.vocab_size, " (0: no padding)");
   GPTEmbedding embedding(c);
-  LMHead head(embedding.wte.weight);  // the tie: one tensor, two names
+  LMHead head(embedding.wte.weight, c.vocab_size);  // the tie: one tensor, two names
   Sequential model;
   model.push_back("transformer", std::move(embedding));
   for (int64_t i = 0; i < c.n_layer; ++i)
     model.push_back(tandem::str("transformer.h.", i), Block(c));
   model.push_back("transformer.ln_f", LayerNorm(c.n_embd, {.bias = c.bias, .tensor = c.tensor}));
   model.push_back("lm_head", std::move(head));
-  init_like_nanogpt(model, c.n_layer);
+  init_like_nanogpt(model, c.n_layer, c.vocab_size);
   return model;
 }
 

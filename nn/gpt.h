@@ -31,9 +31,12 @@ struct GPTEmbedding : Module {
 };
 
 /// x [B, T, C] -> logits [B, T, vocab_size]: a Linear without bias whose weight is given (tied).
+/// A padded table's rows past vocab_size are not read (GPTConfig::padded_vocab_size).
 struct LMHead : Module {
-  explicit LMHead(Tensor weight) : weight(std::move(weight)) {}
-  Tensor weight;  // [vocab_size, C]
+  explicit LMHead(Tensor weight, int64_t vocab_size = -1)
+      : weight(std::move(weight)), vocab_size(vocab_size < 0 ? this->weight.size(0) : vocab_size) {}
+  Tensor weight;  // [rows, C]: vocab_size tokens, then any padding
+  int64_t vocab_size;
 
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }

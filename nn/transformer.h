@@ -18,6 +18,12 @@ namespace tandem::nn {
 struct GPTConfig {
   int64_t block_size = 1024;  // the longest context
   int64_t vocab_size = 50304;
+  // Rows of the token table when more than vocab_size (Megatron's padded_vocab_size: tensor
+  // parallelism splits the table into equal parts). Padding proper, unlike nanoGPT's 50,304
+  // (whose extra rows are trained as tokens that never occur): the rows past vocab_size start at
+  // zero, no logit is computed from them, so they get no gradient and stay zero, and the model
+  // computes exactly what an unpadded one does. 0: vocab_size rows.
+  int64_t padded_vocab_size = 0;
   int64_t n_layer = 12, n_head = 12, n_embd = 768;
   double dropout = 0.0;
   bool bias = true;  // biases in the Linears and LayerNorms (nanoGPT's train.py sets false)

@@ -39,9 +39,9 @@ struct GptOptions {
   int64_t eval_interval = 250, eval_iters = 20;  // validation every N iterations, over M batches
   int64_t log_interval = 50;                     // a progress line every N iterations
   double min_lr = 1e-4, beta2 = 0.99, grad_clip = 1.0;
-  // The model's vocabulary: the characters padded up to a multiple of this (Megatron's
-  // --make-vocab-size-divisible-by; nanoGPT pads GPT-2's 50,257 to 50,304). The padding ids
-  // never occur in the data; --tp needs a vocabulary that divides by the tensor-parallel size.
+  // The token table: the characters, padded to a multiple of this (Megatron's
+  // --make-vocab-size-divisible-by) and of --tp. Padding proper (nn::GPTConfig::
+  // padded_vocab_size): never read, so the model is the unpadded one, and checkpoints hold it so.
   int64_t vocab_multiple = 1;
   // Attention on the tensor cores (AttentionBackend::Flash, enable_flash_attention): CUDA with
   // --amp bf16 or fp16 only.

@@ -20,6 +20,7 @@
 #include "train/checkpointing.h"
 #include "train/config.h"
 #include "train/epoch.h"
+#include "train/gpt_vocabulary.h"
 #include "train/models.h"
 
 namespace tandem::tools {
@@ -108,8 +109,12 @@ int run_generate(const GenerateOptions& o) {
                 "generate: ", path, ": \"", name,
                 "\" holds NaN or inf; text drawn from it would mean nothing");
 
-  nn::Sequential model = make_gpt(g, padded_vocab(g, tokenizer.vocab_size()), false);
+  // One device needs no padding: the checkpoint's table cut to its characters (one of an older
+  // run may still hold its --vocab-multiple's rows, which the model never reads).
+  const int64_t tokens = tokenizer.vocab_size();
+  nn::Sequential model = make_gpt(g, tokens, tokens, false);
   if (sharded) add_tied_names(model, file.tensors);
+  file.tensors = fit_embedding_rows(std::move(file.tensors), tokens, tokens);
   model.load_state_dict(file.tensors, true, path);
   const Device device(o.device);
   model.to(device);

@@ -221,9 +221,16 @@ TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
   for (const char* dir : {"tp-more", "one-more", "fsdp-more"})
     expect_close("whole", dir, "model.safetensors");
 
-  // A vocabulary padded for a tensor-parallel size (the padding ids never drawn by generate).
+  // A padded token table (the padding never read, nor drawn by generate); --tp pads it to its
+  // size by itself, and the checkpoint holds the unpadded table.
   const Result pad = run("", 10, "pad", " --vocab-multiple 64");
   EXPECT_NE(pad.output.find("vocabulary 20 (padded to 64)"), std::string::npos) << pad.output;
+  const Result pad_tp = run(runs.two, 10, "pad-tp", " --tp 2 --vocab-multiple 3");
+  EXPECT_NE(pad_tp.output.find("vocabulary 20 (padded to 24)"), std::string::npos) << pad_tp.output;
+  EXPECT_EQ(load_safetensors((tmp / "pad-tp" / "model.safetensors").string())
+                .at("transformer.wte.weight")
+                .size(0),
+            20);
   const Result text = tandem_cli(
       "generate --tokens 200 --temperature 2 --top-k 0 --checkpoint " + (tmp / "pad").string(),
       tmp / "generated.txt");
@@ -242,9 +249,6 @@ TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
            {runs.two, " --tp 2 --dp 2", "--tp 2 --dp 2: the run has 2 ranks, which is not dp x tp"},
            {runs.four, " --tp 4", "n_head (2) does not divide by the tensor-parallel size 4"},
            {"", " --tp 2 --zero 1", "--tp with --zero 1 is not built"},
-           {runs.two, " --tp 2 --vocab-multiple 3",
-            "the vocabulary (21) does not divide by the tensor-parallel size; pad it with "
-            "--vocab-multiple 2"},
            {"", " --dp 2", "--dp and --sequence-parallel describe a --tp run"}}) {
     const Result r = tandem_cli(launcher + gpt_flags(tmp / "text.txt", 5) + " --log-dir " +
                                     (tmp / "log-bad").string() + flags,

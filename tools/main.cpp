@@ -96,8 +96,9 @@ void add_gpt_flags(CLI::App* cmd, tandem::tools::GptOptions& g) {
   opt("--beta2", g.beta2, "AdamW's beta2");
   opt("--grad-clip", g.grad_clip, "clip the gradients' global norm to this (0: off)");
   opt("--vocab-multiple", g.vocab_multiple,
-      "pad the vocabulary (the corpus's characters) up to a multiple of N: --tp needs one that "
-      "divides by the tensor-parallel size (Megatron's --make-vocab-size-divisible-by)")
+      "pad the token table (the corpus's characters) to a multiple of N rows, e.g. 64 for "
+      "GEMM-friendly shapes (Megatron's --make-vocab-size-divisible-by); the padding is never "
+      "read, so the model is the unpadded one; --tp pads to its size by itself")
       ->check(kPositive);
   opt("--eval-interval", g.eval_interval, "estimate the losses every N iterations")
       ->check(kPositive);

@@ -3,7 +3,9 @@
 // float32) trained with Adam by 4 ranks, threads on cpu:0..3 (the in-process communicator), batch 8
 // per rank. For each mode and rank: the bytes held after a step and the peak during the second step
 // (the first creates Adam's state), in MB, and the predicted bytes:
-//   DDP     4Ψ parameters + 4Ψ gradients + 4Ψ bucket copy + 8Ψ Adam        = 20Ψ
+//   DDP     4Ψ parameters + 4Ψ gradients + 8Ψ Adam                         = 16Ψ
+//           (+ 4Ψ bucket copy, 20Ψ, where the backend cannot reduce the gradients where they
+//           lie: Gloo, NCCL; threads, as here, and shared memory reduce them in place)
 //   DDP with gradient_as_bucket_view: .grad is the bucket's slice          = 16Ψ
 //   ZeRO-1  4Ψ parameters + 4Ψ buckets (the averaged chunk inside) + 8Ψ/N Adam = 8Ψ + 8Ψ/N
 //   ZeRO-2  4Ψ parameters + (4Ψ chunk + 8Ψ Adam) / N                       = 4Ψ + 12Ψ/N
@@ -40,6 +42,7 @@ nn::Sequential stack(int n, int64_t width) {
 
 struct Row {
   double held = 0, peak = 0;  // MB
+  bool bucket_copy = false;   // DDP packed its buckets (it could not reduce in place)
 };
 
 // Two Adam steps with DDP at `stage` (0: plain, -1: with gradient_as_bucket_view; 3: fully_shard)
@@ -86,6 +89,7 @@ std::vector<Row> measure(int stage, int layers, int64_t width) {
           opt->step();
           group->barrier()->wait();  // every rank is done with the step's collectives
           if (step == 0) rows[size_t(r)].held = double(memory_stats(dev).allocated_bytes) / 1e6;
+          if (ddp) rows[size_t(r)].bucket_copy = !ddp->reducer().reduces_in_place();
         }
         rows[size_t(r)].peak = double(memory_stats(dev).peak_allocated_bytes) / 1e6;
       },
@@ -103,23 +107,26 @@ int main(int argc, char** argv) {
               long(width), long(width), psi / 1e6, kRanks, kRanks - 1);
   std::printf("%-8s %-16s %12s %9s %9s %9s\n", "mode", "formula", "predicted MB", "rank", "held MB",
               "peak MB");
-  const double n = kRanks;
   const struct {
     int stage;
     const char* name;
     const char* formula;
-    double bytes;
-  } modes[] = {{0, "DDP", "20 Psi", 20 * psi},
-               {-1, "DDP view", "16 Psi", 16 * psi},
-               {1, "ZeRO-1", "8 Psi + 8 Psi/N", 8 * psi + 8 * psi / n},
-               {2, "ZeRO-2", "4 Psi + 12 Psi/N", 4 * psi + 12 * psi / n},
-               {3, "ZeRO-3", "16 Psi/N", 16 * psi / n}};
+  } modes[] = {{0, "DDP", "16 Psi"},
+               {-1, "DDP view", "16 Psi"},
+               {1, "ZeRO-1", "8 Psi + 8 Psi/N"},
+               {2, "ZeRO-2", "4 Psi + 12 Psi/N"},
+               {3, "ZeRO-3", "16 Psi/N"}};
   for (const auto& m : modes) {
     const std::vector<Row> rows = measure(m.stage, layers, width);
+    // The library's formula (parallel/ddp/state_bytes.h): float32, Adam's two states; the bucket
+    // copy counted where the reducer made one.
+    const bool copy = m.stage == 0 && rows[0].bucket_copy;  // a bucket view is the .grad
+    const double bytes =
+        parallel::state_bytes(std::max(m.stage, 0), psi, 4, 2, kRanks, copy).total();
     for (int r = 0; r < kRanks; ++r)
       std::printf("%-8s %-16s %12.1f %9d %9.1f %9.1f   held/predicted %.3f\n", r ? "" : m.name,
-                  r ? "" : m.formula, m.bytes / 1e6, r, rows[size_t(r)].held, rows[size_t(r)].peak,
-                  rows[size_t(r)].held * 1e6 / m.bytes);
+                  r ? "" : (copy ? "20 Psi (bucket copy)" : m.formula), bytes / 1e6, r,
+                  rows[size_t(r)].held, rows[size_t(r)].peak, rows[size_t(r)].held * 1e6 / bytes);
   }
   return 0;
 }

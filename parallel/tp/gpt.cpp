@@ -6,6 +6,9 @@
 #include <tandem/core/check.h>
 #include <tandem/core/generator.h>
 #include <tandem/parallel/tp/gpt.h>
+#include <algorithm>
+#include <limits>
+#include <numeric>
 #include <optional>
 
 namespace tandem::parallel::tp {
@@ -137,13 +140,34 @@ void ParallelGPTEmbedding::visit(nn::Visitor& v) {
   v("drop", drop);
 }
 
+ParallelLMHead::ParallelLMHead(Tensor w, Plan p, int64_t vocab_start, int64_t vocab_size)
+    : weight(std::move(w)), plan(std::move(p)) {
+  const int64_t rows = weight.size(0),
+                tokens = std::clamp(vocab_size - vocab_start, int64_t{0}, rows);
+  TD_CHECK_VALUE(tokens > 0, "tensor_parallel_gpt: rank ", plan.group->rank(), " of ",
+                 plan.group->size(), " would hold no token of the ", vocab_size,
+                 "-token vocabulary (its rows ", vocab_start, "..", vocab_start + rows - 1,
+                 " are all padding); use fewer tensor-parallel ranks or less padding");
+  if (tokens < rows) {
+    NoGradGuard no_grad;
+    padding =
+        cat({zeros({tokens}, weight.options()),
+             full({rows - tokens}, -std::numeric_limits<double>::infinity(), weight.options())},
+            0);
+  }
+}
+
 Tensor ParallelLMHead::forward(const Tensor& x) const {
   // Every rank reads all of x, so x's gradient is the sum of every rank's part: f, or, with
   // sequence parallelism, the all-gather whose backward reduce-scatters.
   const Tensor whole = plan.options.sequence_parallel
                            ? gather_from_sequence_parallel_region(x, plan.group)
                            : copy_to_tensor_parallel_region(x, plan.group);
-  return linear(whole, weight, Tensor());
+  const Tensor logits = linear(whole, weight, Tensor());
+  // The padding's columns: −∞ (exp gives 0 in the loss's sums, and softmax − one-hot gives them
+  // a zero gradient). One device's head does not compute them at all (nn::LMHead); here the
+  // ranks' parts stay equal, as the vocabulary-parallel loss reads them.
+  return padding.defined() ? logits + padding.to(logits.dtype()) : logits;
 }
 
 nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,
@@ -161,9 +185,10 @@ nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,
       out.push_back(item.name, ParallelBlock(*b, plan));
     } else if (auto* ln = dynamic_cast<nn::LayerNorm*>(&m)) {
       out.push_back(item.name, nn::clone(*ln));
-    } else if (dynamic_cast<nn::LMHead*>(&m) != nullptr) {
+    } else if (auto* head = dynamic_cast<nn::LMHead*>(&m)) {
       // The tie, kept: the head's weight is this rank's slice of the table, the same tensor.
-      out.push_back(item.name, ParallelLMHead(out.at<ParallelGPTEmbedding>(0).wte.weight, plan));
+      const VocabParallelEmbedding& wte = out.at<ParallelGPTEmbedding>(0).wte;
+      out.push_back(item.name, ParallelLMHead(wte.weight, plan, wte.vocab_start, head->vocab_size));
     } else {
       TD_CHECK_VALUE(false, "tensor_parallel_gpt: item '", item.name, "' (", m.type_name(),
                      ") is not part of nn::gpt's model; the plan knows GPTEmbedding, Block, "
@@ -188,6 +213,14 @@ std::shared_ptr<Generator> rank_stream(nn::Sequential& tp_gpt) {
                  "tp::rank_stream: not a model of tensor_parallel_gpt (nor a stage of one "
                  "with an embedding or a block)");
   return nullptr;
+}
+
+int64_t padded_vocab_size(int64_t vocab_size, int64_t tp_size, int64_t multiple) {
+  TD_CHECK_VALUE(vocab_size > 0 && tp_size > 0 && multiple > 0,
+                 "padded_vocab_size: expected positive sizes, got vocab_size ", vocab_size,
+                 ", tp_size ", tp_size, ", multiple ", multiple);
+  const int64_t m = std::lcm(tp_size, multiple);
+  return (vocab_size + m - 1) / m * m;
 }
 
 Tensor gpt_loss(const Tensor& logits, const Tensor& targets, const Group& group) {

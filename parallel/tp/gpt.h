@@ -108,11 +108,13 @@ struct ParallelGPTEmbedding : nn::Module {
 };
 
 /// x [B, T, C] (or [B, T/t, C]) -> this rank's logits [B, T, V/t], from the tied weight (this
-/// rank's wte rows).
+/// rank's wte rows). The columns of a padded table's rows (past `vocab_size`) are −∞: no
+/// probability, no gradient, so the loss is the unpadded model's and the padding stays zero.
 struct ParallelLMHead : nn::Module {
-  ParallelLMHead(Tensor weight, Plan plan) : weight(std::move(weight)), plan(std::move(plan)) {}
+  ParallelLMHead(Tensor weight, Plan plan, int64_t vocab_start, int64_t vocab_size);
   Tensor weight;  // [V/t, C], the same tensor as the embedding's
   Plan plan;
+  Tensor padding;  // [V/t]: 0 for this rank's tokens, −∞ for its padding; undefined: none
 
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
@@ -130,6 +132,12 @@ nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,
 /// one (to save and restore with a checkpoint: every rank draws as many numbers from its stream,
 /// so one offset serves all; a pipeline's stages draw different amounts).
 std::shared_ptr<Generator> rank_stream(nn::Sequential& tp_gpt);
+
+/// The token table's rows for `vocab_size` tokens on `tp_size` ranks: rounded up to a multiple
+/// of tp_size and of `multiple` (64, say, for GEMM-friendly shapes). Give it to the GPT as
+/// GPTConfig::padded_vocab_size: the padding is never read, so the model stays the unpadded one,
+/// whatever tp_size.
+int64_t padded_vocab_size(int64_t vocab_size, int64_t tp_size, int64_t multiple = 1);
 
 /// nanoGPT's loss from this rank's logits [B, T, V/t] and the targets [B, T] (−1: ignored).
 Tensor gpt_loss(const Tensor& logits, const Tensor& targets, const Group& group);

@@ -29,7 +29,7 @@
 #include "config.h"
 #include "data_source.h"
 #include "epoch.h"
-#include "gpt_resume.h"
+#include "gpt_vocabulary.h"
 #include "models.h"
 #include "optim_setup.h"
 #include "progress.h"
@@ -108,23 +108,20 @@ int run_train_gpt(const TrainOptions& flags) {
   const std::vector<std::string> files =
       g.text.empty() ? data::fortunes_files() : std::vector<std::string>{g.text};
   std::optional<data::CharTokenizer> vocabulary;
-  if (o.resume) {
-    SavedVocabulary saved = saved_vocabulary(o.checkpoint);
-    vocabulary = std::move(saved.tokenizer);
-    if (!given(o, "--vocab-multiple")) o.gpt.vocab_multiple = saved.multiple;  // as it was padded
-  }
+  if (o.resume) vocabulary = saved_vocabulary(o.checkpoint);
   const data::TextCorpus corpus =
       data::load_text_corpus(files, vocabulary ? &*vocabulary : nullptr);
   data::check_fits_windows(corpus, g.block_size);
-  const int64_t characters = corpus.tokenizer.vocab_size(), vocab = padded_vocab(g, characters);
-  TD_CHECK_VALUE(vocab % o.tp == 0, "train --tp ", o.tp, ": the vocabulary (", vocab,
-                 ") does not divide by the tensor-parallel size; pad it with --vocab-multiple ",
-                 o.tp, " (or a multiple of ", o.tp, ")");
+  // The table's rows: the characters, padded for --vocab-multiple and for --tp's equal parts
+  // (padding the model never reads: it computes what the unpadded one does).
+  const int64_t characters = corpus.tokenizer.vocab_size(),
+                vocab = padded_vocab(g, characters, o.tp);
 
   // ---- model, optimizer (decay on matrices only), schedule.
   manual_seed(o.seed);
-  auto model = std::make_shared<nn::Sequential>(make_gpt(g, vocab, o.activation_checkpointing));
-  std::shared_ptr<nn::Sequential> whole = model;  // one device's model: a checkpoint's names
+  auto model =
+      std::make_shared<nn::Sequential>(make_gpt(g, characters, vocab, o.activation_checkpointing));
+  const VocabularyRows rows = vocabulary_rows(*model, characters);   // a checkpoint's are unpadded
   const std::string params = with_commas(model->parameter_count());  // before a pipeline's copies
   // Each pipeline stage its own dropout streams (Megatron's seed + 100 × stage): the stages'
   // processes would otherwise draw the same masks for different layers.
@@ -153,7 +150,7 @@ int run_train_gpt(const TrainOptions& flags) {
   std::string resumed_scaler;
   if (o.resume) {
     const TrainState state =
-        load_checkpoint(o.checkpoint, fit_vocabulary_rows(restore_into(setup, optimizer), *whole));
+        load_checkpoint(o.checkpoint, fit_vocabulary_rows(restore_into(setup, optimizer), rows));
     default_generator(device).set_state(state.generator);
     if (setup.stages) {  // each stage its own seed (as above), at the first stage's offset
       GeneratorState own = state.generator;
@@ -185,7 +182,6 @@ int run_train_gpt(const TrainOptions& flags) {
     for (const std::string& d : config_differences(state.config_json, o))
       if (lead) std::printf("  note: changed since the checkpoint: %s\n", d.c_str());
   }
-  whole.reset();  // under --tp or --pp, the whole model's memory goes back once resumed
   if (scheduler) scheduler->set_step(iter);
   setup.amp = o.amp == "bf16" ? kBFloat16 : o.amp == "fp16" ? kFloat16 : kFloat32;
   enable_flash_attention(o.gpt.flash_attention);
@@ -251,7 +247,10 @@ int run_train_gpt(const TrainOptions& flags) {
       const Clock::time_point eval_start = Clock::now();
       CheckpointContent content;  // every rank: --zero's shards are gathered (rank 0 keeps them)
       const bool save = !o.checkpoint.empty() && iter > 0;
-      if (save && !o.sharded_checkpoint) content = checkpoint_content(setup, optimizer);
+      if (save && !o.sharded_checkpoint) {
+        content = checkpoint_content(setup, optimizer);
+        unpad(content, rows);
+      }
       std::pair<double, double> losses;
       if (lead || everyone_evaluates(setup)) losses = estimate_loss(setup, corpus, o);
       // What a checkpoint of this iteration records beside the tensors (after the evaluation,

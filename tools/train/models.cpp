@@ -3,6 +3,8 @@
 // halve (rounding down, as PyTorch).
 #include <tandem/core/check.h>
 
+#include <tandem/parallel/tp/gpt.h>
+
 #include "models.h"
 
 namespace tandem::tools {
@@ -89,9 +91,14 @@ nn::Sequential make_model(const std::string& name, int64_t rows, int64_t cols, b
   detail::fail<ValueError>("train: unknown model \"", name, "\" (choose mlp, cnn or cnn-bn)");
 }
 
-nn::GPTConfig gpt_config(const GptOptions& g, int64_t vocab_size) {
+int64_t padded_vocab(const GptOptions& g, int64_t characters, int64_t tp) {
+  return parallel::tp::padded_vocab_size(characters, tp, g.vocab_multiple);
+}
+
+nn::GPTConfig gpt_config(const GptOptions& g, int64_t characters, int64_t rows) {
   return {.block_size = g.block_size,
-          .vocab_size = vocab_size,
+          .vocab_size = characters,
+          .padded_vocab_size = rows,
           .n_layer = g.n_layer,
           .n_head = g.n_head,
           .n_embd = g.n_embd,
@@ -99,8 +106,8 @@ nn::GPTConfig gpt_config(const GptOptions& g, int64_t vocab_size) {
           .bias = g.bias};
 }
 
-nn::Sequential make_gpt(const GptOptions& g, int64_t vocab_size, bool checkpointed) {
-  nn::Sequential model = nn::gpt(gpt_config(g, vocab_size));
+nn::Sequential make_gpt(const GptOptions& g, int64_t characters, int64_t rows, bool checkpointed) {
+  nn::Sequential model = nn::gpt(gpt_config(g, characters, rows));
   if (!checkpointed) return model;
   // Each block recomputed in backward: the same modules (so the same weights) under the same
   // names, each wrapped.

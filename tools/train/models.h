@@ -26,14 +26,13 @@ namespace tandem::tools {
 /// choices for an unknown name, or when the images are too small for the model's pooling.
 nn::Sequential make_model(const std::string& name, int64_t rows, int64_t cols, bool checkpointed);
 
-/// --model gpt: the GPT the flags describe, for a vocabulary of `vocab_size` characters (nn::gpt,
-/// initialised as nanoGPT's); with `checkpointed`, each block recomputes its activations in
-/// backward.
-nn::GPTConfig gpt_config(const GptOptions& gpt, int64_t vocab_size);
-/// The model's vocabulary for `characters` characters: rounded up to --vocab-multiple.
-inline int64_t padded_vocab(const GptOptions& gpt, int64_t characters) {
-  return (characters + gpt.vocab_multiple - 1) / gpt.vocab_multiple * gpt.vocab_multiple;
-}
-nn::Sequential make_gpt(const GptOptions& gpt, int64_t vocab_size, bool checkpointed);
+/// --model gpt: the GPT the flags describe, for a vocabulary of `characters` tokens in a table of
+/// `rows` (the padding never read: nn::GPTConfig::padded_vocab_size), initialised as nanoGPT's
+/// unpadded model; with `checkpointed`, each block recomputes its activations in backward.
+nn::GPTConfig gpt_config(const GptOptions& gpt, int64_t characters, int64_t rows);
+/// The table's rows for `characters` characters: rounded up to a multiple of --vocab-multiple
+/// and of the tensor-parallel size `tp` (equal parts per rank).
+int64_t padded_vocab(const GptOptions& gpt, int64_t characters, int64_t tp = 1);
+nn::Sequential make_gpt(const GptOptions& gpt, int64_t characters, int64_t rows, bool checkpointed);
 
 }  // namespace tandem::tools
