@@ -196,7 +196,7 @@ void run_node(const std::shared_ptr<GraphTask>& task, Node* node, Tensor dy) {
 // was the last.
 void evaluate(std::shared_ptr<GraphTask> task, Node* node, InputBuffer& grad) {
   if (!task->failed) {
-    detail::CurrentTask current(task);
+    ::tandem::detail::CurrentTask current(task);
     try {
       ThreadLocalStateGuard state(task->state);
       // A CUDA node runs on its forward's stream; one other than the caller's is remembered for
@@ -261,7 +261,8 @@ std::vector<Tensor> execute(const Tensor& root, const Tensor& grad_in, bool reta
                  ")\n  hint: grad.to(output.dtype())");
   const std::shared_ptr<Node> start = gradient_node(root);
   const std::shared_ptr<WorkQueue> queue = local_queue();
-  auto task = std::make_shared<GraphTask>(retain_graph, defer, queue, detail::current_task());
+  auto task =
+      std::make_shared<GraphTask>(retain_graph, defer, queue, ::tandem::detail::current_task());
   task->count_dependencies(start.get(), thread_of);
   for (const Device& d : task->threads)
     task->queues[d] = d == Device::cpu(0) ? queue : backward_workers().queue({d});
@@ -306,7 +307,7 @@ std::vector<Tensor> execute(const Tensor& root, const Tensor& grad_in, bool reta
     }
     *deferred = std::move(task->deferred);
   }
-  if (!task->parent) detail::run_callbacks(task);
+  if (!task->parent) ::tandem::detail::run_callbacks(task);
   return std::move(task->captured);
 }
 
@@ -326,9 +327,10 @@ autograd::DeferredWeightGrads autograd::backward(const Tensor& output,
 
 void autograd::detail::run_as_backward_tail(const std::function<void()>& fn,
                                             std::vector<std::function<void()>>& callbacks) {
-  auto task = std::make_shared<GraphTask>(false, false, local_queue(), detail::current_task());
+  auto task =
+      std::make_shared<GraphTask>(false, false, local_queue(), ::tandem::detail::current_task());
   {
-    detail::CurrentTask current(task);  // so that fn's hooks may queue_callback
+    ::tandem::detail::CurrentTask current(task);  // so that fn's hooks may queue_callback
     try {
       fn();
     } catch (...) {
@@ -346,7 +348,7 @@ void autograd::detail::run_as_backward_tail(const std::function<void()>& fn,
     return;
   }
   task->callbacks = std::move(all);
-  detail::run_callbacks(task);
+  ::tandem::detail::run_callbacks(task);
 }
 
 std::vector<Tensor> autograd::grad(const Tensor& output, const std::vector<Tensor>& inputs,

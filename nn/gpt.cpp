@@ -4,14 +4,13 @@
 #include <tandem/core/check.h>
 #include <tandem/nn/gpt.h>
 #include <tandem/nn/init.h>
-#include <algorithm>
 #include <cmath>
 
 namespace tandem::nn {
 
 GPTEmbedding::GPTEmbedding(const GPTConfig& c)
     : block_size(c.block_size),
-      wte(std::max(c.vocab_size, c.padded_vocab_size), c.n_embd, {.tensor = c.tensor}),
+      wte(c.vocab_size, c.n_embd, {.tensor = c.tensor}),
       wpe(c.block_size, c.n_embd, {.tensor = c.tensor}),
       drop(c.dropout) {}
 
@@ -46,18 +45,10 @@ std::string LMHead::extra_repr() const {
 
 namespace {
 
-// nanoGPT's _init_weights, then the scaled residual projections. A padded token table draws
-// only its first `vocab_size` rows, the numbers an unpadded model draws, and zeros the rest.
-void init_like_nanogpt(Sequential& model, int64_t n_layer, int64_t vocab_size) {
+// nanoGPT's _init_weights, then the scaled residual projections.
+void init_like_nanogpt(Sequential& model, int64_t n_layer) {
   NoGradGuard no_grad;
   for (auto& [name, p] : model.named_parameters()) {
-    if (name == "transformer.wte.weight" && p.size(0) > vocab_size) {
-      Tensor tokens = p.narrow(0, 0, vocab_size),
-             padding = p.narrow(0, vocab_size, p.size(0) - vocab_size);
-      init::normal_(tokens, 0, 0.02);
-      init::zeros_(padding);
-      continue;
-    }
     const bool weight = name.ends_with(".weight");
     const bool norm = name.find(".ln_") != std::string::npos;
     if (norm) continue;  // LayerNorm keeps ones and zeros
@@ -69,6 +60,19 @@ void init_like_nanogpt(Sequential& model, int64_t n_layer, int64_t vocab_size) {
       init::normal_(p, 0, 0.02);
     }
   }
+}
+
+// Zero rows appended to the token table, the head's weight the same tensor again. Added after
+// the model is built and drawn as an unpadded one, so that its numbers are that model's.
+void pad_token_table(Sequential& model, int64_t rows) {
+  NoGradGuard no_grad;
+  GPTEmbedding& embedding = model.at<GPTEmbedding>(0);
+  const Tensor& table = embedding.wte.weight;
+  Tensor padded = cat({table, zeros({rows - table.size(0), table.size(1)}, table.options())}, 0);
+  padded.requires_grad_(table.requires_grad());
+  embedding.wte.weight = padded;
+  embedding.wte.num_embeddings = rows;
+  model.at<LMHead>(model.size() - 1).weight = padded;
 }
 
 }  // namespace
@@ -88,7 +92,8 @@ Sequential gpt(const GPTConfig& c) {
     model.push_back(tandem::str("transformer.h.", i), Block(c));
   model.push_back("transformer.ln_f", LayerNorm(c.n_embd, {.bias = c.bias, .tensor = c.tensor}));
   model.push_back("lm_head", std::move(head));
-  init_like_nanogpt(model, c.n_layer, c.vocab_size);
+  init_like_nanogpt(model, c.n_layer);
+  if (c.padded_vocab_size > c.vocab_size) pad_token_table(model, c.padded_vocab_size);
   return model;
 }
 

@@ -142,19 +142,12 @@ void ParallelGPTEmbedding::visit(nn::Visitor& v) {
 
 ParallelLMHead::ParallelLMHead(Tensor w, Plan p, int64_t vocab_start, int64_t vocab_size)
     : weight(std::move(w)), plan(std::move(p)) {
-  const int64_t rows = weight.size(0),
-                tokens = std::clamp(vocab_size - vocab_start, int64_t{0}, rows);
+  const int64_t rows = weight.size(0);
+  tokens = std::clamp(vocab_size - vocab_start, int64_t{0}, rows);
   TD_CHECK_VALUE(tokens > 0, "tensor_parallel_gpt: rank ", plan.group->rank(), " of ",
                  plan.group->size(), " would hold no token of the ", vocab_size,
                  "-token vocabulary (its rows ", vocab_start, "..", vocab_start + rows - 1,
                  " are all padding); use fewer tensor-parallel ranks or less padding");
-  if (tokens < rows) {
-    NoGradGuard no_grad;
-    padding =
-        cat({zeros({tokens}, weight.options()),
-             full({rows - tokens}, -std::numeric_limits<double>::infinity(), weight.options())},
-            0);
-  }
 }
 
 Tensor ParallelLMHead::forward(const Tensor& x) const {
@@ -163,11 +156,14 @@ Tensor ParallelLMHead::forward(const Tensor& x) const {
   const Tensor whole = plan.options.sequence_parallel
                            ? gather_from_sequence_parallel_region(x, plan.group)
                            : copy_to_tensor_parallel_region(x, plan.group);
-  const Tensor logits = linear(whole, weight, Tensor());
-  // The padding's columns: −∞ (exp gives 0 in the loss's sums, and softmax − one-hot gives them
-  // a zero gradient). One device's head does not compute them at all (nn::LMHead); here the
-  // ranks' parts stay equal, as the vocabulary-parallel loss reads them.
-  return padding.defined() ? logits + padding.to(logits.dtype()) : logits;
+  if (tokens == weight.size(0)) return linear(whole, weight, Tensor());
+  // The padding's columns: −∞, not computed from its rows (which so get no gradient); exp gives
+  // them 0 in the loss's sums. One device's head leaves them out (nn::LMHead); here every rank's
+  // part keeps its width, as the vocabulary-parallel loss reads them.
+  const Tensor logits = linear(whole, weight.narrow(0, 0, tokens), Tensor());
+  Shape pad = logits.shape();
+  pad.back() = weight.size(0) - tokens;
+  return cat({logits, full(pad, -std::numeric_limits<double>::infinity(), logits.options())}, -1);
 }
 
 nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,

@@ -114,7 +114,7 @@ struct ParallelLMHead : nn::Module {
   ParallelLMHead(Tensor weight, Plan plan, int64_t vocab_start, int64_t vocab_size);
   Tensor weight;  // [V/t, C], the same tensor as the embedding's
   Plan plan;
-  Tensor padding;  // [V/t]: 0 for this rank's tokens, −∞ for its padding; undefined: none
+  int64_t tokens;  // this rank's rows that are tokens; the rest (the last ranks') are padding
 
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
