@@ -35,10 +35,10 @@ int64_t next_id(nn::Sequential& model, const Tensor& context, int64_t vocab, dou
   // In float64: a temperature such as 1e-300 is 0 in float32, and x / 0 is NaN.
   const Tensor logits =
       model(context).select(1, context.size(1) - 1).narrow(1, 0, vocab).to(kFloat64);
-  const double peak = logits.max().item();
   // NaN or inf logits would draw "plausible" characters from garbage (argmax and top-k pass over
-  // a NaN): refuse instead.
-  TD_CHECK_AS(NonFiniteError, std::isfinite(logits.sum().to(kFloat64).item()),
+  // a NaN): refuse instead. One read: the maximum is NaN when any logit is (max keeps NaN).
+  const double peak = logits.max().item();
+  TD_CHECK_AS(NonFiniteError, std::isfinite(peak),
               "generate: the model's logits are NaN or inf: its weights cannot be trusted");
   if (temperature == 0) return int64_t(logits.argmax().item());
   // The largest logit subtracted first: a tiny temperature (1e-300) then sends the others to

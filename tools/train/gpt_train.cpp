@@ -268,8 +268,9 @@ int run_train_gpt(const TrainOptions& flags) {
                     ? std::optional<uint64_t>(parallel::tp::rank_stream(*model)->get_state().offset)
                     : std::nullopt};
       };
-      check_evaluation_finite(losses.second + losses.first, group.get(), str("at iteration ", iter),
-                              o.checkpoint);
+      // The validation loss, or the training one when that is the non-finite one (rank 0's).
+      check_evaluation_finite(std::isfinite(losses.first) ? losses.second : losses.first,
+                              group.get(), str("at iteration ", iter), o.checkpoint);
       if (save && o.sharded_checkpoint)  // every rank writes its shards
         save_sharded_checkpoint(o.checkpoint, *setup.fsdp, optimizer, state_now());
       if (lead) {
