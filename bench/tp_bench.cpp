@@ -116,18 +116,20 @@ void gpt(int rounds) {
   const Tensor x = tokens.narrow(1, 0, kT).contiguous(), y = tokens.narrow(1, 1, kT).contiguous();
   auto make_with = [&](bool sequence_parallel) {
     return [&, sequence_parallel](std::shared_ptr<Communicator> g, Device dev) {
+      auto table = std::make_shared<PlacementTable>();  // the plan's cuts, for the clip
       auto model = std::make_shared<nn::Sequential>(
-          g ? tp::tensor_parallel_gpt(whole, g, {.sequence_parallel = sequence_parallel})
+          g ? tp::tensor_parallel_gpt(whole, g,
+                                      {.sequence_parallel = sequence_parallel, .placements = table})
             : nn::clone(whole));
-      model->to(dev);
+      move_to(*model, dev, *table);
       auto opt = std::make_shared<optim::AdamW>(optim::adamw_groups(
           model->named_parameters(), {.lr = 1e-3, .beta2 = 0.99, .weight_decay = 0.1}));
-      return [model, opt, g, sequence_parallel, x = x.to(dev), y = y.to(dev)] {
+      return [model, opt, g, table, x = x.to(dev), y = y.to(dev)] {
         opt->zero_grad();
         if (g) {
           tp::gpt_loss((*model)(x), y, g).backward();
-          if (sequence_parallel) tp::reduce_sequence_parallel_gradients(*model, g);
-          tp::clip_grad_norm_(*model, 1.0, g);
+          reduce_partial_gradients(*table);
+          clip_grad_norm_(*table, 1.0);
         } else {
           nn::gpt_loss((*model)(x), y).backward();
           optim::clip_grad_norm_(model->parameters(), 1.0);
@@ -141,13 +143,13 @@ void gpt(int rounds) {
     auto model = std::make_shared<nn::Sequential>(nn::clone(whole));
     auto pipe = std::make_shared<DistributedPipeline>(
         *model, g, DistributedPipelineOptions{.chunks = 4, .schedule = PipelineSchedule::OneFOneB});
-    pipe->stage().to(dev);
+    move_to(pipe->stage(), dev, *pipe->placements());
     auto opt = std::make_shared<optim::AdamW>(optim::adamw_groups(
         pipe->stage().named_parameters(), {.lr = 1e-3, .beta2 = 0.99, .weight_decay = 0.1}, true));
     return [model, pipe, opt, g, x = x.to(dev), y = y.to(dev)] {
       opt->zero_grad();
       pipe->step(x, y, [](const Tensor& out, const Tensor& t) { return nn::gpt_loss(out, t); });
-      clip_grad_norm_across(pipe->parameters_once(), *g, 1.0);
+      clip_grad_norm_(*pipe->placements(), 1.0);
       opt->step();
     };
   };

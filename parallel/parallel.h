@@ -5,6 +5,8 @@
 //     (zero_optimizer), fully_shard (ZeRO-3) with sharded checkpoints, DataParallel
 //   model parallelism: split and Pipeline (one process's devices), DistributedPipeline (ranks)
 //     with its tied weights and whole state dicts; tensor and sequence parallelism (tp/)
+//   placement as data: every wrapper records how each tensor it cuts lies in the whole model
+//     (placement.h); the gradient norm and the partial-gradient reduction read it for any layout
 //   accounting: state_bytes, memory_summary, tracing
 #pragma once
 
@@ -38,6 +40,7 @@
 #include <tandem/parallel/pipeline/pipeline_state.h>
 #include <tandem/parallel/pipeline/split.h>
 #include <tandem/parallel/pipeline/tied.h>
+#include <tandem/parallel/placement.h>
 #include <tandem/parallel/process_group.h>
 #include <tandem/parallel/spawn.h>
 #include <tandem/parallel/store/file_store.h>

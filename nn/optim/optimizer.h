@@ -50,8 +50,8 @@ bool parse_state_key(const std::string& key, size_t& index, std::string& name);
 /// Scales gradients in place so that their global L2 norm is at most max_norm; returns the norm
 /// before clipping (as torch.nn.utils.clip_grad_norm_).
 double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm);
-/// The halves of clip_grad_norm_, for gradients spread over ranks (parallel::clip_grad_norm_across
-/// sums the squares of every rank's shards): Σ g² over the defined gradients, in float64; and
+/// The halves of clip_grad_norm_, for gradients spread over ranks (parallel::clip_grad_norm_ sums
+/// the squares of what each rank counts): Σ g² over the defined gradients, in float64; and
 /// every gradient scaled by max_norm / (norm + 1e-6) when that is below 1.
 double grad_square_sum(const std::vector<Tensor>& parameters);
 void scale_grads_to_norm(const std::vector<Tensor>& parameters, double norm, double max_norm);

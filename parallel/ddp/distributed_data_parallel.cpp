@@ -107,6 +107,7 @@ DistributedDataParallelBase::DistributedDataParallelBase(nn::Module& module, DDP
                    "other");
     zero_ = std::make_shared<ZeroShards>(options_.zero_stage, params, names, plan, group_);
   }
+  record_placements(names, params);
   reducer_ = std::make_shared<Reducer>(params, names, std::move(plan), group_,
                                        options_.find_unused_parameters, options_.comm_hook, zero_,
                                        options_.gradient_as_bucket_view && !zero_);
@@ -120,6 +121,24 @@ DistributedDataParallelBase::DistributedDataParallelBase(nn::Module& module, DDP
 
 DistributedDataParallelBase::~DistributedDataParallelBase() {
   for (HookHandle& h : hooks_) h.remove();
+}
+
+void DistributedDataParallelBase::record_placements(const std::vector<std::string>& names,
+                                                    const std::vector<Tensor>& params) {
+  if (!options_.placements) options_.placements = std::make_shared<PlacementTable>();
+  PlacementTable& table = *options_.placements;
+  table.add_dimension(options_.mesh_dim, group_);
+  for (size_t i = 0; i < params.size(); ++i) {
+    table.record(params[i], names[i]);
+    if (!zero_) continue;
+    const int piece = zero_->piece_of(i);
+    if (piece < 0) {
+      table.drop(params[i]);
+      continue;
+    }
+    const ZeroShards::Piece& p = zero_->piece_list()[size_t(piece)];
+    table.replace(params[i], p.view, options_.mesh_dim, Piece{.begin = p.lo, .length = p.len});
+  }
 }
 
 std::shared_ptr<ZeroShards> DistributedDataParallelBase::zero_shards() const {

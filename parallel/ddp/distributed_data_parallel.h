@@ -17,6 +17,7 @@
 #include <tandem/parallel/ddp/comm_hook.h>
 #include <tandem/parallel/ddp/reducer.h>
 #include <tandem/parallel/ddp/zero_shards.h>
+#include <tandem/parallel/placement.h>
 #include <memory>
 #include <utility>
 
@@ -38,6 +39,11 @@ struct DDPOptions {
   /// instead of 20), and the averages need no copy back. Off by default, as in PyTorch: .grad then
   /// aliases DDP's buffer, which the next backward overwrites.
   bool gradient_as_bucket_view = false;
+  /// The table (placement.h) the parameters are recorded in: Replicate along `mesh_dim`, or
+  /// under ZeRO each of this rank's pieces as a Piece of its parameter (and the parameters it
+  /// owns none of dropped: their gradients are not here). Null: a table of its own.
+  std::shared_ptr<PlacementTable> placements;
+  std::string mesh_dim = "dp";
 };
 
 /// The part of DDP that does not depend on the module's type.
@@ -68,6 +74,9 @@ class DistributedDataParallelBase {
   const Reducer& reducer() const { return *reducer_; }
   /// This rank's shards (zero_stage 1 or 2); ValueError under plain DDP.
   std::shared_ptr<ZeroShards> zero_shards() const;
+  /// What this rank trains and how it lies in the whole model: what parallel::clip_grad_norm_
+  /// reads.
+  const std::shared_ptr<PlacementTable>& placements() const { return options_.placements; }
 
  protected:
   /// Runs before every forward: rank 0's buffers to everyone (when broadcast_buffers).
@@ -75,6 +84,9 @@ class DistributedDataParallelBase {
 
  private:
   void broadcast_buffers();
+  // The parameters' records, or ZeRO's pieces' (every rank owns one piece at least: ZeroShards
+  // checks it, so every rank records the dimension as divided).
+  void record_placements(const std::vector<std::string>& names, const std::vector<Tensor>& params);
 
   DDPOptions options_;
   // The module's buffers (batch-norm statistics), gathered once: named_buffers() builds every

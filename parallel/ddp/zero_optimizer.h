@@ -5,7 +5,7 @@
 //       ddp, optim::adamw_groups(net.named_parameters(), {.lr = 6e-4, .weight_decay = 0.1}));
 //   optim::CosineWithWarmup schedule(*opt, ...);   // LR schedules see the same groups
 //   loss.backward();               // each rank receives the average of its shard's gradients
-//   opt->clip_grad_norm(1.0);      // the whole model's norm: local squares plus one all-reduce
+//   parallel::clip_grad_norm_(*ddp.placements(), 1.0);  // the whole model's norm (the pieces')
 //   opt->step();                   // this rank's shard, then every shard to every rank
 // Any optimizer built from parameters or from parameter groups works, as long as its update is
 // element-wise (SGD, Adam, AdamW): it is built over this rank's pieces of the parameters, so its
@@ -33,8 +33,6 @@ class ZeroOptimizer : public optim::Optimizer {
   void step() override;
   /// Clears the pieces' gradients and any whole-parameter gradient left by a no_sync() backward.
   void zero_grad() override;
-  /// clip_grad_norm_ over the whole model (every rank's pieces); returns the norm before it.
-  double clip_grad_norm(double max_norm) { return shards_->clip_grad_norm(max_norm); }
 
   size_t num_groups() const override { return inner_->num_groups(); }
   double lr(size_t group) const override { return inner_->lr(group); }

@@ -5,7 +5,6 @@
 #include <tandem/core/check.h>
 #include <tandem/core/tensor_checks.h>
 #include <tandem/core/trace.h>
-#include <tandem/parallel/clip_grad_norm.h>
 #include <tandem/parallel/ddp/zero_shards.h>
 #include <algorithm>
 #include <cmath>
@@ -155,12 +154,6 @@ void ZeroShards::gather_parameters() {
     if (flying.size() > 1) land();
   }
   while (!flying.empty()) land();
-}
-
-double ZeroShards::clip_grad_norm(double max_norm) {
-  std::vector<Tensor> views;
-  for (const Piece& p : pieces_) views.push_back(p.view);
-  return clip_grad_norm_across(views, *group_, max_norm);
 }
 
 }  // namespace tandem::parallel

@@ -80,10 +80,6 @@ class ZeroShards {
   /// Where parameter i starts in its bucket.
   int64_t offset(size_t param) const { return offsets_[param]; }
 
-  /// The L2 norm of the whole gradient (each rank's pieces' squares summed, then one all-reduce),
-  /// with every piece's gradient scaled to make it at most max_norm: clip_grad_norm_ on one device.
-  double clip_grad_norm(double max_norm);
-
  private:
   struct Gather {  // one bucket's all-gather in flight
     size_t bucket;

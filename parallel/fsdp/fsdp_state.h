@@ -27,6 +27,7 @@ struct FullyShardedModule::State {
 
   FullyShardOptions options;
   std::shared_ptr<Communicator> group;
+  std::shared_ptr<PlacementTable> placements;       // the shards' records
   std::vector<std::shared_ptr<ShardedUnit>> units;  // items' units in item order, then the root
   size_t root = kNone;                              // the unit of tensors several items share
   std::vector<size_t> item_unit;                    // item -> its unit (kNone: no parameters)

@@ -7,7 +7,6 @@
 #include <tandem/autograd/saved_tensor.h>
 #include <tandem/core/check.h>
 #include <tandem/core/layout.h>
-#include <tandem/parallel/clip_grad_norm.h>
 #include <tandem/parallel/fsdp/fsdp_state.h>
 #include <tandem/parallel/fsdp/fully_shard.h>
 #include <tandem/parallel/process_group.h>
@@ -72,6 +71,8 @@ FullyShardedModule::FullyShardedModule(std::shared_ptr<nn::Sequential> model,
       it->second.items.insert(k);
     });
   TD_CHECK_VALUE(!uses.empty(), "fully_shard: the model has no parameters");
+  s.placements = options.placements ? options.placements : std::make_shared<PlacementTable>();
+  s.placements->add_dimension(options.mesh_dim, s.group);
   // Each item's own parameters make its unit; the shared ones, the root's.
   std::vector<std::vector<const Uses*>> own(items.size());
   std::vector<const Uses*> shared;
@@ -91,6 +92,14 @@ FullyShardedModule::FullyShardedModule(std::shared_ptr<nn::Sequential> model,
     const size_t index = s.units.size();
     s.units.push_back(std::make_shared<ShardedUnit>(name, params, names, s.group,
                                                     options.param_dtype, options.reduce_dtype));
+    for (size_t i = 0; i < params.size(); ++i) {  // torch.chunk's rows, padded to W chunks
+      const Shape& shape = params[i].shape();
+      const int64_t rows = shape.empty() ? 1 : shape[0], world = s.group->size();
+      const int64_t padding = (rows + world - 1) / world * world - rows;
+      s.placements->record(params[i], names[i]);
+      s.placements->replace(params[i], s.units.back()->shards()[i], options.mesh_dim,
+                            Shard{.dim = 0, .blocks = 1, .padding = padding});
+    }
     for (size_t i = 0; i < members.size(); ++i)
       for (auto [k, slot] : members[i]->slots) s.item_slots[k].push_back({slot, index, i});
     return index;
@@ -192,11 +201,8 @@ Tensor FullyShardedModule::forward(const Tensor& input) {
   return x;
 }
 
-double FullyShardedModule::clip_grad_norm(double max_norm) {
-  std::vector<Tensor> shards;
-  for (auto& unit : state_->units)
-    for (const Tensor& t : unit->shards()) shards.push_back(t);
-  return clip_grad_norm_across(shards, *state_->group, max_norm);
+const std::shared_ptr<PlacementTable>& FullyShardedModule::placements() const {
+  return state_->placements;
 }
 
 // ---- State: the hooks' side ----

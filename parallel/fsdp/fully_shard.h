@@ -28,6 +28,7 @@
 #include <tandem/nn/container.h>
 #include <tandem/nn/optim/optimizer.h>
 #include <tandem/parallel/fsdp/sharded_unit.h>
+#include <tandem/parallel/placement.h>
 #include <memory>
 #include <optional>
 
@@ -44,6 +45,11 @@ struct FullyShardOptions {
   std::optional<DType> param_dtype;
   /// Reduce-scatter gradients in this dtype (default: the parameters').
   std::optional<DType> reduce_dtype;
+  /// The table (placement.h) each shard is recorded in, as a Shard along `mesh_dim` after what
+  /// the table already says of its parameter (tensor parallelism's cut, say: FSDP2's
+  /// _init_sharding_spec_tp). Null: a table of its own. Read it back with placements().
+  std::shared_ptr<PlacementTable> placements;
+  std::string mesh_dim = "dp";
 };
 
 class FullyShardedModule : public nn::Module {
@@ -98,9 +104,9 @@ class FullyShardedModule : public nn::Module {
   };
   [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
 
-  /// clip_grad_norm_ over the whole model: the shards' squares summed on each rank, then one
-  /// all-reduce; every shard's gradient is scaled alike. Returns the whole gradient's norm.
-  double clip_grad_norm(double max_norm);
+  /// Where each shard lies in the whole model (the table of FullyShardOptions::placements): what
+  /// parallel::clip_grad_norm_ reads.
+  const std::shared_ptr<PlacementTable>& placements() const;
 
   /// The whole parameters and buffers under the model's names (PyTorch's full state dict;
   /// collective: every rank must call it). A tied tensor is one tensor under both names. With

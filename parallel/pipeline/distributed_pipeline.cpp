@@ -51,20 +51,15 @@ DistributedPipeline::DistributedPipeline(nn::Sequential& model, std::shared_ptr<
         break;
       }
   }
+  if (!options_.placements) options_.placements = std::make_shared<PlacementTable>();
+  options_.placements->add_dimension(options_.mesh_dim, group_, Across::Stages);
+  options_.placements->keep_only(mine);
+  for (const Tensor& copy : counted_elsewhere()) options_.placements->record(copy).counted = false;
 }
 
 Device DistributedPipeline::device() {
   for (const Tensor& p : stage_.parameters()) return p.device();
   return Device::cpu();
-}
-
-std::vector<Tensor> DistributedPipeline::parameters_once() {
-  const std::vector<Tensor> skip = counted_elsewhere();
-  std::vector<Tensor> out;
-  for (const Tensor& p : stage_.parameters())
-    if (std::none_of(skip.begin(), skip.end(), [&](const Tensor& e) { return e.is_same(p); }))
-      out.push_back(p);
-  return out;
 }
 
 std::vector<Tensor> DistributedPipeline::counted_elsewhere() {

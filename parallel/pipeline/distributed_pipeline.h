@@ -8,10 +8,10 @@
 //
 //   nn::Sequential gpt = nn::gpt(config);                 // every rank builds the whole model
 //   parallel::DistributedPipeline pipe(gpt, mesh.group("pp"), {.chunks = 4});
-//   pipe.stage().to(device);                               // this rank keeps its stage only
+//   parallel::move_to(pipe.stage(), device, *pipe.placements());  // its records follow
 //   optim::AdamW opt(pipe.stage().named_parameters());
 //   auto r = pipe.step(x, y, loss);                        // r.loss on every rank
-//   parallel::clip_grad_norm_across(pipe.parameters_once(), *mesh.group("pp"), 1.0);
+//   parallel::clip_grad_norm_(*pipe.placements(), 1.0);    // the tied weight counted once
 //   opt.step();
 //
 // Each stage follows the same schedules as the in-process pipeline (schedule.h: GPipe or 1F1B),
@@ -26,13 +26,14 @@
 // What it computes: as the in-process pipeline, the mean loss over the whole batch and its
 // gradients. A parameter that two stages use (GPT's token embedding, read again by lm_head) is a
 // copy on each of their ranks; after backward the copies' gradients are summed over those ranks
-// (Megatron's embedding group), so they step alike, and parameters_once() lists it on its first
+// (Megatron's embedding group), so they step alike, and the placement table counts it on its first
 // stage only, for the gradient norm.
 #pragma once
 
 #include <tandem/nn/container.h>
 #include <tandem/parallel/comm/communicator.h>
 #include <tandem/parallel/pipeline/schedule.h>
+#include <tandem/parallel/placement.h>
 #include <functional>
 #include <map>
 #include <memory>
@@ -46,6 +47,11 @@ struct DistributedPipelineOptions {
   PipelineSchedule schedule = PipelineSchedule::GPipe;
   /// Modules per stage, as split()'s balance; empty: balanced by parameter count.
   std::vector<int64_t> balance = {};
+  /// The table (placement.h) that learns which tensors this rank trains: the stage's, along
+  /// `mesh_dim` as pipeline stages, a tied copy another stage counts marked so. The entries of
+  /// the modules other stages hold go. Null: a table of its own.
+  std::shared_ptr<PlacementTable> placements = nullptr;
+  std::string mesh_dim = "pp";
 };
 
 struct DistributedPipelineResult {
@@ -88,9 +94,8 @@ class DistributedPipeline {
   bool is_last() const { return stage_index() + 1 == stages(); }
   const std::shared_ptr<Communicator>& group() const { return group_; }
 
-  /// The stage's parameters, less counted_elsewhere(): over all stages, each tensor once (for
-  /// the gradient norm: clip_grad_norm_across(parameters_once(), *group(), max_norm)).
-  std::vector<Tensor> parameters_once();
+  /// What this rank trains and how it lies in the whole model (the options' table).
+  const std::shared_ptr<PlacementTable>& placements() const { return options_.placements; }
   /// The tied copies on this stage whose first stage is another: that stage counts them.
   std::vector<Tensor> counted_elsewhere();
   /// The stage's parameters that another stage holds as well (in the model's order).

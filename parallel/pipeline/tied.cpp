@@ -1,7 +1,6 @@
-// parallel/pipeline/tied.cpp — summing and clipping the gradients of tied copies.
+// parallel/pipeline/tied.cpp — summing the gradients of tied copies, and counting them once.
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ops/ops.h>
-#include <tandem/nn/optim/optimizer.h>
 #include <tandem/parallel/pipeline/tied.h>
 #include <map>
 #include <set>
@@ -61,24 +60,15 @@ void sum_tied_gradients(std::vector<Stage>& stages, const TiedGradients& before)
   }
 }
 
-std::vector<Tensor> parameters_once(std::vector<Stage>& stages) {
+PlacementTable placements(std::vector<Stage>& stages) {
   std::set<const TensorImpl*> later_copies;
   for (auto& [name, copies] : copies_by_name(stages))
     for (size_t i = 1; i < copies.size(); ++i) later_copies.insert(&copies[i].impl());
-  std::vector<Tensor> out;
-  std::set<const TensorImpl*> seen;
+  PlacementTable table;
   for (Stage& s : stages)
-    for (const Tensor& p : s.modules.parameters())
-      if (!later_copies.count(&p.impl()) && seen.insert(&p.impl()).second) out.push_back(p);
-  return out;
-}
-
-double clip_grad_norm_(std::vector<Stage>& stages, double max_norm) {
-  const double norm = optim::clip_grad_norm_(parameters_once(stages), max_norm);
-  NoGradGuard no_grad;
-  for (auto& [name, copies] : copies_by_name(stages))
-    if (copies.size() > 1) copy_first_gradient(copies);
-  return norm;
+    for (auto& [name, p] : s.modules.named_parameters())
+      table.record(p, name).counted = !later_copies.count(&p.impl());
+  return table;
 }
 
 }  // namespace tandem::parallel

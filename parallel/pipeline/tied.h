@@ -6,11 +6,12 @@
 // each alike. The gradient norm counts the weight once (Megatron's param_is_not_shared).
 //
 //   auto r = pipe.step(x, y, loss);                   // sums the tied gradients itself
-//   parallel::clip_grad_norm_(pipe.stages(), 1.0);    // the tied weight counted once
+//   parallel::clip_grad_norm_(parallel::placements(pipe.stages()), 1.0);  // counted once
 //   optimizer.step();                                 // holds every copy: model.parameters()
 #pragma once
 
 #include <tandem/parallel/pipeline/split.h>
+#include <tandem/parallel/placement.h>
 #include <map>
 #include <string>
 #include <vector>
@@ -28,11 +29,9 @@ TiedGradients tied_gradients_before(std::vector<Stage>& stages);
 /// after its backward; call it after a backward through run_stages.
 void sum_tied_gradients(std::vector<Stage>& stages, const TiedGradients& before = {});
 
-/// Every stage's parameters, each tied one once (its first stage's copy).
-std::vector<Tensor> parameters_once(std::vector<Stage>& stages);
-
-/// optim::clip_grad_norm_ over parameters_once(stages), then each tied parameter's other copies
-/// take its clipped gradient. Returns the norm before clipping.
-double clip_grad_norm_(std::vector<Stage>& stages, double max_norm);
+/// Every stage's parameters as a placement table (one process: no mesh dimension), each tied
+/// parameter's later copies marked as counted by its first stage's: what parallel::clip_grad_norm_
+/// reads (the copies' gradients are equal after sum_tied_gradients, so they scale alike).
+PlacementTable placements(std::vector<Stage>& stages);
 
 }  // namespace tandem::parallel

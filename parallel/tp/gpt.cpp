@@ -49,8 +49,12 @@ ParallelAttention::ParallelAttention(const nn::CausalSelfAttention& whole, const
       n_embd(whole.n_embd),
       dropout(whole.dropout),
       c_attn(c_attn_of(whole, p), p.group,
-             {.stride = 3, .sequence_parallel = p.options.sequence_parallel}),
-      c_proj(whole.c_proj, p.group, {.sequence_parallel = p.options.sequence_parallel}),
+             {.stride = 3,
+              .sequence_parallel = p.options.sequence_parallel,
+              .placements = p.options.placements.get()}),
+      c_proj(whole.c_proj, p.group,
+             {.sequence_parallel = p.options.sequence_parallel,
+              .placements = p.options.placements.get()}),
       resid_dropout(whole.resid_dropout.p),
       plan(p) {}
 
@@ -76,9 +80,13 @@ void ParallelAttention::visit(nn::Visitor& v) {
 }
 
 ParallelMLP::ParallelMLP(const nn::MLP& whole, const Plan& p)
-    : c_fc(whole.c_fc, p.group, {.sequence_parallel = p.options.sequence_parallel}),
+    : c_fc(whole.c_fc, p.group,
+           {.sequence_parallel = p.options.sequence_parallel,
+            .placements = p.options.placements.get()}),
       gelu(whole.gelu),
-      c_proj(whole.c_proj, p.group, {.sequence_parallel = p.options.sequence_parallel}),
+      c_proj(whole.c_proj, p.group,
+             {.sequence_parallel = p.options.sequence_parallel,
+              .placements = p.options.placements.get()}),
       dropout(whole.dropout.p),
       plan(p) {}
 
@@ -112,7 +120,7 @@ void ParallelBlock::visit(nn::Visitor& v) {
 
 ParallelGPTEmbedding::ParallelGPTEmbedding(const nn::GPTEmbedding& whole, const Plan& p)
     : block_size(whole.block_size),
-      wte(whole.wte, p.group),
+      wte(whole.wte, p.group, p.options.placements.get()),
       wpe(nn::clone(whole.wpe)),
       drop(whole.drop.p),
       plan(p) {}
@@ -193,6 +201,14 @@ nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,
     TD_CHECK_VALUE(plan.rank_stream != nullptr,
                    "tensor_parallel_gpt: the model must start with "
                    "its GPTEmbedding (nn::gpt's order)");
+  }
+  if (options.placements) {  // the rest replicated; their gradients partial under SP
+    options.placements->add_dimension(kDimension, group);
+    for (auto& [name, p] : out.named_parameters()) {
+      const PlacedTensor& e = options.placements->record(p, name);
+      if (options.sequence_parallel && std::holds_alternative<Replicate>(e.along(kDimension)))
+        options.placements->place(p, kDimension, Partial{});
+    }
   }
   return out;
 }

@@ -33,8 +33,13 @@ struct TensorParallelOptions {
   // Split the activations between the regions (LayerNorms, dropouts, residual adds) along the
   // sequence too: all-gather before each column layer and reduce-scatter after each row layer in
   // place of the all-reduces, and 1/t of those activations per rank. T must divide by t. The
-  // replicated parameters then get partial gradients: reduce_sequence_parallel_gradients.
+  // replicated parameters then get partial gradients: they are recorded Partial along "tp",
+  // and parallel::reduce_partial_gradients sums them.
   bool sequence_parallel = false;
+  // The table the plan records every parameter of the model in (placement.h): the sliced ones as
+  // Shard along "tp", the others as Replicate (Partial with sequence parallelism), under one
+  // device's names. What parallel::clip_grad_norm_ and the state dicts read; null: none.
+  std::shared_ptr<PlacementTable> placements;
 };
 
 /// What every module of the plan shares: the group, the options, and the rank's own random

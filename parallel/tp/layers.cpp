@@ -51,6 +51,11 @@ ColumnParallelLinear::ColumnParallelLinear(const nn::Linear& whole, Group g,
   };
   weight = mine(whole.weight);
   if (whole.bias.defined()) bias = mine(whole.bias);
+  if (o.placements) {
+    o.placements->cut(weight, whole.weight.shape(), kDimension, group, Shard{0, o.stride});
+    if (bias.defined())
+      o.placements->cut(bias, whole.bias.shape(), kDimension, group, Shard{0, o.stride});
+  }
 }
 
 Tensor ColumnParallelLinear::forward(const Tensor& x) const {
@@ -88,7 +93,8 @@ RowParallelLinear::RowParallelLinear(const nn::Linear& whole, Group g, RowParall
       options(o) {
   const int64_t cols = divide(in_features, group->size(), "RowParallelLinear: in_features");
   weight = sliced_parameter(whole.weight, 1, group->rank() * cols, cols);
-  bias = whole_copy(whole.bias);
+  bias = whole_copy(whole.bias);  // replicated: the plan decides whether its gradient is Partial
+  if (o.placements) o.placements->cut(weight, whole.weight.shape(), kDimension, group, Shard{1});
 }
 
 Tensor RowParallelLinear::forward(const Tensor& x) const {

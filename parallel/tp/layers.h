@@ -16,6 +16,7 @@
 #pragma once
 
 #include <tandem/nn/linear.h>
+#include <tandem/parallel/placement.h>
 #include <tandem/parallel/tp/regions.h>
 
 namespace tandem::parallel::tp {
@@ -29,6 +30,8 @@ struct ColumnParallelOptions {
   // The input is this rank's positions of the sequence [B, T/t, in] (sequence parallelism): it is
   // all-gathered (reduce-scattered in backward) instead of copied in (f).
   bool sequence_parallel = false;
+  // Where the layer records its cut (Shard along "tp" of the weight and bias); null: nowhere.
+  PlacementTable* placements = nullptr;
 };
 
 struct ColumnParallelLinear : nn::Module {
@@ -55,6 +58,8 @@ struct RowParallelOptions {
   bool input_is_parallel = true;  // x is already this rank's slice (after a column layer)
   // The output is reduce-scattered along the sequence, [B, T/t, out], instead of all-reduced.
   bool sequence_parallel = false;
+  // Where the layer records its cut (the weight's Shard along "tp"); null: nowhere.
+  PlacementTable* placements = nullptr;
 };
 
 struct RowParallelLinear : nn::Module {

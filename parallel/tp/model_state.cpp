@@ -1,12 +1,10 @@
 // parallel/tp/model_state.cpp — what needs the whole model under tensor parallelism: its whole
-// parameters (the slices put back together) and its gradient's norm. Both find the sliced
-// tensors by walking the model for the tensor-parallel layers, so they work for any model made
-// of them, not only the GPT.
+// parameters (the slices put back together). It finds the sliced tensors by walking the model
+// for the tensor-parallel layers, so it works for any model made of them, not only the GPT.
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/core/check.h>
 #include <tandem/nn/optim/optimizer.h>
-#include <tandem/parallel/all_reduce_gradients.h>
 #include <tandem/parallel/tp/gpt.h>
 #include <tandem/parallel/tp/model_state.h>
 #include <tandem/parallel/tp/vocab_parallel.h>
@@ -184,50 +182,6 @@ void load_full_state_dict(nn::Module& model, const nn::StateDict& whole, const G
 void load_full_optimizer_state(nn::Module& model, optim::Optimizer& optimizer,
                                const optim::OptimizerState& whole, const Group& group) {
   optimizer.load_state_dict(slices_of(model, optimizer, whole, group));
-}
-
-// The parameters of `model`, sliced (by a tensor-parallel layer) or replicated.
-std::pair<std::vector<Tensor>, std::vector<Tensor>> sliced_and_replicated(nn::Module& model) {
-  const std::vector<Cut> cuts = cuts_of(model);
-  std::vector<Tensor> sliced, replicated;
-  for (const Tensor& p : model.parameters()) {
-    bool cut = false;
-    for (const Cut& c : cuts) cut = cut || c.tensor.is_same(p);
-    (cut ? sliced : replicated).push_back(p);
-  }
-  return {sliced, replicated};
-}
-
-double clip_grad_norm_(nn::Module& model, double max_norm, const Group& group, Communicator* shards,
-                       Communicator* stages, const std::vector<Tensor>& counted_elsewhere) {
-  TD_CHECK_VALUE(group != nullptr, "clip_grad_norm_: no tensor-parallel group");
-  auto [sliced, replicated] = sliced_and_replicated(model);
-  auto counted = [&](std::vector<Tensor>& ps) {
-    std::erase_if(ps, [&](const Tensor& p) {
-      return std::any_of(counted_elsewhere.begin(), counted_elsewhere.end(),
-                         [&](const Tensor& e) { return e.is_same(p); });
-    });
-  };
-  counted(sliced);
-  counted(replicated);
-  const std::vector<Tensor> all = model.parameters();
-  // The slices' squares summed over the group; the replicated tensors' once (each rank has all).
-  // Fully sharded, each rank holds 1/W of both kinds: their sums are first summed over `shards`;
-  // a pipeline stage holds its layers only: both are summed over the stages as well.
-  Tensor squares = from_vector(
-      std::vector<double>{optim::grad_square_sum(sliced), optim::grad_square_sum(replicated)}, {2});
-  if (shards != nullptr) shards->all_reduce(squares)->wait();
-  if (stages != nullptr) stages->all_reduce(squares)->wait();
-  Tensor sliced_squares = squares.narrow(0, 0, 1).contiguous();
-  group->all_reduce(sliced_squares)->wait();
-  const double norm = std::sqrt(sliced_squares.item() + squares.to_vector<double>()[1]);
-  optim::scale_grads_to_norm(all, norm, max_norm);
-  return norm;
-}
-
-void reduce_sequence_parallel_gradients(nn::Module& model, const Group& group) {
-  TD_CHECK_VALUE(group != nullptr, "reduce_sequence_parallel_gradients: no tensor-parallel group");
-  all_reduce_gradients(sliced_and_replicated(model).second, *group);
 }
 
 }  // namespace tandem::parallel::tp

@@ -1,8 +1,9 @@
 // parallel/tp/model_state.h — a tensor-parallel model as a whole: its parameters and optimizer
 // state put back together (to save, to compare with one device) or loaded back slice by slice (to
-// resume, at any tensor-parallel size), and its gradient's global norm (to clip as one device
-// clips). Each finds the sliced tensors by walking the model for ColumnParallelLinear,
-// RowParallelLinear and VocabParallelEmbedding; every other parameter is the same on every rank.
+// resume, at any tensor-parallel size). (Its gradient norm is parallel::clip_grad_norm_'s, over
+// the plan's placement table.) Each finds the sliced tensors by walking the model for
+// ColumnParallelLinear, RowParallelLinear and VocabParallelEmbedding; every other parameter is the
+// same on every rank.
 #pragma once
 
 #include <tandem/nn/optim/optimizer.h>
@@ -47,23 +48,5 @@ void load_full_state_dict(nn::Module& model, const nn::StateDict& whole, const G
 /// communication).
 void load_full_optimizer_state(nn::Module& model, optim::Optimizer& optimizer,
                                const optim::OptimizerState& whole, const Group& group);
-
-/// Scales every gradient of `model` so that the whole model's gradient has L2 norm at most
-/// max_norm; returns the norm before clipping. The slices' squares are summed over the group
-/// (one all-reduce of one number), the replicated tensors' counted once. Every rank calls it.
-/// When fully_shard shards `model` over a data-parallel group, pass it as `shards`: each rank then
-/// holds 1/W of every tensor, and both sums are first summed over it. When `model` is one stage
-/// of a pipeline (DistributedPipeline::stage()), pass the pipeline's group as `stages`: the sums
-/// are summed over the stages too, less `counted_elsewhere` (a tied weight's copies on the stages
-/// that do not count it: those DistributedPipeline::parameters_once() leaves out).
-double clip_grad_norm_(nn::Module& model, double max_norm, const Group& group,
-                       Communicator* shards = nullptr, Communicator* stages = nullptr,
-                       const std::vector<Tensor>& counted_elsewhere = {});
-
-/// With sequence parallelism each rank's replicated parameters (LayerNorms, wpe, the row layers'
-/// biases) saw only its positions, so their gradients are partial: sums them over the group (one
-/// all-reduce of all of them), after backward and before clipping and the step. Every rank
-/// calls it (Megatron's allreduce of sequence-parallel gradients).
-void reduce_sequence_parallel_gradients(nn::Module& model, const Group& group);
 
 }  // namespace tandem::parallel::tp

@@ -24,10 +24,14 @@
 
 #include <tandem/parallel/comm/communicator.h>
 #include <memory>
+#include <string>
 
 namespace tandem::parallel::tp {
 
 using Group = std::shared_ptr<Communicator>;
+
+/// The mesh dimension the tensor-parallel layers record their cuts along (parallel/placement.h).
+inline const std::string kDimension = "tp";
 
 Tensor copy_to_tensor_parallel_region(const Tensor& x, const Group& group);
 Tensor reduce_from_tensor_parallel_region(const Tensor& x, const Group& group);

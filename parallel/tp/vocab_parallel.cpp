@@ -29,7 +29,8 @@ void check_ids(const Tensor& ids, int64_t vocab) {
 
 }  // namespace
 
-VocabParallelEmbedding::VocabParallelEmbedding(const nn::Embedding& whole, Group g)
+VocabParallelEmbedding::VocabParallelEmbedding(const nn::Embedding& whole, Group g,
+                                               PlacementTable* placements)
     : num_embeddings(whole.num_embeddings),
       embedding_dim(whole.embedding_dim),
       group(std::move(g)) {
@@ -39,6 +40,7 @@ VocabParallelEmbedding::VocabParallelEmbedding(const nn::Embedding& whole, Group
       divide(num_embeddings, group->size(), "VocabParallelEmbedding: num_embeddings");
   vocab_start = group->rank() * rows;
   weight = sliced_parameter(whole.weight, 0, vocab_start, rows);
+  if (placements) placements->cut(weight, whole.weight.shape(), kDimension, group, Shard{0});
 }
 
 Tensor VocabParallelEmbedding::partial(const Tensor& ids) const {

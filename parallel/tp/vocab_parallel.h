@@ -7,14 +7,17 @@
 #pragma once
 
 #include <tandem/nn/embedding.h>
+#include <tandem/parallel/placement.h>
 #include <tandem/parallel/tp/regions.h>
 
 namespace tandem::parallel::tp {
 
 struct VocabParallelEmbedding : nn::Module {
   /// Rank group->rank()'s rows of `whole`, copied. V must divide by t (the error names the
-  /// padding; Megatron pads the vocabulary the same way).
-  VocabParallelEmbedding(const nn::Embedding& whole, Group group);
+  /// padding; Megatron pads the vocabulary the same way). With `placements`, records the rows
+  /// as a Shard along "tp".
+  VocabParallelEmbedding(const nn::Embedding& whole, Group group,
+                         PlacementTable* placements = nullptr);
 
   int64_t num_embeddings, embedding_dim;  // of the whole table
   int64_t vocab_start;                    // the first token id this rank holds

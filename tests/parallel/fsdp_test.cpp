@@ -3,6 +3,7 @@
 // in float64 to DDP's tolerance (1e-10 absolute + 1e-8 relative); with 2 ranks, bit for bit what
 // DDP reaches. The MLP's layers have row counts that do not divide by 3 or 4 (30, 10), so shards
 // of unequal length and padding are exercised. Ranks are threads on cpu:0..N-1.
+#include <tandem/parallel/clip_grad_norm.h>
 #include <tandem/parallel/comm/thread_communicator.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/fsdp/fully_shard.h>
@@ -114,7 +115,8 @@ std::vector<double> fully_sharded(const Recipe& r) {
                                 {.group = group, .reshard_after_forward = r.reshard});
         train(
             r, data, fsdp, rank, kBatch, Device::cpu(rank),
-            [&](const Tensor& x) { return fsdp(x); }, [&] { fsdp.clip_grad_norm(0.5); },
+            [&](const Tensor& x) { return fsdp(x); },
+            [&] { clip_grad_norm_(*fsdp.placements(), 0.5); },
             [&](bool last) {
               return last ? std::optional<FullyShardedModule::NoSync>()
                           : std::optional<FullyShardedModule::NoSync>(std::in_place, fsdp);

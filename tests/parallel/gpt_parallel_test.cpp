@@ -10,6 +10,7 @@
 //   activation checkpointing of every block;
 //   DDP over 2 ranks (processes), each on half of every batch.
 // Mixed precision cannot match float64; its test states its own tolerance against float32.
+#include <tandem/parallel/clip_grad_norm.h>
 #include <tandem/parallel/comm/thread_communicator.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/ddp/zero_optimizer.h>
@@ -125,7 +126,7 @@ std::vector<double> pipelined(PipelineSchedule schedule, int64_t chunks, bool ac
         pipe.step(half(x, 0), half(y, 0), half_loss);
         return pipe.step(half(x, 1), half(y, 1), half_loss);
       },
-      [&] { return clip_grad_norm_(pipe.stages(), kClip); });
+      [&] { return clip_grad_norm_(placements(pipe.stages()), kClip); });
   EXPECT_EQ(wte.to_vector<double>(), head.to_vector<double>()) << "the tied copies parted ways";
   return out;
 }
@@ -212,7 +213,7 @@ TEST(GPTParallel, ZeroStage2OverTwoRanksTrainsAsOne) {
           auto [x, y] = batch(s);
           opt->zero_grad();
           loss_fn(ddp(mine(x)), mine(y)).backward();
-          opt->clip_grad_norm(kClip);
+          clip_grad_norm_(*ddp.placements(), kClip);
           opt->step();
         }
       },
@@ -255,7 +256,7 @@ void expect_fully_sharded_trains_as_one(bool checkpointed, bool reshard) {
           auto [x, y] = batch(s);
           opt->zero_grad();
           loss_fn(fsdp(mine(x)), mine(y)).backward();
-          fsdp.clip_grad_norm(kClip);
+          clip_grad_norm_(*fsdp.placements(), kClip);
           opt->step();
         }
         nn::StateDict whole = fsdp.full_state_dict();

@@ -7,6 +7,7 @@
 // back together, to 1e-12 relative (‖difference‖ / ‖parameter‖). GPipe and 1F1B; PP = 2 and 4;
 // PP × TP = 2 × 2 with and without sequence parallelism; DP × PP × TP = 2 × 2 × 2.
 #include <tandem/parallel/all_reduce_gradients.h>
+#include <tandem/parallel/clip_grad_norm.h>
 #include <tandem/parallel/comm/thread_communicator.h>
 #include <tandem/parallel/device_mesh.h>
 #include <tandem/parallel/pipeline/distributed_pipeline.h>
@@ -102,10 +103,12 @@ Trained pipelined(const Layout& l, int from = 0, int to = kSteps,
         DeviceMesh mesh(g, {l.dp, l.pp, l.tp}, {"dp", "pp", "tp"});
         const auto tp = mesh.group("tp"), pp = mesh.group("pp"), dp = mesh.group("dp");
         const Device dev = Device::cpu(g->rank());
-        nn::Sequential model =
-            tp::tensor_parallel_gpt(whole, tp, {.sequence_parallel = l.sequence_parallel});
-        DistributedPipeline pipe(model, pp, {.chunks = l.chunks, .schedule = l.schedule});
-        pipe.stage().to(dev);
+        auto table = std::make_shared<PlacementTable>();
+        nn::Sequential model = tp::tensor_parallel_gpt(
+            whole, tp, {.sequence_parallel = l.sequence_parallel, .placements = table});
+        DistributedPipeline pipe(model, pp,
+                                 {.chunks = l.chunks, .schedule = l.schedule, .placements = table});
+        move_to(pipe.stage(), dev, *table);
         optim::AdamW opt = adamw(pipe.stage().named_parameters());
         if (resume) {
           load_full_state_dict(pipe, resume->model, tp);
@@ -119,10 +122,10 @@ Trained pipelined(const Layout& l, int from = 0, int to = kSteps,
           const DistributedPipelineResult r = pipe.step(
               x.narrow(0, first, rows).to(dev), y.narrow(0, first, rows).to(dev),
               [&](const Tensor& out, const Tensor& t) { return tp::gpt_loss(out, t, tp); });
-          if (l.sequence_parallel) tp::reduce_sequence_parallel_gradients(pipe.stage(), tp);
+          reduce_partial_gradients(*table);
           all_reduce_gradients(pipe.stage().parameters(), *dp, ReduceOp::Mean);
           NoGradGuard no_grad;
-          tp::clip_grad_norm_(pipe.stage(), kClip, tp, nullptr, pp.get(), pipe.counted_elsewhere());
+          clip_grad_norm_(*table, kClip);
           opt.step();
           Tensor loss = r.loss.reshape({1}).contiguous();
           dp->all_reduce(loss, ReduceOp::Mean)->wait();

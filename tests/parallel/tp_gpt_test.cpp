@@ -1,7 +1,8 @@
 // tests/parallel/tp_gpt_test.cpp — the GPT under Megatron's tensor-parallel plan trains as on one
 // device: a float64 GPT (2 blocks, 4 heads, biases, the lm_head tied to a vocabulary-parallel
 // embedding, dropout off) trained 3 AdamW steps with decay on matrices only and the global norm
-// clipped (tp::clip_grad_norm_: slices summed over the group, replicated tensors once), on TP = 2
+// clipped (parallel::clip_grad_norm_ over the plan's placement table: slices summed over the
+// group, replicated tensors once), on TP = 2
 // and 4 thread ranks (cpu:0..t-1), has one device's losses at every step and, its slices put back
 // together (full_parameters), one device's parameters under the same names, to 1e-12 relative
 // (‖difference‖ / ‖parameter‖ for each tensor).
@@ -9,6 +10,7 @@
 // the replicated tensors' gradients summed over the group). The vocabulary-parallel loss alone is
 // checked against cross_entropy, ignored targets included. A checkpoint's whole tensors (AdamW's
 // moments too) are one device's and load into any tensor-parallel size.
+#include <tandem/parallel/clip_grad_norm.h>
 #include <tandem/parallel/comm/thread_communicator.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/device_mesh.h>
@@ -109,8 +111,10 @@ Trained tensor_parallel(int world, TensorParallelOptions options = {}) {
       [&](std::shared_ptr<Communicator> g) {
         const int r = g->rank();
         const Device dev = Device::cpu(r);
-        nn::Sequential model = tensor_parallel_gpt(whole, g, options);
-        model.to(dev);
+        TensorParallelOptions mine = options;  // each rank its own table
+        mine.placements = std::make_shared<PlacementTable>();
+        nn::Sequential model = tensor_parallel_gpt(whole, g, mine);
+        move_to(model, dev, *mine.placements);
         Trained& run = runs[size_t(r)];
         run.losses = train(
             model.named_parameters(),
@@ -118,8 +122,8 @@ Trained tensor_parallel(int world, TensorParallelOptions options = {}) {
               return gpt_loss(model(x.to(dev)), y.to(dev), g);
             },
             [&] {
-              if (options.sequence_parallel) reduce_sequence_parallel_gradients(model, g);
-              return clip_grad_norm_(model, kClip, g);
+              reduce_partial_gradients(*mine.placements);
+              return clip_grad_norm_(*mine.placements, kClip);
             },
             [&](const optim::Optimizer& opt) { run.state = full_optimizer_state(model, opt, g); });
         run.params = full_parameters(model, g);
@@ -176,6 +180,7 @@ struct MeshRank {
   Group tp;
   Device dev;
   std::shared_ptr<nn::Sequential> model;
+  std::shared_ptr<PlacementTable> placements;  // the plan's cuts, then the wrappers'
   Tensor mine(const Tensor& t) const {
     const int64_t half = t.size(0) / 2;
     return t.narrow(0, mesh.coordinate("dp") * half, half).to(dev);
@@ -193,9 +198,12 @@ std::vector<Trained> on_two_by_two_mesh(const Trained& want, TrainRank&& train_r
       [&](std::shared_ptr<Communicator> world) {
         DeviceMesh mesh(world, {2, 2}, {"dp", "tp"});
         const Group tp = mesh.group("tp");
-        MeshRank rank{std::move(mesh), tp, Device::cpu(world->rank()),
-                      std::make_shared<nn::Sequential>(tensor_parallel_gpt(whole, tp))};
-        rank.model->to(rank.dev);
+        auto table = std::make_shared<PlacementTable>();
+        MeshRank rank{
+            std::move(mesh), tp, Device::cpu(world->rank()),
+            std::make_shared<nn::Sequential>(tensor_parallel_gpt(whole, tp, {.placements = table})),
+            table};
+        move_to(*rank.model, rank.dev, *rank.placements);
         runs[size_t(world->rank())] = train_rank(rank);
       },
       4);
@@ -211,12 +219,13 @@ std::vector<Trained> on_two_by_two_mesh(const Trained& want, TrainRank&& train_r
 TEST(TensorParallelGPT, DataTimesTensorParallelTwoByTwoTrainsAsOneDevice) {
   const Trained want = one_device();
   const std::vector<Trained> runs = on_two_by_two_mesh(want, [](MeshRank& m) {
-    DistributedDataParallel<nn::Sequential> ddp(*m.model, {.group = m.mesh.group("dp")});
+    DistributedDataParallel<nn::Sequential> ddp(
+        *m.model, {.group = m.mesh.group("dp"), .placements = m.placements});
     Trained run;
     run.losses = train(
         m.model->named_parameters(),
         [&](const Tensor& x, const Tensor& y) { return gpt_loss(ddp(m.mine(x)), m.mine(y), m.tp); },
-        [&] { return clip_grad_norm_(*m.model, kClip, m.tp); }, [](const optim::Optimizer&) {});
+        [&] { return clip_grad_norm_(*m.placements, kClip); }, [](const optim::Optimizer&) {});
     run.params = full_parameters(*m.model, m.tp);
     return run;
   });
@@ -235,14 +244,14 @@ TEST(TensorParallelGPT, DataTimesTensorParallelTwoByTwoTrainsAsOneDevice) {
 TEST(TensorParallelGPT, FullyShardTimesTensorParallelTwoByTwoTrainsAsOneDevice) {
   const Trained want = one_device();
   const std::vector<Trained> runs = on_two_by_two_mesh(want, [](MeshRank& m) {
-    FullyShardedModule fsdp(m.model, {.group = m.mesh.group("dp")});
+    FullyShardedModule fsdp(m.model, {.group = m.mesh.group("dp"), .placements = m.placements});
     Trained run;
     run.losses = train(
         fsdp.named_parameters(),
         [&](const Tensor& x, const Tensor& y) {
           return gpt_loss(fsdp(m.mine(x)), m.mine(y), m.tp);
         },
-        [&] { return clip_grad_norm_(*m.model, kClip, m.tp, &fsdp.group()); },
+        [&] { return clip_grad_norm_(*m.placements, kClip); },
         [&](const optim::Optimizer& opt) {
           run.state = put_slices_together(*m.model, opt, fsdp.full_optimizer_state_dict(opt), m.tp);
         });

@@ -126,11 +126,13 @@ int run_train_gpt(const TrainOptions& flags) {
   // Each pipeline stage its own dropout streams (Megatron's seed + 100 × stage): the stages'
   // processes would otherwise draw the same masks for different layers.
   if (o.pp > 1) manual_seed(o.seed + 100 * uint64_t(mesh->coordinate("pp")));
+  auto placements = std::make_shared<parallel::PlacementTable>();  // every wrapper records here
   if (mesh)  // every rank built the same whole GPT (same seed); each keeps its slices (all of
     // the model's with --tp 1: a copy), and make_setup its stage's of those with --pp
     model = std::make_shared<nn::Sequential>(parallel::tp::tensor_parallel_gpt(
-        *model, mesh->group("tp"), {.sequence_parallel = o.sequence_parallel}));
-  Setup setup = make_setup(model, placement, o, mesh);
+        *model, mesh->group("tp"),
+        {.sequence_parallel = o.sequence_parallel, .placements = placements}));
+  Setup setup = make_setup(model, placement, o, mesh, placements);
   model = setup.model;  // with --pp, this rank's stage
   setup.loss = [](const Tensor& logits, const Tensor& y) { return nn::gpt_loss(logits, y); };
   if (setup.tp)  // this rank's logits are its V/tp columns: never gathered

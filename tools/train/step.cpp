@@ -5,6 +5,7 @@
 #include <tandem/core/check.h>
 #include <tandem/core/memory_stats.h>
 #include <tandem/parallel/all_reduce_gradients.h>
+#include <tandem/parallel/clip_grad_norm.h>
 #include <tandem/parallel/ddp/state_bytes.h>
 #include <tandem/parallel/fsdp/sharded_checkpoint.h>
 #include <tandem/parallel/pipeline/pipeline_state.h>
@@ -45,16 +46,20 @@ Tensor forward(Setup& s, const Tensor& x) {
 }  // namespace
 
 Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, const TrainOptions& o,
-                 std::shared_ptr<parallel::DeviceMesh> mesh) {
+                 std::shared_ptr<parallel::DeviceMesh> mesh,
+                 std::shared_ptr<parallel::PlacementTable> placements) {
   Setup s{.mode = p.mode, .model = std::move(model), .device = p.device};
+  s.placements = placements ? std::move(placements) : std::make_shared<parallel::PlacementTable>();
   if (o.pp > 1) {  // this rank keeps its stage: the model's other modules are let go
     s.stages = std::make_unique<parallel::DistributedPipeline>(
         *s.model, mesh->group("pp"),
         parallel::DistributedPipelineOptions{
-            .chunks = o.chunks, .schedule = parallel::parse_schedule(o.pipeline_schedule)});
+            .chunks = o.chunks,
+            .schedule = parallel::parse_schedule(o.pipeline_schedule),
+            .placements = s.placements});
     s.model = std::shared_ptr<nn::Sequential>(std::shared_ptr<void>(), &s.stages->stage());
   }
-  s.model->to(p.device);
+  parallel::move_to(*s.model, p.device, *s.placements);  // the cuts' records follow
   if (mesh) {
     s.tp = mesh->group("tp");
     s.sequence_parallel = o.sequence_parallel;
@@ -68,7 +73,8 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
       if (s.stages) break;  // averaged over dp after each step (train_step)
       if (o.zero == 3) {
         s.fsdp = std::make_unique<parallel::FullyShardedModule>(
-            s.model, parallel::FullyShardOptions{.group = s.mesh ? s.mesh->group("dp") : nullptr});
+            s.model, parallel::FullyShardOptions{.group = s.mesh ? s.mesh->group("dp") : nullptr,
+                                                 .placements = s.placements});
         break;
       }
       s.ddp = std::make_unique<parallel::DistributedDataParallel<nn::Sequential>>(
@@ -76,7 +82,8 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
           parallel::DDPOptions{
               .group = s.mesh ? s.mesh->group("dp") : nullptr,
               .comm_hook = o.ddp_hook.empty() ? nullptr : parallel::comm_hook_named(o.ddp_hook),
-              .zero_stage = o.zero});
+              .zero_stage = o.zero,
+              .placements = s.placements});
       break;
     case Parallelism::DataParallel:  // holds the model itself: train()/eval() on it are seen
       s.dp = std::make_unique<parallel::DataParallel>(
@@ -87,8 +94,11 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
           parallel::split(*s.model, p.devices),
           parallel::PipelineOptions{.chunks = o.chunks,
                                     .schedule = parallel::parse_schedule(o.pipeline_schedule)});
+      *s.placements = parallel::placements(s.pipe->stages());  // a tied copy counted once
       break;
   }
+  // No wrapper cut anything (one device, DataParallel's replicas): the model's own parameters.
+  if (s.placements->entries().empty()) s.placements->keep_only(s.model->named_parameters());
   return s;
 }
 
@@ -254,16 +264,7 @@ parallel::Communicator* sharded_gradients_group(Setup& s) {
 }
 
 double clip_gradients(Setup& s, double max_norm) {
-  if (s.stages)  // summed over the stages too, the tied embedding counted on the first
-    return parallel::tp::clip_grad_norm_(*s.model, max_norm, s.tp, nullptr, s.stages->group().get(),
-                                         s.stages->counted_elsewhere());
-  if (s.tp)  // fully sharded: the squares summed over dp too
-    return parallel::tp::clip_grad_norm_(*s.model, max_norm, s.tp,
-                                         s.fsdp ? &s.fsdp->group() : nullptr);
-  if (s.pipe) return parallel::clip_grad_norm_(s.pipe->stages(), max_norm);
-  if (s.zero) return s.zero->clip_grad_norm(max_norm);  // each rank holds its shard's gradients
-  if (s.fsdp) return s.fsdp->clip_grad_norm(max_norm);
-  return optim::clip_grad_norm_(s.model->parameters(), max_norm);
+  return parallel::clip_grad_norm_(*s.placements, max_norm);
 }
 
 StepResult train_step(Setup& s, const Tensor& x, const Tensor& y) {
@@ -273,7 +274,7 @@ StepResult train_step(Setup& s, const Tensor& x, const Tensor& y) {
       AmpScope amp(s.device, s.amp);
       r = s.stages->step(x, y, s.loss, loss_scale(s));
     }
-    if (s.sequence_parallel) parallel::tp::reduce_sequence_parallel_gradients(*s.model, s.tp);
+    parallel::reduce_partial_gradients(*s.placements);  // sequence parallelism's
     // The data-parallel ranks' gradients averaged once (DDP would reduce in every micro-batch's
     // backward).
     parallel::all_reduce_gradients(s.model->parameters(), *s.mesh->group("dp"), ReduceOp::Mean);
@@ -292,8 +293,9 @@ StepResult train_step(Setup& s, const Tensor& x, const Tensor& y) {
   }
   const bool scaling = s.scaler && s.scaler->is_enabled();  // no read of the scale: no sync
   (scaling ? s.scaler->scale(loss) : loss).backward();
-  // The replicated tensors saw only this rank's positions: sum their gradients over the group.
-  if (s.sequence_parallel) parallel::tp::reduce_sequence_parallel_gradients(*s.model, s.tp);
+  // Sequence parallelism's replicated tensors saw only this rank's positions: their gradients
+  // are Partial along "tp", summed here.
+  parallel::reduce_partial_gradients(*s.placements);
   return {loss.detach(), logits};
 }
 

@@ -25,6 +25,7 @@
 #include <tandem/parallel/fsdp/fully_shard.h>
 #include <tandem/parallel/pipeline/distributed_pipeline.h>
 #include <tandem/parallel/pipeline/pipeline.h>
+#include <tandem/parallel/placement.h>
 #include <tandem/parallel/tp/regions.h>
 #include <functional>
 #include <memory>
@@ -56,6 +57,10 @@ struct Setup {
   // --pp: this rank's stage of the pipeline over the mesh's "pp" group; `model` is then the
   // stage's modules (the rest of the whole model was dropped).
   std::unique_ptr<parallel::DistributedPipeline> stages;
+  // What this rank trains and how each tensor lies in the whole model, as every wrapper above
+  // recorded it (parallel/placement.h): what the gradient norm and the partial-gradient
+  // reduction read, whatever the mode.
+  std::shared_ptr<parallel::PlacementTable> placements;
   // The loss of a batch's output against its targets: cross_entropy for the classifiers,
   // nn::gpt_loss (over every position) for the GPT.
   std::function<Tensor(const Tensor& output, const Tensor& target)> loss =
@@ -80,9 +85,11 @@ std::unique_ptr<optim::GradScaler> make_grad_scaler(DType amp, parallel::Communi
 
 /// Places `model` (on the run's device, or cut into one stage per device by parallel::split) and
 /// wraps it for `placement.mode`. Make the optimizer afterwards: it holds the placed parameters.
-/// --ddp needs the process group initialised; --tp the mesh, and `model` cut already.
+/// --ddp needs the process group initialised; --tp the mesh, and `model` cut already, with its
+/// cuts recorded in `placements` (which the wrappers then add to; null: a new table).
 Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& placement,
-                 const TrainOptions& options, std::shared_ptr<parallel::DeviceMesh> mesh = nullptr);
+                 const TrainOptions& options, std::shared_ptr<parallel::DeviceMesh> mesh = nullptr,
+                 std::shared_ptr<parallel::PlacementTable> placements = nullptr);
 
 /// ", DDP over 2 ranks (gloo), autocast bf16": how the run uses its devices, for its first line.
 std::string describe_parallelism(Setup& setup, const TrainOptions& options,
@@ -117,8 +124,8 @@ parallel::Communicator* sharded_gradients_group(Setup& s);
 /// rank, so the ranks evaluate together (rank 0 reports); otherwise rank 0 alone.
 inline bool everyone_evaluates(const Setup& s) { return s.fsdp != nullptr || s.tp != nullptr; }
 
-/// Clips the gradients' global norm to max_norm (a weight two pipeline stages share counted once,
-/// parallel/pipeline/tied.h); returns the norm before clipping.
+/// Clips the gradients' global norm to max_norm, one device's norm whatever the layout
+/// (parallel::clip_grad_norm_ over the placement table); returns the norm before clipping.
 double clip_gradients(Setup& s, double max_norm);
 
 /// The model's logits for x without recording a graph, through the same path as training (a DDP
