@@ -206,7 +206,11 @@ TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
   // fully_shard over "dp" of the tensor-parallel slices (ZeRO-3 × TP).
   const Result fsdp = run(runs.four, 10, "mesh-fsdp", " --tp 2 --zero 3");
   EXPECT_NE(fsdp.output.find("(shm, fully sharded over dp)"), std::string::npos) << fsdp.output;
-  for (const char* mode : {"tp", "mesh", "mesh-fsdp"})
+  // ZeRO-1 over "dp" of the slices' optimizer state, and checkpointed blocks cut by the plan.
+  const Result zero = run(runs.four, 10, "mesh-zero", " --tp 2 --zero 1");
+  EXPECT_NE(zero.output.find("(shm, ZeRO stage 1 over dp)"), std::string::npos) << zero.output;
+  run(runs.two, 10, "tp-ac", " --tp 2 --activation-checkpointing");
+  for (const char* mode : {"tp", "mesh", "mesh-fsdp", "mesh-zero", "tp-ac"})
     for (const char* file : {"model.safetensors", "optimizer.safetensors"})
       expect_close("one", mode, file);
 
@@ -214,12 +218,15 @@ TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
   // and one process's on TP = 2.
   for (const char* dir : {"one", "tp"}) fs::copy(tmp / dir, tmp / (std::string(dir) + "-more"));
   fs::copy(tmp / "tp", tmp / "fsdp-more");
+  fs::copy(tmp / "tp", tmp / "zero-more");
   run("", 20, "tp-more", " --resume");
   run(runs.two, 20, "one-more", " --resume --tp 2");
   run(runs.four, 20, "fsdp-more", " --resume --tp 2 --zero 3");
+  run(runs.four, 20, "zero-more", " --resume --tp 2 --zero 2");
   run("", 20, "whole", "");
-  for (const char* dir : {"tp-more", "one-more", "fsdp-more"})
+  for (const char* dir : {"tp-more", "one-more", "fsdp-more", "zero-more"})
     expect_close("whole", dir, "model.safetensors");
+  expect_close("whole", "zero-more", "optimizer.safetensors");
 
   // A padded token table (the padding never read, nor drawn by generate); --tp pads it to its
   // size by itself, and the checkpoint holds the unpadded table.
@@ -248,7 +255,8 @@ TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {runs.two, " --tp 2 --dp 2", "--tp 2 --dp 2: the run has 2 ranks, which is not dp x tp"},
            {runs.four, " --tp 4", "n_head (2) does not divide by the tensor-parallel size 4"},
-           {"", " --tp 2 --zero 1", "--tp with --zero 1 is not built"},
+           {runs.two, " --tp 2 --activation-checkpointing --dropout 0.1",
+            "whose recompute would not replay the masks drawn from each rank's own stream"},
            {"", " --dp 2", "--dp and --sequence-parallel describe a --tp run"}}) {
     const Result r = tandem_cli(launcher + gpt_flags(tmp / "text.txt", 5) + " --log-dir " +
                                     (tmp / "log-bad").string() + flags,
@@ -270,7 +278,8 @@ TEST(GptCommand, PipelineParallelTrainsAsOneDeviceAndResumesOnAnyLayout) {
             std::string::npos)
       << pp.output;
   runs.run(runs.four, 10, "dp-pp", " --pp 2 --dp 2 --chunks 2");
-  for (const char* mode : {"pp-tp", "dp-pp"})
+  runs.run(runs.four, 10, "pp-tp-ac", " --pp 2 --tp 2 --activation-checkpointing");
+  for (const char* mode : {"pp-tp", "dp-pp", "pp-tp-ac"})
     for (const char* file : {"model.safetensors", "optimizer.safetensors"})
       runs.expect_close("one", mode, file);
   for (const char* dir : {"one", "pp-tp"})

@@ -53,6 +53,9 @@ class ZeroOptimizer : public optim::Optimizer {
   /// This rank's shard of the state, as the inner optimizer sees it (indices count pieces).
   optim::OptimizerState local_state_dict() const { return inner_->state_dict(); }
   optim::Optimizer& inner() { return *inner_; }
+  /// The module's parameters in the groups' order: what the indices of state_dict()'s keys
+  /// name (parameters() are this rank's pieces instead).
+  const std::vector<Tensor>& module_parameters() const { return full_; }
   ZeroShards& shards() { return *shards_; }
 
  private:

@@ -5,6 +5,7 @@
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/core/check.h>
 #include <tandem/core/generator.h>
+#include <tandem/nn/activation_checkpoint.h>
 #include <tandem/parallel/tp/gpt.h>
 #include <algorithm>
 #include <limits>
@@ -40,6 +41,24 @@ Tensor on_rank_stream(const std::shared_ptr<Generator>& stream, Device device, F
 Tensor region_dropout(const nn::Dropout& drop, const Plan& plan, const Tensor& x) {
   if (!plan.options.sequence_parallel || !drop.is_training() || drop.p <= 0) return drop(x);
   return on_rank_stream(plan.rank_stream, x.device(), [&] { return drop(x); });
+}
+
+// The block inside an nn::Checkpointed item, or null. Its recompute replays the device
+// generators a forward drew from, not the rank's own stream (attention's masks and, with
+// sequence parallelism, every dropout's), so a checkpointed block with dropout is refused.
+const nn::Block* checkpointed_block(nn::Module& m, const std::string& name) {
+  auto* c = dynamic_cast<nn::Checkpointed*>(&m);
+  const auto* b = c ? dynamic_cast<const nn::Block*>(&c->module()) : nullptr;
+  if (b)
+    TD_CHECK_VALUE(b->attn.dropout == 0 && b->attn.resid_dropout.p == 0 && b->mlp.dropout.p == 0,
+                   "tensor_parallel_gpt: item '", name,
+                   "' is an activation-checkpointed block "
+                   "with dropout ",
+                   b->attn.dropout,
+                   ", whose recompute would not replay the "
+                   "masks drawn from each rank's own stream; train it with dropout 0, or "
+                   "without activation checkpointing");
+  return b;
 }
 
 }  // namespace
@@ -187,6 +206,10 @@ nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,
       out.push_back(item.name, ParallelGPTEmbedding(*e, plan));
     } else if (auto* b = dynamic_cast<nn::Block*>(&m)) {
       out.push_back(item.name, ParallelBlock(*b, plan));
+    } else if (const nn::Block* cb = checkpointed_block(m, item.name)) {
+      // Activation checkpointing kept: the slices' block, recomputed in backward (its
+      // collectives run again there, in the same order on every rank).
+      out.push_back(item.name, nn::Checkpointed(nn::AnyModule(ParallelBlock(*cb, plan))));
     } else if (auto* ln = dynamic_cast<nn::LayerNorm*>(&m)) {
       out.push_back(item.name, nn::clone(*ln));
     } else if (auto* head = dynamic_cast<nn::LMHead*>(&m)) {
@@ -195,8 +218,8 @@ nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,
       out.push_back(item.name, ParallelLMHead(wte.weight, plan, wte.vocab_start, head->vocab_size));
     } else {
       TD_CHECK_VALUE(false, "tensor_parallel_gpt: item '", item.name, "' (", m.type_name(),
-                     ") is not part of nn::gpt's model; the plan knows GPTEmbedding, Block, "
-                     "LayerNorm and LMHead");
+                     ") is not part of nn::gpt's model; the plan knows GPTEmbedding, Block "
+                     "(checkpointed or not), LayerNorm and LMHead");
     }
     TD_CHECK_VALUE(plan.rank_stream != nullptr,
                    "tensor_parallel_gpt: the model must start with "
@@ -220,6 +243,8 @@ std::shared_ptr<Generator> rank_stream(nn::Sequential& tp_gpt) {
     if (auto* e = dynamic_cast<ParallelGPTEmbedding*>(m.get())) return e->plan.rank_stream;
     if (auto* b = dynamic_cast<ParallelBlock*>(m.get())) return b->attn.plan.rank_stream;
     if (auto* h = dynamic_cast<ParallelLMHead*>(m.get())) return h->plan.rank_stream;
+    if (auto* c = dynamic_cast<nn::Checkpointed*>(m.get()))
+      if (auto* b = dynamic_cast<ParallelBlock*>(&c->module())) return b->attn.plan.rank_stream;
   }
   TD_CHECK_VALUE(false,
                  "tp::rank_stream: not a model of tensor_parallel_gpt (nor a stage of one "

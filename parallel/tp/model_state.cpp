@@ -131,10 +131,14 @@ nn::StateDict full_state_dict(nn::Module& model, const Group& group) {
 
 optim::OptimizerState put_slices_together(nn::Module& model, const optim::Optimizer& optimizer,
                                           optim::OptimizerState slices, const Group& group) {
+  return put_slices_together(model, optimizer.parameters(), std::move(slices), group);
+}
+
+optim::OptimizerState put_slices_together(nn::Module& model, const std::vector<Tensor>& params,
+                                          optim::OptimizerState slices, const Group& group) {
   TD_CHECK_VALUE(group != nullptr, "put_slices_together: no tensor-parallel group");
   NoGradGuard no_grad;
   const std::vector<Cut> cuts = cuts_of(model);
-  const std::vector<Tensor> params = optimizer.parameters();
   for (auto& [key, t] : slices.tensors) {  // the same keys, in the same order, on every rank
     const Cut* c = cut_of_state(key, t, cuts, params);
     t = (c ? put_together(t, c->dim, c->stride, *group) : t.clone()).to(Device::cpu());
@@ -163,9 +167,13 @@ nn::StateDict slices_of(nn::Module& model, const nn::StateDict& whole, const Gro
 
 optim::OptimizerState slices_of(nn::Module& model, const optim::Optimizer& optimizer,
                                 const optim::OptimizerState& whole, const Group& group) {
+  return slices_of(model, optimizer.parameters(), whole, group);
+}
+
+optim::OptimizerState slices_of(nn::Module& model, const std::vector<Tensor>& params,
+                                const optim::OptimizerState& whole, const Group& group) {
   TD_CHECK_VALUE(group != nullptr, "slices_of: no tensor-parallel group");
   const std::vector<Cut> cuts = cuts_of(model);
-  const std::vector<Tensor> params = optimizer.parameters();
   optim::OptimizerState out = whole;
   for (auto& [key, t] : out.tensors) {
     const Cut* c = cut_of_state(key, t, cuts, params);

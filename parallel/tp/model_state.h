@@ -33,10 +33,16 @@ nn::StateDict put_slices_together(nn::Module& model, const nn::StateDict& slices
                                   const Group& group);
 optim::OptimizerState put_slices_together(nn::Module& model, const optim::Optimizer& optimizer,
                                           optim::OptimizerState slices, const Group& group);
+/// The same, the state's indices naming `params` (ZeroOptimizer::module_parameters(): a ZeRO
+/// optimizer's consolidated state is indexed by the module's parameters, not its pieces).
+optim::OptimizerState put_slices_together(nn::Module& model, const std::vector<Tensor>& params,
+                                          optim::OptimizerState slices, const Group& group);
 /// The inverses: this rank's slice of each whole entry (no communication), to load into the
 /// model (or fully_shard's load_full_state_dict) and the optimizer.
 nn::StateDict slices_of(nn::Module& model, const nn::StateDict& whole, const Group& group);
 optim::OptimizerState slices_of(nn::Module& model, const optim::Optimizer& optimizer,
+                                const optim::OptimizerState& whole, const Group& group);
+optim::OptimizerState slices_of(nn::Module& model, const std::vector<Tensor>& params,
                                 const optim::OptimizerState& whole, const Group& group);
 
 /// The inverse of full_state_dict: loads whole tensors (a checkpoint of one device or of any

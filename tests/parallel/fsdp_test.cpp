@@ -11,7 +11,7 @@
 #include "parallel/ddp_models.h"
 #include "support/expect.h"
 
-namespace tandem::parallel {
+namespace tandem::parallel::fsdp_test {  // named: unity builds join test files
 namespace {
 
 using tandem::testing::flat_params;
@@ -259,4 +259,4 @@ TEST(FullyShard, BFloat16ParametersWithFloat32ReductionTrackFloat32Training) {
 }
 
 }  // namespace
-}  // namespace tandem::parallel
+}  // namespace tandem::parallel::fsdp_test

@@ -11,6 +11,7 @@
 
 #include <cmath>
 
+#include "parallel/drawn_gpt.h"
 #include "parallel/token_batch.h"
 #include "support/expect.h"
 
@@ -20,24 +21,9 @@ namespace {
 using tandem::testing::error_message;
 using ::testing::HasSubstr;
 
-constexpr int64_t kBatch = 12, kT = 8, kVocab = 37;
+constexpr int64_t kBatch = 12, kT = tandem::testing::kDrawnT, kVocab = tandem::testing::kDrawnVocab;
 
-// The model, drawn once (the default generator is no thread's own) and deep-copied for each rank.
-nn::Sequential whole_gpt() {
-  static const nn::Sequential* drawn = [] {
-    manual_seed(11);
-    return new nn::Sequential(nn::gpt({.block_size = kT,
-                                       .vocab_size = kVocab,
-                                       .padded_vocab_size = tp::padded_vocab_size(kVocab, 4),
-                                       .n_layer = 2,
-                                       .n_head = 4,
-                                       .n_embd = 16,
-                                       .dropout = 0.0,
-                                       .bias = true,
-                                       .tensor = {.dtype = kFloat64}}));
-  }();
-  return nn::clone(*drawn);
-}
+nn::Sequential whole_gpt() { return tandem::testing::drawn_gpt(11); }
 
 std::pair<Tensor, Tensor> the_batch() {
   return tandem::testing::random_token_batch(kBatch, kT, kVocab, 5);

@@ -221,8 +221,6 @@ TrainOptions resolve_config(TrainOptions o) {
                    " runs its pipelines in one process: --pipeline DEVICES)");
     TD_CHECK_VALUE(o.zero == 0, "train: --pp with --zero ", o.zero,
                    " is not built: a stage's data-parallel ranks keep its whole slices");
-    TD_CHECK_VALUE(!o.activation_checkpointing,
-                   "train: --pp with --activation-checkpointing is not built");
     TD_CHECK_VALUE(o.pipeline.empty(),
                    "train: --pp (a stage per rank) and --pipeline (stages on one process's "
                    "devices) are two pipelines; choose one");
@@ -231,12 +229,6 @@ TrainOptions resolve_config(TrainOptions o) {
   if (o.tp > 1) {
     TD_CHECK_VALUE(o.model == "gpt", "train: --tp ", o.tp, " needs --model gpt (Megatron's plan ",
                    "splits its attention heads, MLP and vocabulary; ", o.model, " has no plan)");
-    TD_CHECK_VALUE(o.zero == 0 || o.zero == 3, "train: --tp with --zero ", o.zero,
-                   " is not built: the data-parallel ranks of a tensor-parallel run keep whole "
-                   "slices (--zero 0) or shard them with fully_shard (--zero 3)");
-    TD_CHECK_VALUE(!o.activation_checkpointing,
-                   "train: --tp with --activation-checkpointing is not built: the plan cuts "
-                   "plain blocks");
     o.ddp = true;  // a tensor-parallel run is a multi-process run, as --ddp's
   }
   TD_CHECK_VALUE(o.ddp_hook.empty() || o.ddp, "train: --ddp-hook ", o.ddp_hook,

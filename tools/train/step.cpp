@@ -158,7 +158,8 @@ std::string describe_parallelism(Setup& s, const TrainOptions& o,
   else if (s.tp)
     line = str(", tensor parallel: ", s.mesh->str(), " (", group->backend(),
                s.sequence_parallel ? ", sequence parallel" : "",
-               s.fsdp ? ", fully sharded over dp" : "", ")");
+               s.fsdp ? ", fully sharded over dp" : "",
+               s.ddp && o.zero ? str(", ZeRO stage ", o.zero, " over dp") : "", ")");
   else if (s.fsdp)
     line = str(", fully sharded over ", group->size(), " ranks (", group->backend(),
                ", ZeRO stage 3: ", s.fsdp->units().size(), " units)");
@@ -206,6 +207,10 @@ CheckpointContent checkpoint_content(Setup& s, optim::Optimizer& optimizer) {
     return {parallel::tp::put_slices_together(*s.model, s.fsdp->full_state_dict(), s.tp),
             parallel::tp::put_slices_together(*s.model, optimizer,
                                               s.fsdp->full_optimizer_state_dict(optimizer), s.tp)};
+  if (s.tp && s.zero)  // ZeRO's state whole over dp (indexed by the slices), then over tp
+    return {parallel::tp::full_state_dict(*s.model, s.tp),
+            parallel::tp::put_slices_together(*s.model, s.zero->module_parameters(),
+                                              s.zero->consolidate_state_dict(), s.tp)};
   if (s.tp)  // every rank of the group takes part; all hold the whole tensors then
     return {parallel::tp::full_state_dict(*s.model, s.tp),
             parallel::tp::full_optimizer_state(*s.model, optimizer, s.tp)};
@@ -231,6 +236,14 @@ Restore restore_into(Setup& s, optim::Optimizer& optimizer) {
             [&s, &optimizer](const optim::OptimizerState& state) {
               s.fsdp->load_full_optimizer_state_dict(
                   optimizer, parallel::tp::slices_of(*s.model, optimizer, state, s.tp));
+            }};
+  if (s.tp && s.zero)  // this rank's slices, of which ZeRO keeps its pieces' state
+    return {[&s](const nn::StateDict& sd, const std::string& path) {
+              parallel::tp::load_full_state_dict(*s.model, sd, s.tp, path);
+            },
+            [&s, &optimizer](const optim::OptimizerState& state) {
+              optimizer.load_state_dict(
+                  parallel::tp::slices_of(*s.model, s.zero->module_parameters(), state, s.tp));
             }};
   if (s.tp)  // a checkpoint of any tensor-parallel size: each rank takes its slices
     return {[&s](const nn::StateDict& sd, const std::string& path) {

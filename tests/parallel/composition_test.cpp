@@ -1,0 +1,209 @@
+// Modes stacked that used to refuse each other: tensor parallelism under ZeRO-1/2 (DDP's pieces of
+// the TP slices), tensor parallelism with activation-checkpointed blocks (alone, with sequence
+// parallelism under fully_shard), and a pipeline of checkpointed blocks over tensor-parallel
+// slices. Each trains a 2-layer GPT (a vocabulary of 37, padded to 40 rows) for 3 AdamW steps
+// with clipping that bites, in float64 on thread ranks, to one device's parameters and AdamW
+// state (≤ 1e-10 relative, each tensor), the norm read from the one placement table.
+#include <gtest/gtest.h>
+#include <tandem/parallel/clip_grad_norm.h>
+#include <tandem/tandem.h>
+
+#include <cmath>
+#include <map>
+
+#include "parallel/drawn_gpt.h"
+#include "parallel/token_batch.h"
+
+namespace tandem::parallel::composition_test {  // named: unity builds join test files
+namespace {
+
+constexpr int64_t kBatch = 4, kT = tandem::testing::kDrawnT, kVocab = tandem::testing::kDrawnVocab;
+constexpr int kSteps = 3;
+constexpr double kClip = 0.3, kTolerance = 1e-10;
+
+// The model (drawn_gpt.h); with `checkpointed`, each block wrapped in nn::Checkpointed (the same
+// weights), as `tandem train --activation-checkpointing` wraps them.
+nn::Sequential whole_gpt(bool checkpointed = false) {
+  nn::Sequential copy = tandem::testing::drawn_gpt(23);
+  if (!checkpointed) return copy;
+  nn::Sequential wrapped;
+  for (const nn::NamedModule& m : copy.items()) {
+    const bool block = dynamic_cast<const nn::Block*>(&m.module.get()) != nullptr;
+    wrapped.push_back(
+        m.name, block ? nn::AnyModule(nn::Checkpointed(m.module.shared())) : m.module.shared());
+  }
+  return wrapped;
+}
+
+std::pair<Tensor, Tensor> batch(int step) {
+  return tandem::testing::random_token_batch(kBatch, kT, kVocab, uint64_t(step + 40));
+}
+
+Tensor rows_of(const Tensor& t, int k, int n, Device dev) {
+  return t.narrow(0, k * kBatch / n, kBatch / n).to(dev);
+}
+
+optim::AdamW adamw(const nn::StateDict& named) {
+  return optim::AdamW(optim::adamw_groups(named, {.lr = 1e-2, .beta2 = 0.99, .weight_decay = 0.1}));
+}
+
+struct Trained {
+  nn::StateDict params;
+  optim::OptimizerState state;
+};
+
+// One device: the parameters and AdamW's state after kSteps clipped steps.
+Trained one_device() {
+  nn::Sequential model = whole_gpt();
+  optim::AdamW opt = adamw(model.named_parameters());
+  for (int s = 0; s < kSteps; ++s) {
+    const auto [x, y] = batch(s);
+    opt.zero_grad();
+    nn::gpt_loss(model(x), y).backward();
+    EXPECT_GT(optim::clip_grad_norm_(model.parameters(), kClip), kClip) << "the clip must bite";
+    opt.step();
+  }
+  return {model.named_parameters(), opt.state_dict()};
+}
+
+double relative_error(const Tensor& a, const Tensor& b) {
+  const double scale = std::sqrt(sum(b * b).item());
+  return std::sqrt(sum((a - b) * (a - b)).item()) / (scale > 0 ? scale : 1);
+}
+
+// Every tensor of `got` (whole, under one device's names; optimizer state optional) is one
+// device's.
+void expect_one_device(const Trained& got, const std::string& what) {
+  const Trained want = one_device();
+  std::map<std::string, Tensor> by_name(got.params.begin(), got.params.end());
+  for (const auto& [name, p] : want.params) {
+    ASSERT_TRUE(by_name.count(name)) << what << ": no " << name;
+    EXPECT_LE(relative_error(by_name.at(name).to(Device::cpu()), p), kTolerance)
+        << what << ": " << name;
+  }
+  if (got.state.tensors.empty()) return;
+  ASSERT_EQ(got.state.tensors.size(), want.state.tensors.size()) << what;
+  for (size_t i = 0; i < want.state.tensors.size(); ++i)
+    if (want.state.tensors[i].second.dim() > 0) {
+      EXPECT_LE(relative_error(got.state.tensors[i].second, want.state.tensors[i].second),
+                kTolerance)
+          << what << ": " << want.state.tensors[i].first;
+    }
+}
+
+// (dp, tp) = (2, 2): DDP with ZeRO stage 1 or 2 over "dp" shards the optimizer state (and the
+// gradients) of each rank's tensor-parallel slices; the checkpoint's state is ZeRO's gathered
+// over dp, then put together over tp.
+TEST(ComposedModes, ZeroTimesTensorParallelTrainsAsOneDevice) {
+  for (int stage : {1, 2}) {
+    Trained got;
+    spawn_threads(
+        [&](std::shared_ptr<Communicator> world) {
+          DeviceMesh mesh(world, {2, 2}, {"dp", "tp"});
+          const auto tp = mesh.group("tp");
+          const Device dev = Device::cpu(world->rank());
+          nn::Sequential whole = whole_gpt();
+          auto table = std::make_shared<PlacementTable>();
+          nn::Sequential model = tp::tensor_parallel_gpt(whole, tp, {.placements = table});
+          move_to(model, dev, *table);
+          DistributedDataParallel ddp(model, {.group = mesh.group("dp"),
+                                              .bucket_cap_mb = 0.01,
+                                              .zero_stage = stage,
+                                              .placements = table});
+          auto opt = zero_optimizer<optim::AdamW>(
+              ddp, optim::adamw_groups(model.named_parameters(),
+                                       {.lr = 1e-2, .beta2 = 0.99, .weight_decay = 0.1}));
+          const int dp = mesh.coordinate("dp");
+          for (int s = 0; s < kSteps; ++s) {
+            const auto [x, y] = batch(s);
+            opt->zero_grad();
+            tp::gpt_loss(ddp(rows_of(x, dp, 2, dev)), rows_of(y, dp, 2, dev), tp).backward();
+            clip_grad_norm_(*table, kClip);
+            opt->step();
+          }
+          nn::StateDict params = tp::full_parameters(model, tp);
+          optim::OptimizerState state = tp::put_slices_together(model, opt->module_parameters(),
+                                                                opt->consolidate_state_dict(), tp);
+          if (world->rank() == 0) got = {std::move(params), std::move(state)};
+        },
+        4);
+    expect_one_device(got, "ZeRO-" + std::to_string(stage) + " x TP");
+  }
+}
+
+// Checkpointed blocks cut by the plan: tp = 2 alone, and (dp, tp) = (2, 2) with sequence
+// parallelism under fully_shard (the recompute gathers the shards and runs the block's
+// collectives again, in backward).
+TEST(ComposedModes, TensorParallelCheckpointedBlocksTrainAsOneDevice) {
+  for (bool mesh_of_four : {false, true}) {
+    const int world_size = mesh_of_four ? 4 : 2;
+    Trained got;
+    spawn_threads(
+        [&](std::shared_ptr<Communicator> world) {
+          DeviceMesh mesh(world, {world_size / 2, 2}, {"dp", "tp"});
+          const auto tp = mesh.group("tp");
+          const Device dev = Device::cpu(world->rank());
+          nn::Sequential whole = whole_gpt(/*checkpointed=*/true);
+          auto table = std::make_shared<PlacementTable>();
+          auto model = std::make_shared<nn::Sequential>(tp::tensor_parallel_gpt(
+              whole, tp, {.sequence_parallel = mesh_of_four, .placements = table}));
+          EXPECT_NE(dynamic_cast<nn::Checkpointed*>(&model->items()[1].module.get()), nullptr);
+          move_to(*model, dev, *table);
+          std::unique_ptr<FullyShardedModule> fsdp;
+          if (mesh_of_four)
+            fsdp = std::make_unique<FullyShardedModule>(
+                model, FullyShardOptions{.group = mesh.group("dp"), .placements = table});
+          optim::AdamW opt = adamw(model->named_parameters());
+          const int dp = mesh.coordinate("dp"), n = world_size / 2;
+          for (int s = 0; s < kSteps; ++s) {
+            const auto [x, y] = batch(s);
+            opt.zero_grad();
+            const Tensor xs = rows_of(x, dp, n, dev), ys = rows_of(y, dp, n, dev);
+            tp::gpt_loss(fsdp ? (*fsdp)(xs) : (*model)(xs), ys, tp).backward();
+            reduce_partial_gradients(*table);
+            clip_grad_norm_(*table, kClip);
+            opt.step();
+          }
+          nn::StateDict params = fsdp ? tp::put_slices_together(*model, fsdp->full_state_dict(), tp)
+                                      : tp::full_parameters(*model, tp);
+          if (world->rank() == 0) got.params = std::move(params);
+        },
+        world_size);
+    expect_one_device(got, mesh_of_four ? "TP + SP + checkpointed under FSDP" : "TP checkpointed");
+  }
+}
+
+// (pp, tp) = (2, 2), 1F1B over 2 micro-batches, each stage's blocks checkpointed: the pipeline
+// keeps the Checkpointed items, and the table counts the tied copy once.
+TEST(ComposedModes, PipelineOfCheckpointedTensorParallelBlocksTrainsAsOneDevice) {
+  Trained got;
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> world) {
+        DeviceMesh mesh(world, {2, 2}, {"pp", "tp"});
+        const auto tp = mesh.group("tp");
+        const Device dev = Device::cpu(world->rank());
+        nn::Sequential whole = whole_gpt(/*checkpointed=*/true);
+        auto table = std::make_shared<PlacementTable>();
+        nn::Sequential model = tp::tensor_parallel_gpt(whole, tp, {.placements = table});
+        DistributedPipeline pipe(
+            model, mesh.group("pp"),
+            {.chunks = 2, .schedule = PipelineSchedule::OneFOneB, .placements = table});
+        move_to(pipe.stage(), dev, *table);
+        optim::AdamW opt = adamw(pipe.stage().named_parameters());
+        for (int s = 0; s < kSteps; ++s) {
+          const auto [x, y] = batch(s);
+          opt.zero_grad();
+          pipe.step(x.to(dev), y.to(dev),
+                    [&](const Tensor& out, const Tensor& t) { return tp::gpt_loss(out, t, tp); });
+          clip_grad_norm_(*table, kClip);
+          opt.step();
+        }
+        const nn::StateDict whole_state = full_state_dict(pipe, tp);
+        if (world->rank() == 0) got.params = whole_state;
+      },
+      4);
+  expect_one_device(got, "PP x TP, checkpointed");
+}
+
+}  // namespace
+}  // namespace tandem::parallel::composition_test

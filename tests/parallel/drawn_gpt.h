@@ -1,0 +1,31 @@
+// tests/parallel/drawn_gpt.h — the small GPT the composition tests train: 2 layers, 4 heads of
+// width 4, a block of 8, in float64, and a vocabulary of 37 that divides by nothing, its table
+// padded to 40 rows (tp::padded_vocab_size(37, 4): any TP size up to 4, the padding never read).
+#pragma once
+
+#include <tandem/tandem.h>
+#include <mutex>
+
+namespace tandem::testing {
+
+inline constexpr int64_t kDrawnT = 8, kDrawnVocab = 37;
+
+/// The model drawn from `seed`, the same on every call. Ranks (threads) draw one at a time: the
+/// default generator is no thread's own. Keep no tensor of it in a static: the accounting tests
+/// read the devices' bytes.
+inline nn::Sequential drawn_gpt(uint64_t seed) {
+  static std::mutex drawing;
+  std::lock_guard lock(drawing);
+  manual_seed(seed);
+  return nn::gpt({.block_size = kDrawnT,
+                  .vocab_size = kDrawnVocab,
+                  .padded_vocab_size = parallel::tp::padded_vocab_size(kDrawnVocab, 4),
+                  .n_layer = 2,
+                  .n_head = 4,
+                  .n_embd = 16,
+                  .dropout = 0.0,
+                  .bias = true,
+                  .tensor = {.dtype = kFloat64}});
+}
+
+}  // namespace tandem::testing
