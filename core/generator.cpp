@@ -53,29 +53,61 @@ void GeneratorUseRecorder::note(Device device, const Generator& g) {
   }
 }
 
-ReplayGenerators::ReplayGenerators(const std::vector<std::pair<Device, GeneratorState>>& states)
-    : previous_(t_replay) {
+void GeneratorUseRecorder::note_own(const Generator& own, const Generator& drawn) {
+  for (GeneratorUseRecorder* r = this; r != nullptr; r = r->previous_) {
+    bool seen = false;
+    for (const auto& [g, state] : r->used_own_) seen |= g == &own;
+    if (!seen) r->used_own_.emplace_back(&own, drawn.get_state());
+  }
+}
+
+ReplayGenerators::ReplayGenerators(const std::vector<std::pair<Device, GeneratorState>>& states,
+                                   const std::vector<OwnGeneratorState>& own, bool noted)
+    : noted_(noted), previous_(t_replay) {
   for (const auto& [device, state] : states) {
     auto g = std::make_unique<Generator>();
     g->set_state(state);
     generators_.emplace_back(device, std::move(g));
+  }
+  for (const auto& [original, state] : own) {
+    auto g = std::make_unique<Generator>();
+    g->set_state(state);
+    own_.emplace_back(original, std::move(g));
   }
   t_replay = this;
 }
 
 ReplayGenerators::~ReplayGenerators() { t_replay = previous_; }
 
-Generator* ReplayGenerators::find(Device device) {
+Generator* ReplayGenerators::find(Device device, bool* noted) {
   for (ReplayGenerators* r = t_replay; r != nullptr; r = r->previous_)
     for (auto& [d, g] : r->generators_)
-      if (d == device) return g.get();
+      if (d == device) {
+        if (noted) *noted = r->noted_;
+        return g.get();
+      }
   return nullptr;
 }
 
+Generator* ReplayGenerators::find(const Generator* own) {
+  for (ReplayGenerators* r = t_replay; r != nullptr; r = r->previous_)
+    for (auto& [original, g] : r->own_)
+      if (original == own) return g.get();
+  return nullptr;
+}
+
+Generator& own_generator(Generator& g) {
+  Generator* replay = t_replay != nullptr ? ReplayGenerators::find(&g) : nullptr;
+  Generator& drawn = replay != nullptr ? *replay : g;
+  if (t_recorder != nullptr) t_recorder->note_own(g, drawn);
+  return drawn;
+}
+
 Generator& default_generator(Device device) {
-  Generator* g = t_replay != nullptr ? ReplayGenerators::find(device) : nullptr;
+  bool noted = true;  // a scope standing in for a generator of one's own is not the device's
+  Generator* g = t_replay != nullptr ? ReplayGenerators::find(device, &noted) : nullptr;
   if (g == nullptr) g = &shared_generator(device);
-  if (t_recorder != nullptr) t_recorder->note(device, *g);
+  if (t_recorder != nullptr && noted) t_recorder->note(device, *g);
   return *g;
 }
 

@@ -44,22 +44,35 @@ Generator& default_generator(Device device);
 /// would repeat the same numbers (graph-safe random offsets are not supported).
 GeneratorState reserve_random(Device device, uint64_t counters);
 
+/// A generator of one's own (not a device's default) and a state of it: what a recorder notes
+/// of a tensor-parallel rank's stream, and a replay starts its private copy from.
+using OwnGeneratorState = std::pair<const Generator*, GeneratorState>;
+
 /// While alive, this thread's random draws on each listed device come from a private generator
-/// that starts at the given state. Activation checkpointing replays a forward's random numbers
-/// (dropout masks) this way without touching the shared generators: other threads, and devices
-/// not listed, draw as before. Scopes nest; the innermost that lists a device wins.
+/// that starts at the given state, and so do its draws from each listed generator of its own
+/// (own_generator() below). Activation checkpointing replays a forward's random numbers (dropout
+/// masks) this way without touching the shared generators: other threads, and devices not listed,
+/// draw as before. Scopes nest; the innermost that lists a device wins. A scope made with
+/// `noted` false stands in for a generator of one's own (a rank's stream drawn through the
+/// device's ops): a recorder does not note its draws as the device's, since they are not.
 class ReplayGenerators {
  public:
-  explicit ReplayGenerators(const std::vector<std::pair<Device, GeneratorState>>& states);
+  explicit ReplayGenerators(const std::vector<std::pair<Device, GeneratorState>>& states,
+                            const std::vector<OwnGeneratorState>& own = {}, bool noted = true);
   ~ReplayGenerators();
   ReplayGenerators(const ReplayGenerators&) = delete;
   ReplayGenerators& operator=(const ReplayGenerators&) = delete;
 
-  /// This thread's replayed generator of `device`, or null.
-  static Generator* find(Device device);
+  /// This thread's replayed generator of `device`, or null; `noted`, when given, says whether
+  /// its scope's draws are the device's (see above).
+  static Generator* find(Device device, bool* noted = nullptr);
+  /// This thread's replay of generator `g` of one's own, or null.
+  static Generator* find(const Generator* g);
 
  private:
   std::vector<std::pair<Device, std::unique_ptr<Generator>>> generators_;
+  std::vector<std::pair<const Generator*, std::unique_ptr<Generator>>> own_;
+  bool noted_;
   ReplayGenerators* previous_;
 };
 
@@ -75,13 +88,24 @@ class GeneratorUseRecorder {
   GeneratorUseRecorder& operator=(const GeneratorUseRecorder&) = delete;
 
   const std::vector<std::pair<Device, GeneratorState>>& used() const { return used_; }
+  /// The generators of one's own it drew from (own_generator), each at its first use.
+  const std::vector<OwnGeneratorState>& used_own() const { return used_own_; }
 
  private:
   friend Generator& default_generator(Device device);
+  friend Generator& own_generator(Generator& g);
   void note(Device device, const Generator& g);
+  void note_own(const Generator& own, const Generator& drawn);
   std::vector<std::pair<Device, GeneratorState>> used_;
+  std::vector<OwnGeneratorState> used_own_;
   GeneratorUseRecorder* previous_;
 };
+
+/// The generator to draw from in `g`'s stead, for a generator of one's own (not a device's
+/// default: a tensor-parallel rank's stream): `g` itself, or this thread's private copy of it
+/// while a ReplayGenerators scope replays it (an activation-checkpoint recompute). An enclosing
+/// GeneratorUseRecorder notes g's state at its first use, as default_generator notes a device's.
+Generator& own_generator(Generator& g);
 /// Seeds every device's default generator with `seed`, as torch.manual_seed does. Because the
 /// generator is counter-based, rand on cuda:0 then gives the same numbers as rand on cpu.
 void manual_seed(uint64_t seed);

@@ -24,6 +24,7 @@ struct Frame {
   std::vector<bool> input_requires_grad;
   ThreadLocalState state;  // the forward's grad mode, streams, intra-op threads
   std::vector<std::pair<Device, GeneratorState>> rng;
+  std::vector<OwnGeneratorState> own_rng;  // generators of fn's own (a rank's stream)
   bool early_stop = true;
   struct Meta {
     Shape shape;
@@ -70,7 +71,7 @@ void recompute(Frame& f) {
   {
     ThreadLocalStateGuard guard(state);
     std::optional<ReplayGenerators> replay;
-    if (!f.rng.empty()) replay.emplace(f.rng);
+    if (!f.rng.empty() || !f.own_rng.empty()) replay.emplace(f.rng, f.own_rng);
     struct Recomputing {
       Recomputing() { ++t_recomputing; }
       ~Recomputing() { --t_recomputing; }
@@ -136,7 +137,10 @@ std::vector<Tensor> activation_checkpoint(const CheckpointFn& fn, const std::vec
         },
         unpack);
     outputs = fn(inputs);
-    if (rng) frame->rng = rng->used();
+    if (rng) {
+      frame->rng = rng->used();
+      frame->own_rng = rng->used_own();
+    }
   }
   for (size_t k = 0; k < outputs.size(); ++k)
     TD_CHECK_VALUE(outputs[k].defined(), "activation_checkpoint: output ", k,

@@ -28,7 +28,8 @@ namespace tandem::nn {
 
 struct ActivationCheckpointOptions {
   /// Replay fn's random numbers in the recompute: the state of every device generator fn draws
-  /// from is noted at its first draw (two integers each), and the recompute draws from private
+  /// from (and of every generator of its own it draws through own_generator(), core/generator.h)
+  /// is noted at its first draw (two integers each), and the recompute draws from private
   /// copies of them, leaving everyone else's draws alone. Off: the recompute draws fresh numbers
   /// and dropout masks differ from the forward's (the gradients are then wrong).
   bool preserve_rng_state = true;

@@ -24,15 +24,19 @@ const nn::Linear& c_attn_of(const nn::CausalSelfAttention& whole, const Plan& pl
 }
 
 // fn() with this rank's own stream standing in for `device`'s generator: the random numbers drawn
-// inside differ from rank to rank (checkpoint replays see the stream like any other generator).
+// inside differ from rank to rank. An activation checkpoint notes the stream as a generator of
+// the block's own (not as the device's), and its recompute replays it.
 template <typename F>
 Tensor on_rank_stream(const std::shared_ptr<Generator>& stream, Device device, F&& fn) {
   TD_CHECK_VALUE(stream != nullptr,
                  "tensor parallelism: a dropout whose masks differ between ranks needs the "
                  "plan's rank_stream, and this Plan has none (tensor_parallel_gpt makes one)");
-  ReplayGenerators scope({{device, stream->get_state()}});
+  // The stream itself, or its private copy while a checkpointed block recomputes (which then
+  // draws the forward's masks again and leaves the stream where the forward left it).
+  Generator& own = own_generator(*stream);
+  ReplayGenerators scope({{device, own.get_state()}}, {}, /*noted=*/false);
   Tensor y = fn();
-  stream->set_state(ReplayGenerators::find(device)->get_state());
+  own.set_state(ReplayGenerators::find(device)->get_state());
   return y;
 }
 
@@ -43,22 +47,10 @@ Tensor region_dropout(const nn::Dropout& drop, const Plan& plan, const Tensor& x
   return on_rank_stream(plan.rank_stream, x.device(), [&] { return drop(x); });
 }
 
-// The block inside an nn::Checkpointed item, or null. Its recompute replays the device
-// generators a forward drew from, not the rank's own stream (attention's masks and, with
-// sequence parallelism, every dropout's), so a checkpointed block with dropout is refused.
-const nn::Block* checkpointed_block(nn::Module& m, const std::string& name) {
+// The block inside an nn::Checkpointed item, or null.
+const nn::Block* checkpointed_block(nn::Module& m) {
   auto* c = dynamic_cast<nn::Checkpointed*>(&m);
-  const auto* b = c ? dynamic_cast<const nn::Block*>(&c->module()) : nullptr;
-  if (b)
-    TD_CHECK_VALUE(b->attn.dropout == 0 && b->attn.resid_dropout.p == 0 && b->mlp.dropout.p == 0,
-                   "tensor_parallel_gpt: item '", name,
-                   "' is an activation-checkpointed block "
-                   "with dropout ",
-                   b->attn.dropout,
-                   ", whose recompute would not replay the "
-                   "masks drawn from each rank's own stream; train it with dropout 0, or "
-                   "without activation checkpointing");
-  return b;
+  return c ? dynamic_cast<const nn::Block*>(&c->module()) : nullptr;
 }
 
 }  // namespace
@@ -206,7 +198,7 @@ nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,
       out.push_back(item.name, ParallelGPTEmbedding(*e, plan));
     } else if (auto* b = dynamic_cast<nn::Block*>(&m)) {
       out.push_back(item.name, ParallelBlock(*b, plan));
-    } else if (const nn::Block* cb = checkpointed_block(m, item.name)) {
+    } else if (const nn::Block* cb = checkpointed_block(m)) {
       // Activation checkpointing kept: the slices' block, recomputed in backward (its
       // collectives run again there, in the same order on every rank).
       out.push_back(item.name, nn::Checkpointed(nn::AnyModule(ParallelBlock(*cb, plan))));

@@ -128,8 +128,8 @@ struct ParallelLMHead : nn::Module {
 
 /// The plan above, applied to `gpt` (nn::gpt's Sequential, the same on every rank): a Sequential
 /// with the same item names, each rank holding its slices (copies; `gpt` is left as it was). A
-/// block wrapped in nn::Checkpointed stays checkpointed (with dropout 0: its recompute would not
-/// replay the rank's own stream).
+/// block wrapped in nn::Checkpointed stays checkpointed (its recompute replays the masks drawn
+/// from the rank's own stream too).
 /// Heads and vocabulary (and, with sequence parallelism, the sequence) must divide by the group's
 /// size: the errors name the padding.
 nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,

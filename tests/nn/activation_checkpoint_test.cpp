@@ -112,6 +112,34 @@ TEST(ActivationCheckpoint, ReplaysTheGeneratorOfADeviceFnMovesTo) {
   expect_bitwise_equal(ckpt.second, plain.second, "weight.grad");
 }
 
+// A function that draws from a generator of its own (a tensor-parallel rank's stream, standing in
+// for the device's through an unnoted scope) between two draws from the device's: the recompute
+// replays both, and leaves the own generator where the forward left it.
+TEST(ActivationCheckpoint, ReplaysAGeneratorOfTheFunctionsOwn) {
+  auto run = [](bool checkpointed) {
+    manual_seed(31);
+    Generator stream(99);
+    const Tensor x = randn({6, 8}, {.dtype = kFloat64}).requires_grad_();
+    Dropout drop(0.5);
+    auto fn = [drop, &stream](const Tensor& in) mutable {
+      Tensor h = drop(in);  // the device's generator
+      {
+        Generator& own = own_generator(stream);
+        ReplayGenerators scope({{Device::cpu(), own.get_state()}}, {}, /*noted=*/false);
+        h = drop(h * 2);
+        own.set_state(ReplayGenerators::find(Device::cpu())->get_state());
+      }
+      return drop(h).tanh();  // the device's again
+    };
+    (checkpointed ? activation_checkpoint(fn, x) : fn(x)).sum().backward();
+    return std::make_pair(x.grad(), stream.get_state());
+  };
+  const auto plain = run(false), ckpt = run(true);
+  expect_bitwise_equal(ckpt.first, plain.first, "x.grad");
+  EXPECT_EQ(ckpt.second, plain.second) << "the recompute drew from a private copy of the stream";
+  EXPECT_NE(plain.second, GeneratorState({99, 0}));
+}
+
 TEST(ActivationCheckpoint, WithoutRngReplayDropoutMasksDiffer) {
   const auto plain = step(false, [](Sequential& m, const Tensor& x) { return m(x); });
   const auto fresh = step(false, [](Sequential& m, const Tensor& x) {

@@ -23,8 +23,8 @@ constexpr double kClip = 0.3, kTolerance = 1e-10;
 
 // The model (drawn_gpt.h); with `checkpointed`, each block wrapped in nn::Checkpointed (the same
 // weights), as `tandem train --activation-checkpointing` wraps them.
-nn::Sequential whole_gpt(bool checkpointed = false) {
-  nn::Sequential copy = tandem::testing::drawn_gpt(23);
+nn::Sequential whole_gpt(bool checkpointed = false, double dropout = 0) {
+  nn::Sequential copy = tandem::testing::drawn_gpt(23, dropout);
   if (!checkpointed) return copy;
   nn::Sequential wrapped;
   for (const nn::NamedModule& m : copy.items()) {
@@ -170,6 +170,45 @@ TEST(ComposedModes, TensorParallelCheckpointedBlocksTrainAsOneDevice) {
         },
         world_size);
     expect_one_device(got, mesh_of_four ? "TP + SP + checkpointed under FSDP" : "TP checkpointed");
+  }
+}
+
+// With dropout, the masks inside a tensor-parallel block come from each rank's own stream
+// (attention's, and with sequence parallelism every dropout's): a checkpointed block's recompute
+// replays them, so tp = 2 trains to the same bits with and without checkpointing.
+TEST(ComposedModes, CheckpointedTensorParallelBlocksReplayEachRanksDropout) {
+  for (bool sp : {false, true}) {
+    std::vector<nn::StateDict> got(2);
+    for (bool checkpointed : {false, true}) {
+      // Drawn before the ranks start: manual_seed reseeds every device, the ranks' too.
+      nn::Sequential whole = whole_gpt(checkpointed, 0.2);
+      spawn_threads(
+          [&](std::shared_ptr<Communicator> g) {
+            const Device dev = Device::cpu(g->rank());
+            auto table = std::make_shared<PlacementTable>();
+            nn::Sequential model =
+                tp::tensor_parallel_gpt(whole, g, {.sequence_parallel = sp, .placements = table});
+            move_to(model, dev, *table);
+            optim::AdamW opt = adamw(model.named_parameters());
+            g->barrier()->wait();  // every rank's stream seeded from the drawing's seed first
+            default_generator(dev).manual_seed(5);  // the masks every rank draws alike
+            for (int s = 0; s < kSteps; ++s) {
+              const auto [x, y] = batch(s);
+              opt.zero_grad();
+              tp::gpt_loss(model(x.to(dev)), y.to(dev), g).backward();
+              reduce_partial_gradients(*table);
+              clip_grad_norm_(*table, kClip);
+              opt.step();
+            }
+            nn::StateDict params = tp::full_parameters(model, g);
+            if (g->rank() == 0) got[checkpointed] = std::move(params);
+          },
+          2);
+    }
+    ASSERT_EQ(got[0].size(), got[1].size());
+    for (size_t i = 0; i < got[0].size(); ++i)
+      EXPECT_EQ(got[1][i].second.to_vector<double>(), got[0][i].second.to_vector<double>())
+          << (sp ? "with sequence parallelism: " : "") << got[0][i].first;
   }
 }
 

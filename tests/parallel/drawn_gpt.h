@@ -10,10 +10,10 @@ namespace tandem::testing {
 
 inline constexpr int64_t kDrawnT = 8, kDrawnVocab = 37;
 
-/// The model drawn from `seed`, the same on every call. Ranks (threads) draw one at a time: the
-/// default generator is no thread's own. Keep no tensor of it in a static: the accounting tests
-/// read the devices' bytes.
-inline nn::Sequential drawn_gpt(uint64_t seed) {
+/// The model drawn from `seed` (with `dropout` everywhere nanoGPT has it), the same on every call.
+/// Ranks (threads) draw one at a time: the default generator is no thread's own. Keep no tensor of
+/// it in a static: the accounting tests read the devices' bytes.
+inline nn::Sequential drawn_gpt(uint64_t seed, double dropout = 0) {
   static std::mutex drawing;
   std::lock_guard lock(drawing);
   manual_seed(seed);
@@ -23,7 +23,7 @@ inline nn::Sequential drawn_gpt(uint64_t seed) {
                   .n_layer = 2,
                   .n_head = 4,
                   .n_embd = 16,
-                  .dropout = 0.0,
+                  .dropout = dropout,
                   .bias = true,
                   .tensor = {.dtype = kFloat64}});
 }
