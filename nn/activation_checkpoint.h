@@ -100,6 +100,7 @@ class Checkpointed : public Module {
   Tensor operator()(const Tensor& x) { return forward(x); }
   void visit(Visitor& v) override { v("", module_.get()); }
   Module& module() { return module_.get(); }
+  const ActivationCheckpointOptions& options() const { return options_; }
 
  private:
   AnyModule module_;

@@ -47,7 +47,8 @@ struct Shard {
 /// The tensor is replicated, but each rank's gradient is only a summand of the whole one until
 /// it is reduced (sequence parallelism's LayerNorms, wpe and row biases: each saw T/t positions).
 struct Partial {};
-/// This rank holds the elements [begin, begin + length) of the flattened whole: a ZeRO piece,
+/// This rank holds the elements [begin, begin + length) of the flattened tensor the placements
+/// before it leave (the whole, or a TP slice of it): a ZeRO piece,
 /// where a bucket's equal chunks cut parameters at arbitrary elements.
 struct Piece {
   int64_t begin = 0;
@@ -62,7 +63,7 @@ std::string to_string(const Placement& p);
 struct PlacedTensor {
   Tensor local;      // this rank's tensor: a parameter field, a shard, a piece view
   std::string name;  // the whole tensor's name in one device's model (a tied one's first name)
-  Shape whole;       // the whole tensor's shape (padding excluded)
+  Shape whole;       // the whole tensor's shape (a padded token table's rows included)
   std::vector<std::pair<std::string, Placement>> placements;  // mesh dimension -> how, in order
   /// False for a copy of a tensor another rank counts: a tied weight's second copy on a
   /// pipeline's last stage (Megatron's shared embedding), kept equal by summed gradients.

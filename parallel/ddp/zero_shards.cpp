@@ -1,5 +1,6 @@
-// parallel/ddp/zero_shards.cpp — the chunk arithmetic, the pieces, and ZeRO's three collectives
-// (reduce-scatter of gradients, all-gather of parameters, one all-reduce for the clipping norm).
+// parallel/ddp/zero_shards.cpp — the chunk arithmetic, the pieces, and ZeRO's collectives
+// (reduce-scatter of gradients, all-gather of parameters; the clipping norm reads the pieces from
+// DDP's placement table, parallel/clip_grad_norm.h).
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/core/check.h>

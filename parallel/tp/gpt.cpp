@@ -47,9 +47,10 @@ Tensor region_dropout(const nn::Dropout& drop, const Plan& plan, const Tensor& x
   return on_rank_stream(plan.rank_stream, x.device(), [&] { return drop(x); });
 }
 
-// The block inside an nn::Checkpointed item, or null.
-const nn::Block* checkpointed_block(nn::Module& m) {
+// The block inside an nn::Checkpointed item (with the item's options), or null.
+const nn::Block* checkpointed_block(nn::Module& m, nn::ActivationCheckpointOptions* options) {
   auto* c = dynamic_cast<nn::Checkpointed*>(&m);
+  if (c) *options = c->options();
   return c ? dynamic_cast<const nn::Block*>(&c->module()) : nullptr;
 }
 
@@ -190,6 +191,7 @@ nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,
   TD_CHECK_VALUE(group != nullptr, "tensor_parallel_gpt: no tensor-parallel group");
   Plan plan{group, options, nullptr};
   nn::Sequential out;
+  nn::ActivationCheckpointOptions checkpoint;  // a checkpointed item's
   for (const nn::NamedModule& item : gpt.items()) {
     nn::Module& m = item.module.get();
     if (auto* e = dynamic_cast<nn::GPTEmbedding*>(&m)) {
@@ -198,10 +200,11 @@ nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,
       out.push_back(item.name, ParallelGPTEmbedding(*e, plan));
     } else if (auto* b = dynamic_cast<nn::Block*>(&m)) {
       out.push_back(item.name, ParallelBlock(*b, plan));
-    } else if (const nn::Block* cb = checkpointed_block(m)) {
-      // Activation checkpointing kept: the slices' block, recomputed in backward (its
-      // collectives run again there, in the same order on every rank).
-      out.push_back(item.name, nn::Checkpointed(nn::AnyModule(ParallelBlock(*cb, plan))));
+    } else if (const nn::Block* cb = checkpointed_block(m, &checkpoint)) {
+      // Activation checkpointing kept, with its options: the slices' block, recomputed in
+      // backward (its collectives run again there, in the same order on every rank).
+      out.push_back(item.name,
+                    nn::Checkpointed(nn::AnyModule(ParallelBlock(*cb, plan)), checkpoint));
     } else if (auto* ln = dynamic_cast<nn::LayerNorm*>(&m)) {
       out.push_back(item.name, nn::clone(*ln));
     } else if (auto* head = dynamic_cast<nn::LMHead*>(&m)) {

@@ -93,8 +93,13 @@ RowParallelLinear::RowParallelLinear(const nn::Linear& whole, Group g, RowParall
       options(o) {
   const int64_t cols = divide(in_features, group->size(), "RowParallelLinear: in_features");
   weight = sliced_parameter(whole.weight, 1, group->rank() * cols, cols);
-  bias = whole_copy(whole.bias);  // replicated: the plan decides whether its gradient is Partial
-  if (o.placements) o.placements->cut(weight, whole.weight.shape(), kDimension, group, Shard{1});
+  bias = whole_copy(whole.bias);
+  if (o.placements) {
+    o.placements->cut(weight, whole.weight.shape(), kDimension, group, Shard{1});
+    // Added after the sum: with sequence parallelism each rank adds it to its positions only.
+    if (bias.defined() && o.sequence_parallel)
+      o.placements->cut(bias, whole.bias.shape(), kDimension, group, Partial{});
+  }
 }
 
 Tensor RowParallelLinear::forward(const Tensor& x) const {

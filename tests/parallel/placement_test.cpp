@@ -80,6 +80,21 @@ TEST(PlacementTable, RecordsReplacesAndNamesWhatItHolds) {
   EXPECT_EQ(table.entries()[0].name, "b") << "a tensor it did not hold is added, replicated";
 }
 
+// The TP layers record their own cuts; a row layer's bias, added after the sum, is Partial under
+// sequence parallelism (each rank adds it to its positions only) even without the GPT's plan.
+TEST(PlacementTable, TensorParallelLayersRecordTheirCuts) {
+  const std::shared_ptr<Communicator> group = make_thread_group(1)[0];
+  PlacementTable table;
+  tp::ColumnParallelLinear c(nn::Linear(4, 6), group, {.stride = 3, .placements = &table});
+  tp::RowParallelLinear r(nn::Linear(6, 4), group,
+                          {.sequence_parallel = true, .placements = &table});
+  EXPECT_EQ(to_string(table.find(c.weight)->along("tp")), "Shard(dim 0, 3 blocks)");
+  EXPECT_EQ(to_string(table.find(c.bias)->along("tp")), "Shard(dim 0, 3 blocks)");
+  EXPECT_EQ(to_string(table.find(r.weight)->along("tp")), "Shard(dim 1)");
+  EXPECT_EQ(to_string(table.find(r.bias)->along("tp")), "Partial");
+  EXPECT_EQ(table.find(r.weight)->whole, (Shape{4, 6}));
+}
+
 // Module::to makes new tensors: a table left holding the old ones says so, instead of a norm of
 // no gradient; move_to moves the records with the model.
 TEST(PlacementTable, AModelMovedBehindItsBackIsAnError) {
