@@ -29,8 +29,8 @@ double grad_norm(const PlacementTable& table) {
   std::vector<Tensor> counted;
   for (const PlacedTensor& e : table.entries())
     if (counts_here(table, e)) counted.push_back(e.local);
-  const std::vector<Tensor> all = table.tensors();
-  const Device device = all.empty() ? Device::cpu() : all.front().device();
+  const auto& entries = table.entries();
+  const Device device = entries.empty() ? Device::cpu() : entries.front().local.device();
   Tensor total = full({1}, optim::grad_square_sum(counted), {.dtype = kFloat64, .device = device});
   for (const PlacementTable::Dimension& d : table.dimensions())
     if (table.divides(d.name)) d.group->all_reduce(total, ReduceOp::Sum)->wait();

@@ -8,8 +8,6 @@
 #include <tandem/parallel/tp/gpt.h>
 #include <tandem/parallel/tp/model_state.h>
 #include <tandem/parallel/tp/vocab_parallel.h>
-#include <algorithm>
-#include <cmath>
 #include <map>
 
 namespace tandem::parallel::tp {
