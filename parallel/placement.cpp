@@ -3,6 +3,9 @@
 #include <tandem/core/check.h>
 #include <tandem/parallel/placement.h>
 
+#include <mutex>
+#include <unordered_map>
+
 namespace tandem::parallel {
 namespace {
 
@@ -10,7 +13,79 @@ bool divides_along(const Placement& p) {
   return std::holds_alternative<Shard>(p) || std::holds_alternative<Piece>(p);
 }
 
+// Every placement any table wrote, by tensor: what a table that meets the tensor later adopts.
+// Without it, a tensor-parallel model wrapped by fully_shard or DDP with a table of their own
+// (the user forgot to share TP's) would be recorded as whole tensors, and its gradient norm
+// would silently miss the sum over "tp". FSDP2 reads TP's placement off the DTensor parameter
+// for the same reason (_init_sharding_spec_tp). Keyed by the TensorImpl; the weak pointer tells a
+// live tensor from a dead one whose address was reused. The groups are weak too: the registry
+// must not keep a communicator alive past its run.
+struct Seen {
+  std::weak_ptr<TensorImpl> tensor;
+  PlacedTensor entry;  // `local` left empty: the registry holds no tensor
+  std::vector<std::tuple<std::string, std::weak_ptr<Communicator>, Across>> dims;
+};
+
+class Registry {
+ public:
+  static Registry& get() {
+    static Registry r;
+    return r;
+  }
+
+  void note(const PlacedTensor& e, const std::vector<PlacementTable::Dimension>& dims) {
+    Seen seen{.tensor = e.local.impl_ptr(), .entry = e, .dims = {}};
+    seen.entry.local = Tensor();
+    for (const auto& [name, p] : e.placements)
+      for (const PlacementTable::Dimension& d : dims)
+        if (d.name == name) seen.dims.emplace_back(d.name, d.group, d.across);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (seen_.size() >= prune_at_) {  // the dead tensors' records go, now and then
+      std::erase_if(seen_, [](const auto& kv) { return kv.second.tensor.expired(); });
+      prune_at_ = std::max<size_t>(1024, 2 * seen_.size());
+    }
+    seen_[e.local.impl_ptr().get()] = std::move(seen);
+  }
+
+  // The record another table wrote of `local`, with its dimensions' groups; false if none (or a
+  // group of it is gone).
+  bool find(const Tensor& local, Seen& out,
+            std::vector<std::shared_ptr<Communicator>>& groups) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = seen_.find(local.impl_ptr().get());
+    if (it == seen_.end() || it->second.tensor.lock() != local.impl_ptr()) return false;
+    out = it->second;
+    for (const auto& d : out.dims) {
+      groups.push_back(std::get<1>(d).lock());
+      if (!groups.back()) return false;
+    }
+    return true;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<const TensorImpl*, Seen> seen_;
+  size_t prune_at_ = 1024;
+};
+
 }  // namespace
+
+void PlacementTable::note(const PlacedTensor& e) const { Registry::get().note(e, dims_); }
+
+void PlacementTable::adopt(PlacedTensor& e) {
+  Seen seen;
+  std::vector<std::shared_ptr<Communicator>> groups;
+  if (!Registry::get().find(e.local, seen, groups)) return;
+  for (size_t i = 0; i < seen.dims.size(); ++i)
+    add_dimension(std::get<0>(seen.dims[i]), groups[i], std::get<2>(seen.dims[i]));
+  e.whole = seen.entry.whole;
+  e.placements = seen.entry.placements;
+  e.counted = seen.entry.counted;
+  if (e.name.empty()) e.name = seen.entry.name;
+  for (const auto& [name, p] : e.placements)
+    if (divides_along(p))
+      for (Dimension& d : dims_) d.divided = d.divided || d.name == name;
+}
 
 std::string to_string(const Placement& p) {
   if (const auto* s = std::get_if<Shard>(&p))
@@ -66,7 +141,9 @@ PlacedTensor& PlacementTable::record(const Tensor& local, const std::string& nam
     if (entries_[i].name.empty()) entries_[i].name = name;
     return entries_[i];
   }
-  entries_.push_back({.local = local, .name = name, .whole = local.shape()});
+  PlacedTensor e{.local = local, .name = name, .whole = local.shape()};
+  adopt(e);  // cut before, under another table: this one learns how
+  entries_.push_back(std::move(e));
   return entries_.back();
 }
 
@@ -85,6 +162,7 @@ void PlacementTable::place(const Tensor& local, const std::string& dim, Placemen
                    to_string(p), " too");
   std::erase_if(e.placements, [&](const auto& dp) { return dp.first == dim; });
   e.placements.emplace_back(dim, p);
+  note(e);
   // Remembered on the dimension, not read back from the entries: ZeRO drops the entries of
   // parameters a rank owns no piece of, and every rank must still agree to sum along it.
   if (divides_along(p))
@@ -123,9 +201,13 @@ void PlacementTable::keep_only(const std::vector<std::pair<std::string, Tensor>>
     for (const PlacedTensor& k : kept) seen = seen || k.local.is_same(t);
     if (seen) continue;
     const size_t i = index_of(t);
-    kept.push_back(i < entries_.size()
-                       ? entries_[i]
-                       : PlacedTensor{.local = t, .name = name, .whole = t.shape()});
+    if (i < entries_.size()) {
+      kept.push_back(entries_[i]);
+      continue;
+    }
+    PlacedTensor e{.local = t, .name = name, .whole = t.shape()};
+    adopt(e);
+    kept.push_back(std::move(e));
   }
   entries_ = std::move(kept);
 }
@@ -135,7 +217,9 @@ void PlacementTable::follow(const std::vector<Tensor>& before, const std::vector
                  " tensors before, ", after.size(), " after");
   for (size_t i = 0; i < before.size(); ++i) {
     const size_t k = index_of(before[i]);
-    if (k < entries_.size()) entries_[k].local = after[i];
+    if (k >= entries_.size()) continue;
+    entries_[k].local = after[i];
+    if (!entries_[k].placements.empty()) note(entries_[k]);  // another table may meet it
   }
 }
 

@@ -91,7 +91,9 @@ class PlacementTable {
   bool has_dimension(const std::string& name) const;
   Communicator& group(const std::string& name) const;
 
-  /// The entry of `local`, added (Replicate everywhere, named `name`) if it has none.
+  /// The entry of `local`, added if it has none: as another table placed it (a TP model given to
+  /// fully_shard with a table of its own: FSDP2 reads TP's placement off the parameter), else
+  /// Replicate everywhere, named `name`.
   PlacedTensor& record(const Tensor& local, const std::string& name = "");
   /// `local`'s entry, or null.
   const PlacedTensor* find(const Tensor& local) const;
@@ -136,6 +138,10 @@ class PlacementTable {
 
  private:
   size_t index_of(const Tensor& local) const;  // entries_.size() when absent
+  // Every placement written is remembered by tensor (placement.cpp's registry), so that a table
+  // that meets the tensor later adopts it instead of counting a slice as whole.
+  void note(const PlacedTensor& e) const;
+  void adopt(PlacedTensor& e);
 
   std::vector<Dimension> dims_;
   std::vector<PlacedTensor> entries_;

@@ -189,6 +189,8 @@ Tensor ParallelLMHead::forward(const Tensor& x) const {
 nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,
                                    TensorParallelOptions options) {
   TD_CHECK_VALUE(group != nullptr, "tensor_parallel_gpt: no tensor-parallel group");
+  // Always recorded: a wrapper given no table adopts these cuts (placement.h).
+  if (!options.placements) options.placements = std::make_shared<PlacementTable>();
   Plan plan{group, options, nullptr};
   nn::Sequential out;
   nn::ActivationCheckpointOptions checkpoint;  // a checkpointed item's
@@ -220,13 +222,12 @@ nn::Sequential tensor_parallel_gpt(nn::Sequential& gpt, const Group& group,
                    "tensor_parallel_gpt: the model must start with "
                    "its GPTEmbedding (nn::gpt's order)");
   }
-  if (options.placements) {  // the rest replicated; their gradients partial under SP
-    options.placements->add_dimension(kDimension, group);
-    for (auto& [name, p] : out.named_parameters()) {
-      const PlacedTensor& e = options.placements->record(p, name);
-      if (options.sequence_parallel && std::holds_alternative<Replicate>(e.along(kDimension)))
-        options.placements->place(p, kDimension, Partial{});
-    }
+  // The rest replicated; their gradients partial under SP.
+  options.placements->add_dimension(kDimension, group);
+  for (auto& [name, p] : out.named_parameters()) {
+    const PlacedTensor& e = options.placements->record(p, name);
+    if (options.sequence_parallel && std::holds_alternative<Replicate>(e.along(kDimension)))
+      options.placements->place(p, kDimension, Partial{});
   }
   return out;
 }

@@ -38,8 +38,8 @@ struct TensorParallelOptions {
   bool sequence_parallel = false;
   // The table the plan records every parameter of the model in (placement.h): the sliced ones as
   // Shard along "tp", the others as Replicate (Partial with sequence parallelism), under one
-  // device's names: what parallel::clip_grad_norm_ reads. Null records nothing, and then a norm
-  // over a wrapper's own table would not sum over "tp": give the plan and the wrappers one table.
+  // device's names: what parallel::clip_grad_norm_ reads. Null: a table of the plan's own; a
+  // wrapper given none adopts the cuts (placement.h), but one shared table is clearer.
   std::shared_ptr<PlacementTable> placements;
 };
 

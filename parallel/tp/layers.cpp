@@ -51,11 +51,11 @@ ColumnParallelLinear::ColumnParallelLinear(const nn::Linear& whole, Group g,
   };
   weight = mine(whole.weight);
   if (whole.bias.defined()) bias = mine(whole.bias);
-  if (o.placements) {
-    o.placements->cut(weight, whole.weight.shape(), kDimension, group, Shard{0, o.stride});
-    if (bias.defined())
-      o.placements->cut(bias, whole.bias.shape(), kDimension, group, Shard{0, o.stride});
-  }
+  // Recorded even without a table: another table that meets these slices adopts the cut.
+  PlacementTable own;
+  PlacementTable& table = o.placements ? *o.placements : own;
+  table.cut(weight, whole.weight.shape(), kDimension, group, Shard{0, o.stride});
+  if (bias.defined()) table.cut(bias, whole.bias.shape(), kDimension, group, Shard{0, o.stride});
 }
 
 Tensor ColumnParallelLinear::forward(const Tensor& x) const {
@@ -94,12 +94,12 @@ RowParallelLinear::RowParallelLinear(const nn::Linear& whole, Group g, RowParall
   const int64_t cols = divide(in_features, group->size(), "RowParallelLinear: in_features");
   weight = sliced_parameter(whole.weight, 1, group->rank() * cols, cols);
   bias = whole_copy(whole.bias);
-  if (o.placements) {
-    o.placements->cut(weight, whole.weight.shape(), kDimension, group, Shard{1});
-    // Added after the sum: with sequence parallelism each rank adds it to its positions only.
-    if (bias.defined() && o.sequence_parallel)
-      o.placements->cut(bias, whole.bias.shape(), kDimension, group, Partial{});
-  }
+  PlacementTable own;  // recorded even without a table, as the column layer's
+  PlacementTable& table = o.placements ? *o.placements : own;
+  table.cut(weight, whole.weight.shape(), kDimension, group, Shard{1});
+  // Added after the sum: with sequence parallelism each rank adds it to its positions only.
+  if (bias.defined() && o.sequence_parallel)
+    table.cut(bias, whole.bias.shape(), kDimension, group, Partial{});
 }
 
 Tensor RowParallelLinear::forward(const Tensor& x) const {

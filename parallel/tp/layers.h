@@ -30,7 +30,8 @@ struct ColumnParallelOptions {
   // The input is this rank's positions of the sequence [B, T/t, in] (sequence parallelism): it is
   // all-gathered (reduce-scattered in backward) instead of copied in (f).
   bool sequence_parallel = false;
-  // Where the layer records its cut (Shard along "tp" of the weight and bias); null: nowhere.
+  // Where the layer records its cut (Shard along "tp" of the weight and bias). Null: only
+  // placement.h's registry, from which a wrapper's table adopts it.
   PlacementTable* placements = nullptr;
 };
 
@@ -58,7 +59,8 @@ struct RowParallelOptions {
   bool input_is_parallel = true;  // x is already this rank's slice (after a column layer)
   // The output is reduce-scattered along the sequence, [B, T/t, out], instead of all-reduced.
   bool sequence_parallel = false;
-  // Where the layer records its cut (the weight's Shard along "tp"); null: nowhere.
+  // Where the layer records its cut (the weight's Shard along "tp"). Null: only placement.h's
+  // registry, from which a wrapper's table adopts it.
   PlacementTable* placements = nullptr;
 };
 

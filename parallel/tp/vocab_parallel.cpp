@@ -40,7 +40,8 @@ VocabParallelEmbedding::VocabParallelEmbedding(const nn::Embedding& whole, Group
       divide(num_embeddings, group->size(), "VocabParallelEmbedding: num_embeddings");
   vocab_start = group->rank() * rows;
   weight = sliced_parameter(whole.weight, 0, vocab_start, rows);
-  if (placements) placements->cut(weight, whole.weight.shape(), kDimension, group, Shard{0});
+  PlacementTable own;  // recorded even without a table, as the linear layers'
+  (placements ? *placements : own).cut(weight, whole.weight.shape(), kDimension, group, Shard{0});
 }
 
 Tensor VocabParallelEmbedding::partial(const Tensor& ids) const {

@@ -14,8 +14,8 @@ namespace tandem::parallel::tp {
 
 struct VocabParallelEmbedding : nn::Module {
   /// Rank group->rank()'s rows of `whole`, copied. V must divide by t (the error names the
-  /// padding; Megatron pads the vocabulary the same way). With `placements`, records the rows
-  /// as a Shard along "tp".
+  /// padding; Megatron pads the vocabulary the same way). Records the rows as a Shard along "tp"
+  /// in `placements` (null: in placement.h's registry only).
   VocabParallelEmbedding(const nn::Embedding& whole, Group group,
                          PlacementTable* placements = nullptr);
 

@@ -173,6 +173,53 @@ TEST(ComposedModes, TensorParallelCheckpointedBlocksTrainAsOneDevice) {
   }
 }
 
+// The plan and the wrappers given no table between them (each keeps its own): fully_shard's and
+// DDP's tables adopt the plan's cuts (placement.h's registry), so the norm read from the
+// wrapper's table still sums over "tp" and the run trains as one device, with sequence
+// parallelism's partial gradients reduced from the same table.
+TEST(ComposedModes, WrappersAdoptTensorParallelCutsWithoutASharedTable) {
+  for (bool fully_sharded : {false, true}) {
+    Trained got;
+    spawn_threads(
+        [&](std::shared_ptr<Communicator> world) {
+          DeviceMesh mesh(world, {2, 2}, {"dp", "tp"});
+          const auto tp = mesh.group("tp");
+          const Device dev = Device::cpu(world->rank());
+          nn::Sequential whole = whole_gpt();
+          whole.to(dev);  // cut on the device: the slices the wrappers meet are the plan's
+          auto model = std::make_shared<nn::Sequential>(
+              tp::tensor_parallel_gpt(whole, tp, {.sequence_parallel = true}));
+          std::unique_ptr<FullyShardedModule> fsdp;
+          std::unique_ptr<DistributedDataParallel<nn::Sequential>> ddp;
+          if (fully_sharded)
+            fsdp = std::make_unique<FullyShardedModule>(
+                model, FullyShardOptions{.group = mesh.group("dp")});
+          else
+            ddp = std::make_unique<DistributedDataParallel<nn::Sequential>>(
+                *model, DDPOptions{.group = mesh.group("dp")});
+          PlacementTable& table = fsdp ? *fsdp->placements() : *ddp->placements();
+          EXPECT_TRUE(table.divides("tp")) << table.str();
+          optim::AdamW opt = adamw(model->named_parameters());
+          const int dp = mesh.coordinate("dp");
+          for (int s = 0; s < kSteps; ++s) {
+            const auto [x, y] = batch(s);
+            opt.zero_grad();
+            const Tensor xs = rows_of(x, dp, 2, dev), ys = rows_of(y, dp, 2, dev);
+            tp::gpt_loss(fsdp ? (*fsdp)(xs) : (*ddp)(xs), ys, tp).backward();
+            reduce_partial_gradients(table);
+            clip_grad_norm_(table, kClip);
+            opt.step();
+          }
+          nn::StateDict params = fsdp ? tp::put_slices_together(*model, fsdp->full_state_dict(), tp)
+                                      : tp::full_parameters(*model, tp);
+          if (world->rank() == 0) got.params = std::move(params);
+        },
+        4);
+    expect_one_device(
+        got, fully_sharded ? "TP + SP, fully_shard's own table" : "TP + SP, DDP's own table");
+  }
+}
+
 // With dropout, the masks inside a tensor-parallel block come from each rank's own stream
 // (attention's, and with sequence parallelism every dropout's): a checkpointed block's recompute
 // replays them, so tp = 2 trains to the same bits with and without checkpointing.

@@ -95,6 +95,23 @@ TEST(PlacementTable, TensorParallelLayersRecordTheirCuts) {
   EXPECT_EQ(table.find(r.weight)->whole, (Shape{4, 6}));
 }
 
+// A table that meets a tensor another table cut adopts its record (a wrapper not given the
+// plan's table), moved with move_to too; a layer given no table still leaves its record.
+TEST(PlacementTable, ATableAdoptsAnotherTablesCuts) {
+  const std::shared_ptr<Communicator> group = make_thread_group(1)[0];
+  PlacementTable plan;
+  tp::ColumnParallelLinear c(nn::Linear(4, 6), group, {.stride = 3, .placements = &plan});
+  tp::RowParallelLinear r(nn::Linear(6, 4), group);  // no table
+  move_to(c, Device::cpu(1), plan);
+  PlacementTable wrapper;
+  EXPECT_EQ(to_string(wrapper.record(c.weight, "c.weight").along("tp")), "Shard(dim 0, 3 blocks)");
+  EXPECT_EQ(wrapper.find(c.weight)->whole, (Shape{6, 4}));
+  EXPECT_EQ(to_string(wrapper.record(r.weight).along("tp")), "Shard(dim 1)");
+  EXPECT_TRUE(wrapper.divides("tp")) << wrapper.str();
+  const Tensor plain = zeros({3});
+  EXPECT_EQ(to_string(wrapper.record(plain).along("tp")), "Replicate");
+}
+
 // Module::to makes new tensors: a table left holding the old ones says so, instead of a norm of
 // no gradient; move_to moves the records with the model.
 TEST(PlacementTable, AModelMovedBehindItsBackIsAnError) {
