@@ -2,11 +2,12 @@
 //   the world: process groups and their stores, launchers' variables, spawn and the supervisor's
 //     workers, heartbeats, device meshes; communicators (threads, shared memory, Gloo, MPI, NCCL)
 //   data parallelism: DistributedDataParallel and its comm hooks (PowerSGD), ZeRO-1/2
-//     (zero_optimizer), fully_shard (ZeRO-3) with sharded checkpoints, DataParallel
+//     (zero_optimizer), fully_shard (ZeRO-3), DataParallel
 //   model parallelism: split and Pipeline (one process's devices), DistributedPipeline (ranks)
 //     with its tied weights and whole state dicts; tensor and sequence parallelism (tp/)
 //   placement as data: every wrapper records how each tensor it cuts lies in the whole model
-//     (placement.h); the gradient norm and the partial-gradient reduction read it for any layout
+//     (placement.h); the gradient norm, the partial-gradient reduction and the sharded
+//     checkpoint (each rank its elements, read back under any layout) read it for any layout
 //   accounting: state_bytes, memory_summary, tracing
 #pragma once
 
@@ -42,6 +43,7 @@
 #include <tandem/parallel/pipeline/tied.h>
 #include <tandem/parallel/placement.h>
 #include <tandem/parallel/process_group.h>
+#include <tandem/parallel/sharded_checkpoint.h>
 #include <tandem/parallel/spawn.h>
 #include <tandem/parallel/store/file_store.h>
 #include <tandem/parallel/store/hash_store.h>

@@ -269,7 +269,8 @@ TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
 // Pipeline parallelism under `tandem launch` (a stage of blocks per rank, parallel's
 // DistributedPipeline), alone, with tensor parallelism and with data parallelism, trains one
 // device's model up to float32 rounding; its checkpoint is one device's (the stages' tensors and
-// AdamW's state gathered on rank 0) and resumes on one process, and one process's on 4 stages.
+// AdamW's state gathered on rank 0) and resumes on one process, and one process's on 4 stages;
+// with ZeRO-1/2 over each stage's data-parallel ranks too.
 TEST(GptCommand, PipelineParallelTrainsAsOneDeviceAndResumesOnAnyLayout) {
   CheckpointedRuns runs;
   runs.run("", 10, "one", "");
@@ -279,21 +280,27 @@ TEST(GptCommand, PipelineParallelTrainsAsOneDeviceAndResumesOnAnyLayout) {
       << pp.output;
   runs.run(runs.four, 10, "dp-pp", " --pp 2 --dp 2 --chunks 2");
   runs.run(runs.four, 10, "pp-tp-ac", " --pp 2 --tp 2 --activation-checkpointing");
-  for (const char* mode : {"pp-tp", "dp-pp", "pp-tp-ac"})
+  // ZeRO over each stage's data-parallel ranks: the micro-batches under DDP's no_sync(), then
+  // one reduce-scatter into each rank's pieces.
+  const Result zero = runs.run(runs.four, 10, "pp-zero", " --pp 2 --dp 2 --zero 2 --chunks 2");
+  EXPECT_NE(zero.output.find("ZeRO stage 2 over dp)"), std::string::npos) << zero.output;
+  for (const char* mode : {"pp-tp", "dp-pp", "pp-tp-ac", "pp-zero"})
     for (const char* file : {"model.safetensors", "optimizer.safetensors"})
       runs.expect_close("one", mode, file);
   for (const char* dir : {"one", "pp-tp"})
     fs::copy(runs.tmp / dir, runs.tmp / (std::string(dir) + "-more"));
+  fs::copy(runs.tmp / "pp-tp", runs.tmp / "zero-more");
   runs.run("", 20, "pp-tp-more", " --resume");
   runs.run(runs.four, 20, "one-more", " --resume --pp 4 --chunks 2");
+  runs.run(runs.four, 20, "zero-more", " --resume --pp 2 --dp 2 --zero 1 --chunks 2");
   runs.run("", 20, "whole", "");
-  for (const char* dir : {"pp-tp-more", "one-more"})
+  for (const char* dir : {"pp-tp-more", "one-more", "zero-more"})
     for (const char* file : {"model.safetensors", "optimizer.safetensors"})
       runs.expect_close("whole", dir, file);
   for (const auto& [launcher, flags, message] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {runs.two, " --pp 4", "--pp 4: the run has 2 ranks, which is not dp x pp x tp"},
-           {"", " --pp 2 --zero 1", "--pp with --zero 1 is not built"},
+           {"", " --pp 2 --zero 3", "--pp with --zero 3 is not built"},
            {"", " --pp 2 --pipeline cpu:0,cpu:1", "--pp (a stage per rank) and --pipeline"}}) {
     const Result r = tandem_cli(launcher + gpt_flags(runs.tmp / "text.txt", 5) + " --log-dir " +
                                     (runs.tmp / "log-bad").string() + flags,
@@ -305,7 +312,7 @@ TEST(GptCommand, PipelineParallelTrainsAsOneDeviceAndResumesOnAnyLayout) {
 
 // --zero 3 --sharded-checkpoint: each of 2 ranks writes its rows of the GPT (the tied embedding
 // included) and the index carries the vocabulary; resumed without the flag, the run ends where
-// one device's uninterrupted run does, in one whole file again.
+// one device's uninterrupted run does, in one whole file again. The same across layouts.
 TEST(GptCommand, ShardedCheckpointResumesAsOneDevice) {
   CheckpointedRuns runs;
   runs.run(runs.two, 10, "sharded", " --ddp --zero 3 --sharded-checkpoint");
@@ -317,6 +324,22 @@ TEST(GptCommand, ShardedCheckpointResumesAsOneDevice) {
   EXPECT_FALSE(fs::exists(runs.tmp / "sharded" / "latest"));
   runs.run("", 20, "whole", "");
   runs.expect_close("whole", "sharded", "model.safetensors");
+
+  // Any layout: saved by PP x TP, read whole by generate, resumed sharded by TP x ZeRO-1, then
+  // by DDP x ZeRO-2 into one whole file again: one device's 30 iterations.
+  const Result pp = runs.run(runs.four, 10, "layout", " --pp 2 --tp 2 --sharded-checkpoint");
+  EXPECT_TRUE(fs::is_regular_file(runs.tmp / "layout" / "step-10" / "rank-3-of-4.safetensors"))
+      << pp.output;
+  const Result text =
+      tandem_cli("generate --tokens 50 --checkpoint " + (runs.tmp / "layout").string(),
+                 runs.tmp / "generated.txt");
+  EXPECT_EQ(text.code, 0) << text.output;
+  runs.run(runs.four, 20, "layout", " --tp 2 --zero 1 --sharded-checkpoint --resume");
+  EXPECT_EQ(read_file(runs.tmp / "layout" / "latest"), "step-20");
+  runs.run(runs.two, 30, "layout", " --ddp --zero 2 --resume");
+  runs.run("", 30, "whole-30", "");
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+    runs.expect_close("whole-30", "layout", file);
 }
 
 TEST(GptCommand, BadInputIsAClearError) {

@@ -207,9 +207,9 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
                   "DDP's bytes)")
       ->type_name("STAGE");
   cmd->add_flag("--sharded-checkpoint", t.sharded_checkpoint,
-                "--zero 3 --checkpoint DIR: every rank writes its own shards at once "
-                "(DIR/step-N/rank-R-of-W.safetensors and an index) instead of rank 0 one whole "
-                "file; --resume reads them on any number of ranks");
+                "a run of ranks (--ddp, --tp, --pp) with --checkpoint DIR: every rank writes "
+                "its own part at once (DIR/step-N/rank-R-of-W.safetensors and an index) "
+                "instead of rank 0 one whole file; --resume reads it under any layout");
   cmd->add_option("--tp", t.tp,
                   "--model gpt: tensor parallelism (Megatron-LM's plan) over groups of N ranks of "
                   "a `tandem launch` run: heads, MLP features and vocabulary split N ways; the "

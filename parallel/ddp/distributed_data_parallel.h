@@ -69,6 +69,11 @@ class DistributedDataParallelBase {
     Reducer* r_;
   };
   [[nodiscard]] NoSync no_sync() { return NoSync(*reducer_); }
+  /// Reduces now the gradients that backward passes under no_sync() accumulated (averaged over
+  /// the group; ZeRO: reduce-scattered into this rank's pieces), as the next backward would have.
+  /// For passes the caller cannot wrap one by one: a pipeline stage's micro-batches, run inside
+  /// no_sync(), then reduced once (Megatron's finish_grad_sync). Collective.
+  void reduce_gradients() { reducer_->reduce_accumulated(); }
 
   Communicator& group() { return *group_; }
   const Reducer& reducer() const { return *reducer_; }

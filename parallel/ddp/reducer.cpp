@@ -187,6 +187,25 @@ void Reducer::mark_ready(size_t i) {
 
 void Reducer::finalize() {
   std::lock_guard lk(mutex_);
+  finish_and_reset();
+}
+
+void Reducer::reduce_accumulated() {
+  std::lock_guard lk(mutex_);
+  TD_CHECK_VALUE(sync_ && !in_backward_, "DistributedDataParallel::reduce_gradients: called ",
+                 sync_ ? "inside a backward pass" : "inside no_sync()",
+                 "; call it after the backward passes whose gradients it reduces");
+  // Each gradient is final: handed over in the buckets' order, as backward's hooks would. A
+  // parameter with none is finish()'s to name (or, with find_unused_parameters, to zero).
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].grad().defined()) {
+      had_grad_[i] = true;
+      ready(i);
+    }
+  finish_and_reset();
+}
+
+void Reducer::finish_and_reset() {
   const trace::Scope span("ddp", trace::enabled() ? "finalize: wait for buckets" : "");
   try {
     finish();

@@ -37,6 +37,11 @@ class Reducer {
   /// are an error naming them, unless find_unused_parameters (then their gradient counts as
   /// zero on this rank, and stays undefined if no rank produced one, as on one device).
   void finalize();
+  /// The gradients accumulated in .grad under no_sync(), reduced now, outside backward, as one
+  /// backward's would be (the buckets in order, ZeRO's reduce-scatter, finalize()'s checks): for
+  /// a caller whose backward passes are not its own to wrap (a pipeline stage's micro-batches;
+  /// Megatron's finish_grad_sync). Call it outside no_sync().
+  void reduce_accumulated();
   /// Called before each forward: if the previous backward failed part-way (a node or hook threw,
   /// so finalize() never ran), waits out the collectives it launched and starts afresh.
   void recover_from_failed_backward();
@@ -72,7 +77,8 @@ class Reducer {
   void ready(size_t param);    // the gradient is final for this backward
   void copy_in(size_t param);  // .grad (zeros if none) into the bucket's buffer
   void wait_all_quietly();
-  void finish();  // finalize() past the error checks
+  void finish();            // finalize() past the error checks
+  void finish_and_reset();  // finish(), then a fresh iteration whether it threw or not
 
   std::vector<Tensor> params_;
   std::vector<std::string> names_;

@@ -52,6 +52,16 @@ std::string regroup(const std::string& json, const std::vector<std::vector<size_
 
 }  // namespace
 
+std::string ZeroOptimizer::param_groups_json() const {
+  std::vector<std::vector<size_t>> indices;  // group g: the next group_sizes_[g] of full_
+  size_t j = 0;
+  for (size_t size : group_sizes_) {
+    indices.emplace_back();
+    for (size_t k = 0; k < size; ++k) indices.back().push_back(j++);
+  }
+  return regroup(inner_->state_dict().param_groups_json, indices);
+}
+
 optim::OptimizerState ZeroOptimizer::state_dict() const {
   TD_CHECK_VALUE(consolidated_at_ == steps_,
                  "ZeroOptimizer: state_dict() before consolidate_state_dict(): each rank holds "
@@ -136,12 +146,9 @@ const optim::OptimizerState& ZeroOptimizer::consolidate_state_dict() {
     }
   }
   optim::OptimizerState out;
-  std::vector<std::vector<size_t>> indices;
   size_t j = 0;
   for (size_t size : group_sizes_) {
-    indices.emplace_back();
     for (size_t k = 0; k < size; ++k, ++j) {
-      indices.back().push_back(j);
       const size_t i = param_index_[j];
       if (has_host.data<double>()[i] == 0) continue;
       for (const auto& [name, scalar] : names) {
@@ -153,7 +160,7 @@ const optim::OptimizerState& ZeroOptimizer::consolidate_state_dict() {
       }
     }
   }
-  out.param_groups_json = regroup(mine.param_groups_json, indices);
+  out.param_groups_json = param_groups_json();
   consolidated_ = std::move(out);
   consolidated_at_ = steps_;
   return consolidated_;

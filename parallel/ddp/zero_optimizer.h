@@ -50,6 +50,9 @@ class ZeroOptimizer : public optim::Optimizer {
   /// Loads a whole-model state dict (consolidated, or a plain optimizer's over the same groups)
   /// saved by any number of ranks: this rank keeps its pieces' slices. Not collective.
   void load_state_dict(const optim::OptimizerState& state) override;
+  /// The param_groups JSON the plain optimizer over module_parameters() would have (its indices):
+  /// what a consolidated state's groups say, without gathering anything.
+  std::string param_groups_json() const;
   /// This rank's shard of the state, as the inner optimizer sees it (indices count pieces).
   optim::OptimizerState local_state_dict() const { return inner_->state_dict(); }
   optim::Optimizer& inner() { return *inner_; }

@@ -53,7 +53,16 @@ DistributedPipeline::DistributedPipeline(nn::Sequential& model, std::shared_ptr<
   }
   if (!options_.placements) options_.placements = std::make_shared<PlacementTable>();
   options_.placements->add_dimension(options_.mesh_dim, group_, Across::Stages);
-  options_.placements->keep_only(mine);
+  // Under one device's names: a tied copy is recorded under its first name (the embedding's,
+  // not the head's), as a checkpoint of the whole model names it.
+  nn::StateDict named;
+  for (const auto& [name, p] : model.named_parameters())
+    for (const auto& [n, t] : mine)
+      if (t.is_same(p)) {
+        named.emplace_back(name, t);
+        break;
+      }
+  options_.placements->keep_only(named);
   for (const Tensor& copy : counted_elsewhere()) options_.placements->record(copy).counted = false;
 }
 

@@ -50,9 +50,10 @@ struct WholeIndices {
   std::vector<std::vector<int64_t>> groups;
 };
 
-WholeIndices whole_indices(DistributedPipeline& pipe, optim::Optimizer& optimizer) {
-  const nlohmann::json groups = nlohmann::json::parse(optimizer.state_dict().param_groups_json);
-  const std::vector<Tensor> params = optimizer.parameters(), copies = pipe.counted_elsewhere();
+WholeIndices whole_indices(DistributedPipeline& pipe, const std::vector<Tensor>& params,
+                           const std::string& groups_json) {
+  const nlohmann::json groups = nlohmann::json::parse(groups_json);
+  const std::vector<Tensor> copies = pipe.counted_elsewhere();
   WholeIndices out;
   for (const Tensor& p : params)
     out.copy.push_back(
@@ -129,10 +130,17 @@ nn::StateDict full_state_dict(DistributedPipeline& pipe, const std::shared_ptr<C
 
 optim::OptimizerState full_optimizer_state(DistributedPipeline& pipe, optim::Optimizer& optimizer,
                                            const std::shared_ptr<Communicator>& tp) {
+  return full_optimizer_state(pipe, optimizer.parameters(), optimizer.state_dict(), tp);
+}
+
+optim::OptimizerState full_optimizer_state(DistributedPipeline& pipe,
+                                           const std::vector<Tensor>& params,
+                                           const optim::OptimizerState& state,
+                                           const std::shared_ptr<Communicator>& tp) {
   NoGradGuard no_grad;
-  const WholeIndices index = whole_indices(pipe, optimizer);
+  const WholeIndices index = whole_indices(pipe, params, state.param_groups_json);
   const optim::OptimizerState local =
-      tp ? tp::full_optimizer_state(pipe.stage(), optimizer, tp) : optimizer.state_dict();
+      tp ? tp::put_slices_together(pipe.stage(), params, state, tp) : state;
   nn::StateDict renamed;  // one device's keys; a tied copy's state is its first stage's
   for (const auto& [key, t] : local.tensors) {
     size_t i = 0;
@@ -170,7 +178,17 @@ void load_full_state_dict(DistributedPipeline& pipe, const nn::StateDict& whole,
 void load_full_optimizer_state(DistributedPipeline& pipe, optim::Optimizer& optimizer,
                                const optim::OptimizerState& whole,
                                const std::shared_ptr<Communicator>& tp) {
-  const WholeIndices index = whole_indices(pipe, optimizer);
+  const std::vector<Tensor> params = optimizer.parameters();
+  optimizer.load_state_dict(
+      stage_optimizer_state(pipe, params, optimizer.state_dict().param_groups_json, whole, tp));
+}
+
+optim::OptimizerState stage_optimizer_state(DistributedPipeline& pipe,
+                                            const std::vector<Tensor>& params,
+                                            const std::string& groups_json,
+                                            const optim::OptimizerState& whole,
+                                            const std::shared_ptr<Communicator>& tp) {
+  const WholeIndices index = whole_indices(pipe, params, groups_json);
   std::map<int64_t, std::vector<size_t>> local_of;  // one device's index -> this stage's
   for (size_t i = 0; i < index.of_local.size(); ++i) local_of[index.of_local[i]].push_back(i);
   optim::OptimizerState local;
@@ -182,15 +200,12 @@ void load_full_optimizer_state(DistributedPipeline& pipe, optim::Optimizer& opti
       for (size_t i : it->second) local.tensors.emplace_back(state_key(int64_t(i), name), t);
   }
   nlohmann::json groups = nlohmann::json::parse(whole.param_groups_json);
-  const nlohmann::json mine = nlohmann::json::parse(optimizer.state_dict().param_groups_json);
+  const nlohmann::json mine = nlohmann::json::parse(groups_json);
   TD_CHECK_VALUE(groups.size() == mine.size(), "pipeline checkpoint: the optimizer state has ",
                  groups.size(), " parameter groups, this stage's optimizer ", mine.size());
   for (size_t g = 0; g < groups.size(); ++g) groups[g]["params"] = mine[g].at("params");
   local.param_groups_json = groups.dump();
-  if (tp)
-    tp::load_full_optimizer_state(pipe.stage(), optimizer, local, tp);
-  else
-    optimizer.load_state_dict(local);
+  return tp ? tp::slices_of(pipe.stage(), params, local, tp) : local;
 }
 
 }  // namespace tandem::parallel

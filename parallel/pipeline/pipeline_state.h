@@ -34,6 +34,14 @@ nn::StateDict full_state_dict(DistributedPipeline& pipe, const std::shared_ptr<C
 optim::OptimizerState full_optimizer_state(DistributedPipeline& pipe, optim::Optimizer& optimizer,
                                            const std::shared_ptr<Communicator>& tp);
 
+/// The same from an optimizer that numbers its state by `params` (in index order) rather than by
+/// its parameters(): a ZeRO optimizer's module_parameters() and consolidated state. Collective
+/// as above.
+optim::OptimizerState full_optimizer_state(DistributedPipeline& pipe,
+                                           const std::vector<Tensor>& params,
+                                           const optim::OptimizerState& state,
+                                           const std::shared_ptr<Communicator>& tp);
+
 /// Each rank loads its stage's part (its slices, with `tp`) of one device's state dict; missing
 /// tensors are a DataError naming `source`. Collective over `tp`.
 void load_full_state_dict(DistributedPipeline& pipe, const nn::StateDict& whole,
@@ -44,5 +52,13 @@ void load_full_state_dict(DistributedPipeline& pipe, const nn::StateDict& whole,
 void load_full_optimizer_state(DistributedPipeline& pipe, optim::Optimizer& optimizer,
                                const optim::OptimizerState& whole,
                                const std::shared_ptr<Communicator>& tp);
+/// This stage's part of one device's optimizer state, indexed by `params` with groups as
+/// `groups_json` says (a ZeRO optimizer's module_parameters() and param_groups_json()): what its
+/// load_state_dict takes. Collective as above.
+optim::OptimizerState stage_optimizer_state(DistributedPipeline& pipe,
+                                            const std::vector<Tensor>& params,
+                                            const std::string& groups_json,
+                                            const optim::OptimizerState& whole,
+                                            const std::shared_ptr<Communicator>& tp);
 
 }  // namespace tandem::parallel

@@ -291,5 +291,53 @@ TEST(ComposedModes, PipelineOfCheckpointedTensorParallelBlocksTrainsAsOneDevice)
   expect_one_device(got, "PP x TP, checkpointed");
 }
 
+// (dp, pp) = (2, 2), 1F1B over 2 micro-batches, DDP with ZeRO stage 1 or 2 over each stage: the
+// micro-batches run inside no_sync(), then one reduction (reduce_gradients) averages the
+// stage's gradients over dp (stage 2: into this rank's pieces), and the stage's optimizer
+// steps its pieces. The checkpoint's AdamW state is ZeRO's gathered over dp, then the stages'.
+TEST(ComposedModes, ZeroOverPipelineStagesTrainsAsOneDevice) {
+  for (int stage : {1, 2}) {
+    Trained got;
+    spawn_threads(
+        [&](std::shared_ptr<Communicator> world) {
+          DeviceMesh mesh(world, {2, 2}, {"dp", "pp"});
+          const Device dev = Device::cpu(world->rank());
+          nn::Sequential whole = whole_gpt();
+          auto table = std::make_shared<PlacementTable>();
+          DistributedPipeline pipe(
+              whole, mesh.group("pp"),
+              {.chunks = 2, .schedule = PipelineSchedule::OneFOneB, .placements = table});
+          move_to(pipe.stage(), dev, *table);
+          DistributedDataParallel ddp(pipe.stage(), {.group = mesh.group("dp"),
+                                                     .bucket_cap_mb = 0.01,
+                                                     .zero_stage = stage,
+                                                     .placements = table});
+          auto opt = zero_optimizer<optim::AdamW>(
+              ddp, optim::adamw_groups(pipe.stage().named_parameters(),
+                                       {.lr = 1e-2, .beta2 = 0.99, .weight_decay = 0.1},
+                                       /*keep_empty_groups=*/true));
+          const int dp = mesh.coordinate("dp");
+          for (int s = 0; s < kSteps; ++s) {
+            const auto [x, y] = batch(s);
+            opt->zero_grad();
+            {
+              const auto quiet = ddp.no_sync();
+              pipe.step(rows_of(x, dp, 2, dev), rows_of(y, dp, 2, dev),
+                        [](const Tensor& out, const Tensor& t) { return nn::gpt_loss(out, t); });
+            }
+            ddp.reduce_gradients();
+            clip_grad_norm_(*table, kClip);
+            opt->step();
+          }
+          nn::StateDict params = full_state_dict(pipe, nullptr);
+          optim::OptimizerState state = full_optimizer_state(
+              pipe, opt->module_parameters(), opt->consolidate_state_dict(), nullptr);
+          if (world->rank() == 0) got = {std::move(params), std::move(state)};
+        },
+        4);
+    expect_one_device(got, "ZeRO-" + std::to_string(stage) + " over PP stages");
+  }
+}
+
 }  // namespace
 }  // namespace tandem::parallel::composition_test

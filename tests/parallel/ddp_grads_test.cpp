@@ -96,5 +96,54 @@ TEST(DDP, FindUnusedAveragesAGradientAccumulatedUnderNoSync) {
     }
 }
 
+// reduce_gradients(): every micro-batch's backward under no_sync() (as a pipeline stage runs
+// them), then one reduction outside backward gives the average a synced last backward would.
+// Called inside no_sync() it is an error, and a parameter with no gradient on this rank is named
+// as backward's reduction names it.
+TEST(DDP, ReduceGradientsAveragesWhatNoSyncAccumulated) {
+  constexpr int kWorld = 2;
+  auto models = tandem::testing::modules_on_devices<BranchyNet>(kWorld, kFloat64, 0);
+  manual_seed(1);
+  const Tensor x = randn({2 * kWorld, 3, 8}, {.dtype = kFloat64});
+  auto loss = [](const Tensor& out) { return (out * out).mean(); };
+  manual_seed(0);
+  BranchyNet one;
+  one.to(kFloat64);
+  for (int k = 0; k < 2 * kWorld; ++k) loss(one.forward(x.select(0, k), true)).backward();
+  std::vector<std::vector<Tensor>> got(kWorld);
+  std::vector<std::string> errors(kWorld);
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> group) {
+        const int r = group->rank();
+        const Device dev = Device::cpu(r);
+        BranchyNet& model = *models[size_t(r)];
+        DistributedDataParallel ddp(model, {.group = group});
+        {
+          auto quiet = ddp.no_sync();
+          for (int k : {r, kWorld + r}) loss(ddp(x.select(0, k).to(dev), true)).backward();
+          errors[size_t(r)] =
+              tandem::testing::error_message<ValueError>([&] { ddp.reduce_gradients(); });
+        }
+        ddp.reduce_gradients();
+        for (Tensor& p : model.parameters()) got[size_t(r)].push_back(p.grad());
+        model.b.weight.set_grad(Tensor());  // no gradient for b on either rank: named
+        const std::string missing =
+            tandem::testing::error_message<DistributedError>([&] { ddp.reduce_gradients(); });
+        EXPECT_NE(missing.find("no gradient for 1 parameter(s): b.weight"), std::string::npos)
+            << missing;
+      },
+      kWorld);
+  const std::vector<Tensor> sums = one.parameters();
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_NE(errors[size_t(r)].find("reduce_gradients: called inside no_sync()"),
+              std::string::npos)
+        << errors[size_t(r)];
+    for (size_t k = 0; k < sums.size(); ++k)
+      EXPECT_TRUE(tandem::testing::all_close(got[size_t(r)][k].to(Device::cpu()) * double(kWorld),
+                                             sums[k].grad(), 1e-12, 1e-10))
+          << "rank " << r << ", parameter " << k;
+  }
+}
+
 }  // namespace
 }  // namespace tandem::parallel

@@ -9,7 +9,7 @@
 #include <tandem/core/serialize/atomic_file.h>
 #include <tandem/core/serialize/safetensors.h>
 #include <tandem/nn/serialize.h>
-#include <tandem/parallel/fsdp/sharded_checkpoint.h>
+#include <tandem/parallel/sharded_checkpoint.h>
 #include <unistd.h>
 #include <cerrno>
 #include <charconv>
@@ -155,24 +155,25 @@ bool resumes_sharded(const std::string& dir) {
   return global_step_of(parallel::sharded_checkpoint_metadata(dir)) >= whole;
 }
 
-void save_sharded_checkpoint(const std::string& dir, parallel::FullyShardedModule& model,
-                             const optim::Optimizer& optimizer, const TrainState& state) {
-  // As check_finite, over the shards: every rank learns of a NaN on any rank, so all stop.
-  const auto shards = model.local_shards();
-  Tensor sum = zeros({1}, {.dtype = kFloat64,
-                           .device = shards.empty() ? Device::cpu() : shards[0].shard.device()});
-  for (const auto& sh : shards)
-    if (sh.shard.numel() > 0 && is_floating(sh.shard.dtype()))
-      sum.add_(abs(sh.shard.detach()).sum().to(kFloat64).reshape({1}));
-  model.group().all_reduce(sum)->wait();
+void save_sharded_checkpoint(const std::string& dir, const ShardedContent& c,
+                             const TrainState& state) {
+  // As check_finite, over each rank's part: every rank learns of a NaN on any rank, so all stop.
+  const std::vector<Tensor> mine = c.table->tensors();
+  Tensor sum =
+      zeros({1}, {.dtype = kFloat64, .device = mine.empty() ? Device::cpu() : mine[0].device()});
+  for (const Tensor& t : mine)
+    if (t.numel() > 0 && is_floating(t.dtype()))
+      sum.add_(abs(t.detach()).sum().to(kFloat64).reshape({1}));
+  c.world->all_reduce(sum)->wait();
   TD_CHECK_AS(NonFiniteError, std::isfinite(sum.to(Device::cpu()).item()),
               "train: the parameters hold NaN or inf after epoch ", state.epoch,
               "; the checkpoint in ", dir,
               " was not overwritten (it still holds the last good one)");
   nn::Metadata meta = metadata_of(state);
   if (!state.grad_scaler_json.empty()) meta["grad_scaler"] = state.grad_scaler_json;
-  parallel::save_sharded_checkpoint(dir, state.global_step, model, &optimizer, meta);
-  if (model.group().rank() != 0) return;
+  parallel::save_sharded_checkpoint(dir, state.global_step, *c.world, *c.table, c.buffers,
+                                    c.optimizer, meta);
+  if (c.world->rank() != 0) return;
   // What this save replaces: earlier steps, and a whole-file pair (a run resumed with the flag
   // added), which load_checkpoint would otherwise never read again. Removing a leftover late costs
   // disk, not correctness: `latest` is committed.
@@ -215,8 +216,9 @@ TrainState load_checkpoint(const std::string& dir, const Restore& restore) {
     remove_stale_temporaries((fs::path(dir) / file).string());
   if (resumes_sharded(dir)) {
     TD_CHECK_AS(DataError, restore.sharded != nullptr, "train: --resume: ", dir,
-                " holds a sharded checkpoint (each rank's shards, from --zero 3 "
-                "--sharded-checkpoint); resume it with --ddp --zero 3, on any number of ranks");
+                " holds a sharded checkpoint (each rank's part, from --sharded-checkpoint); "
+                "resume it as a run of ranks under `tandem launch` (--ddp, --tp or --pp, any "
+                "layout)");
     const nn::Metadata meta = restore.sharded(dir);
     return state_of(meta, meta, (fs::path(dir) / "latest").string());
   }

@@ -4,14 +4,15 @@
 // (for dropout) and the run's configuration as JSON; a GPT's also its vocabulary, and its "epoch"
 // counts iterations. Restoring all of it — with the DataLoader's
 // order and the augmentation a function of (seed, epoch) — makes a resumed run bit-identical to
-// an uninterrupted one. With --zero 3 --sharded-checkpoint, DIR instead holds what
-// parallel::save_sharded_checkpoint writes (each rank its shards), the same metadata in its index.
+// an uninterrupted one. With --sharded-checkpoint, DIR instead holds what
+// parallel::save_sharded_checkpoint writes (each rank its part, under any layout), the same
+// metadata in its index.
 #pragma once
 
 #include <tandem/core/generator.h>
 #include <tandem/nn/module.h>
 #include <tandem/nn/optim/optimizer.h>
-#include <tandem/parallel/fsdp/fully_shard.h>
+#include <tandem/parallel/placement.h>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -42,13 +43,24 @@ struct CheckpointContent {
 void save_checkpoint(const std::string& dir, const CheckpointContent& content,
                      const TrainState& state);
 
-/// Every rank: writes its shards of `model` and `optimizer` under DIR, with `state` in the index,
-/// and removes the step it replaces. NonFiniteError on every rank if a shard holds NaN or inf.
-void save_sharded_checkpoint(const std::string& dir, parallel::FullyShardedModule& model,
-                             const optim::Optimizer& optimizer, const TrainState& state);
+/// What one rank of a --sharded-checkpoint run saves: the tensors it trains (the placement
+/// table), its model's buffers, and its optimizer over the table's tensors (ZeRO's inner one).
+struct ShardedContent {
+  parallel::Communicator* world = nullptr;  // every rank of the run
+  const parallel::PlacementTable* table = nullptr;
+  nn::StateDict buffers;
+  const optim::Optimizer* optimizer = nullptr;
+};
+
+/// Every rank: writes its part (parallel/sharded_checkpoint.h) under DIR, with `state` in the
+/// index, and removes the step it replaces. NonFiniteError on every rank if a tensor of any rank
+/// holds NaN or inf.
+void save_sharded_checkpoint(const std::string& dir, const ShardedContent& content,
+                             const TrainState& state);
 
 /// How a run takes a checkpoint's content back: model(state dict, file path), optimizer(state);
-/// a fully sharded run also `sharded`, which loads DIR's shards and returns their metadata.
+/// a run of ranks also `sharded`, which loads DIR's sharded checkpoint (of any layout) into this
+/// rank's part and returns its metadata.
 struct Restore {
   std::function<void(const nn::StateDict&, const std::string& path)> model;
   std::function<void(const optim::OptimizerState&)> optimizer;
@@ -73,7 +85,7 @@ bool resumes_sharded(const std::string& dir);
 /// Loads both files of DIR through `restore` (or, where DIR is sharded, its shards) and returns the
 /// saved state. DataError naming the directory when a file is missing, when the metadata is
 /// incomplete, when the two files come from different epochs (a crash between the two writes), or
-/// when DIR is sharded and this run is not fully sharded.
+/// when DIR is sharded and this run is not a run of ranks.
 TrainState load_checkpoint(const std::string& dir, const Restore& restore);
 
 }  // namespace tandem::tools

@@ -219,8 +219,10 @@ TrainOptions resolve_config(TrainOptions o) {
   if (o.pp > 1) {
     TD_CHECK_VALUE(o.model == "gpt", "train: --pp ", o.pp, " needs --model gpt (", o.model,
                    " runs its pipelines in one process: --pipeline DEVICES)");
-    TD_CHECK_VALUE(o.zero == 0, "train: --pp with --zero ", o.zero,
-                   " is not built: a stage's data-parallel ranks keep its whole slices");
+    TD_CHECK_VALUE(o.zero != 3,
+                   "train: --pp with --zero 3 is not built: fully_shard gathers a "
+                   "unit's parameters in its own forward, and a stage's micro-batches run its "
+                   "modules directly; --zero 1 or 2 shard a stage's optimizer state over dp");
     TD_CHECK_VALUE(o.pipeline.empty(),
                    "train: --pp (a stage per rank) and --pipeline (stages on one process's "
                    "devices) are two pipelines; choose one");
@@ -241,9 +243,10 @@ TrainOptions resolve_config(TrainOptions o) {
   TD_CHECK_VALUE(o.zero == 0 || o.ddp_hook.empty(), "train: --zero ", o.zero,
                  " reduces gradients with a reduce-scatter; --ddp-hook ", o.ddp_hook,
                  " replaces an all-reduce: choose one");
-  TD_CHECK_VALUE(!o.sharded_checkpoint || (o.zero == 3 && o.tp == 1 && !o.checkpoint.empty()),
-                 "train: --sharded-checkpoint saves the shards of --ddp --zero 3 (without --tp) "
-                 "to --checkpoint DIR; give both, or leave it out for one whole file");
+  TD_CHECK_VALUE(!o.sharded_checkpoint || (o.ddp && !o.checkpoint.empty()),
+                 "train: --sharded-checkpoint saves each rank's part of a run of ranks (--ddp, "
+                 "--tp or --pp, any layout) to --checkpoint DIR; give both, or leave it out for "
+                 "one whole file");
   if (!o.data_parallel.empty()) {
     TD_CHECK_VALUE(!o.ddp, "train: --data-parallel and ", ranks_flag,
                    " are two ways of using several devices; choose one (", ranks_flag,

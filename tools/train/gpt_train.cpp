@@ -274,7 +274,8 @@ int run_train_gpt(const TrainOptions& flags) {
       check_evaluation_finite(std::isfinite(losses.first) ? losses.second : losses.first,
                               group.get(), str("at iteration ", iter), o.checkpoint);
       if (save && o.sharded_checkpoint)  // every rank writes its shards
-        save_sharded_checkpoint(o.checkpoint, *setup.fsdp, optimizer, state_now());
+        save_sharded_checkpoint(o.checkpoint, sharded_content(setup, optimizer, *group),
+                                state_now());
       if (lead) {
         const auto [train_loss, val_loss] = losses;
         std::printf("step %lld: train loss %.4f, val loss %.4f\n", (long long)iter, train_loss,

@@ -4,12 +4,11 @@
 #include <tandem/autograd/ops/nn_ops.h>
 #include <tandem/core/check.h>
 #include <tandem/core/memory_stats.h>
-#include <tandem/parallel/all_reduce_gradients.h>
 #include <tandem/parallel/clip_grad_norm.h>
 #include <tandem/parallel/ddp/state_bytes.h>
-#include <tandem/parallel/fsdp/sharded_checkpoint.h>
 #include <tandem/parallel/pipeline/pipeline_state.h>
 #include <tandem/parallel/process_group.h>
+#include <tandem/parallel/sharded_checkpoint.h>
 #include <tandem/parallel/tp/model_state.h>
 #include <cmath>
 
@@ -27,6 +26,11 @@ struct AmpScope : AutocastGuard {
 // The pipelines take the scale as a number: a host read of the scaler's device (one sync).
 double loss_scale(const Setup& s) {
   return s.scaler && s.scaler->is_enabled() ? s.scaler->get_scale() : 1;
+}
+
+// The optimizer over the table's tensors: ZeRO's inner one holds the pieces.
+optim::Optimizer& table_optimizer(Setup& s, optim::Optimizer& optimizer) {
+  return s.zero ? s.zero->inner() : optimizer;
 }
 
 Tensor forward(Setup& s, const Tensor& x) {
@@ -69,8 +73,7 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
     case Parallelism::None:
       break;
     case Parallelism::DDP:
-      if (s.mesh && s.mesh->size("dp") == 1) break;  // tensor parallel alone
-      if (s.stages) break;  // averaged over dp after each step (train_step)
+      if (s.mesh && s.mesh->size("dp") == 1) break;  // tensor or pipeline parallel alone
       if (o.zero == 3) {
         s.fsdp = std::make_unique<parallel::FullyShardedModule>(
             s.model, parallel::FullyShardOptions{.group = s.mesh ? s.mesh->group("dp") : nullptr,
@@ -154,7 +157,8 @@ std::string describe_parallelism(Setup& s, const TrainOptions& o,
     line = str(", pipeline", s.mesh->size("tp") > 1 ? " x tensor" : "",
                " parallel: ", s.mesh->str(), " (", group->backend(), ", ", o.pipeline_schedule,
                ", ", o.chunks, " chunks; this stage ", s.model->size(), " modules",
-               s.sequence_parallel ? ", sequence parallel" : "", ")");
+               s.sequence_parallel ? ", sequence parallel" : "",
+               s.ddp && o.zero ? str(", ZeRO stage ", o.zero, " over dp") : "", ")");
   else if (s.tp)
     line = str(", tensor parallel: ", s.mesh->str(), " (", group->backend(),
                s.sequence_parallel ? ", sequence parallel" : "",
@@ -200,6 +204,10 @@ std::string memory_line(const Setup& s, const TrainOptions& o, int world) {
 }
 
 CheckpointContent checkpoint_content(Setup& s, optim::Optimizer& optimizer) {
+  if (s.stages && s.zero)  // ZeRO's state whole over dp (by the stage's parameters), then as below
+    return {parallel::full_state_dict(*s.stages, s.tp),
+            parallel::full_optimizer_state(*s.stages, s.zero->module_parameters(),
+                                           s.zero->consolidate_state_dict(), s.tp)};
   if (s.stages)  // every stage's whole tensors, on the pipeline's first rank (rank 0 among them)
     return {parallel::full_state_dict(*s.stages, s.tp),
             parallel::full_optimizer_state(*s.stages, optimizer, s.tp)};
@@ -221,7 +229,18 @@ CheckpointContent checkpoint_content(Setup& s, optim::Optimizer& optimizer) {
   return {s.model->state_dict(), optimizer.state_dict()};
 }
 
-Restore restore_into(Setup& s, optim::Optimizer& optimizer) {
+namespace {
+
+Restore whole_file_restore(Setup& s, optim::Optimizer& optimizer) {
+  if (s.stages && s.zero)  // the stage's part, of which ZeRO keeps its pieces' state
+    return {
+        [&s](const nn::StateDict& sd, const std::string& path) {
+          parallel::load_full_state_dict(*s.stages, sd, s.tp, path);
+        },
+        [&s](const optim::OptimizerState& state) {
+          s.zero->load_state_dict(parallel::stage_optimizer_state(
+              *s.stages, s.zero->module_parameters(), s.zero->param_groups_json(), state, s.tp));
+        }};
   if (s.stages)  // a checkpoint of any layout: each rank takes its stage's slices
     return {[&s](const nn::StateDict& sd, const std::string& path) {
               parallel::load_full_state_dict(*s.stages, sd, s.tp, path);
@@ -252,22 +271,41 @@ Restore restore_into(Setup& s, optim::Optimizer& optimizer) {
             [&s, &optimizer](const optim::OptimizerState& state) {
               parallel::tp::load_full_optimizer_state(*s.model, optimizer, state, s.tp);
             }};
-  if (s.fsdp)  // one whole file, or each rank's shards (on any number of ranks)
+  if (s.fsdp)  // one whole file, on any number of ranks
     return {[&s](const nn::StateDict& sd, const std::string& path) {
               s.fsdp->load_full_state_dict(sd, path);
             },
             [&s, &optimizer](const optim::OptimizerState& state) {
               s.fsdp->load_full_optimizer_state_dict(optimizer, state);
-            },
-            [&s, &optimizer](const std::string& dir) {
-              std::map<std::string, std::string> meta;
-              parallel::load_sharded_checkpoint(dir, *s.fsdp, &optimizer, &meta);
-              return meta;
             }};
   return {[&s](const nn::StateDict& sd, const std::string& path) {
             s.model->load_state_dict(sd, true, path);
           },
           [&optimizer](const optim::OptimizerState& state) { optimizer.load_state_dict(state); }};
+}
+
+}  // namespace
+
+Restore restore_into(Setup& s, optim::Optimizer& optimizer) {
+  Restore r = whole_file_restore(s, optimizer);
+  if (s.mode != Parallelism::DDP) return r;  // a sharded checkpoint is a run of ranks'
+  // A sharded checkpoint of any layout: each rank reads the elements of what it trains.
+  r.sharded = [&s, &optimizer](const std::string& dir) {
+    std::map<std::string, std::string> meta;
+    parallel::load_sharded_checkpoint(dir, *s.placements, s.model->named_buffers(),
+                                      &table_optimizer(s, optimizer), &meta);
+    if (s.zero) s.zero->shards().gather_parameters();  // the table lists this rank's pieces
+    return meta;
+  };
+  return r;
+}
+
+ShardedContent sharded_content(Setup& s, optim::Optimizer& optimizer,
+                               parallel::Communicator& world) {
+  return {.world = &world,
+          .table = s.placements.get(),
+          .buffers = s.model->named_buffers(),
+          .optimizer = &table_optimizer(s, optimizer)};
 }
 
 parallel::Communicator* sharded_gradients_group(Setup& s) {
@@ -282,15 +320,21 @@ double clip_gradients(Setup& s, double max_norm) {
 
 StepResult train_step(Setup& s, const Tensor& x, const Tensor& y) {
   if (s.stages) {  // forward and backward micro-batch by micro-batch, stage by stage
-    parallel::DistributedPipelineResult r;
-    {
+    const auto step = [&] {
       AmpScope amp(s.device, s.amp);
-      r = s.stages->step(x, y, s.loss, loss_scale(s));
+      return s.stages->step(x, y, s.loss, loss_scale(s));
+    };
+    parallel::DistributedPipelineResult r;
+    if (s.ddp) {  // the micro-batches' gradients accumulate, then are reduced over dp once
+      {
+        const auto quiet = s.ddp->no_sync();
+        r = step();
+      }
+      s.ddp->reduce_gradients();  // averaged, or ZeRO's pieces reduce-scattered
+    } else {
+      r = step();
     }
-    parallel::reduce_partial_gradients(*s.placements);  // sequence parallelism's
-    // The data-parallel ranks' gradients averaged once (DDP would reduce in every micro-batch's
-    // backward).
-    parallel::all_reduce_gradients(s.model->parameters(), *s.mesh->group("dp"), ReduceOp::Mean);
+    parallel::reduce_partial_gradients(*s.placements);  // sequence parallelism's, over tp
     return {r.loss, r.output};
   }
   if (s.mode == Parallelism::Pipeline) {  // forward and backward, micro-batch by micro-batch

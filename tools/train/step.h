@@ -9,8 +9,9 @@
 // --tp is a DDP run whose model is the GPT cut by parallel::tp's plan over the mesh's "tp"
 // groups (DDP, if any, over its "dp" groups): the same cases, with the tensor-parallel loss, clip
 // and checkpoint. --pp cuts that model again into one stage per rank of the mesh's "pp" groups
-// (parallel::DistributedPipeline): its step() is the forward and backward, and the gradients are
-// averaged over "dp" after it.
+// (parallel::DistributedPipeline): its step() is the forward and backward, run inside DDP's
+// no_sync() (DDP over the stage and the "dp" group, with --zero 1|2 too), whose reduction then
+// runs once (DistributedDataParallel::reduce_gradients).
 // Autocast covers the forward and the loss; under --amp fp16 backward starts from the loss times
 // the gradient scaler's scale, and the loss returned is unscaled in every mode.
 #pragma once
@@ -114,6 +115,11 @@ CheckpointContent checkpoint_content(Setup& s, optim::Optimizer& optimizer);
 /// How --resume puts a checkpoint back: into the model and the optimizer, or under --zero 3 each
 /// rank's rows of them (from a checkpoint of any number of ranks).
 Restore restore_into(Setup& s, optim::Optimizer& optimizer);
+
+/// What --sharded-checkpoint saves of this rank: its placement table's tensors, the model's
+/// buffers, and the optimizer over the table's tensors (under ZeRO-1/2 its inner optimizer).
+ShardedContent sharded_content(Setup& s, optim::Optimizer& optimizer,
+                               parallel::Communicator& world);
 
 /// Under --zero each rank holds only its shards' gradients: the group through which the ranks
 /// agree on anything computed from them (a norm, a found-inf flag); null when every rank holds

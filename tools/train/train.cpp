@@ -255,7 +255,8 @@ int run_train(const TrainOptions& flags) {
     };
     check_evaluation_finite(e.loss, group.get(), str("after epoch ", epoch), o.checkpoint);
     if (o.sharded_checkpoint)  // every rank writes its shards
-      save_sharded_checkpoint(o.checkpoint, *setup.fsdp, *optimizer, state_now());
+      save_sharded_checkpoint(o.checkpoint, sharded_content(setup, *optimizer, *group),
+                              state_now());
     if (!lead) continue;  // the others go straight on to the next epoch's first all-reduce
     metrics.write({.time = unix_time(),
                    .epoch = epoch,
