@@ -25,14 +25,7 @@ constexpr double kClip = 0.3, kTolerance = 1e-10;
 // weights), as `tandem train --activation-checkpointing` wraps them.
 nn::Sequential whole_gpt(bool checkpointed = false, double dropout = 0) {
   nn::Sequential copy = tandem::testing::drawn_gpt(23, dropout);
-  if (!checkpointed) return copy;
-  nn::Sequential wrapped;
-  for (const nn::NamedModule& m : copy.items()) {
-    const bool block = dynamic_cast<const nn::Block*>(&m.module.get()) != nullptr;
-    wrapped.push_back(
-        m.name, block ? nn::AnyModule(nn::Checkpointed(m.module.shared())) : m.module.shared());
-  }
-  return wrapped;
+  return checkpointed ? tandem::testing::with_checkpointed_blocks(copy) : copy;
 }
 
 std::pair<Tensor, Tensor> batch(int step) {

@@ -28,4 +28,16 @@ inline nn::Sequential drawn_gpt(uint64_t seed, double dropout = 0) {
                   .tensor = {.dtype = kFloat64}});
 }
 
+/// `model` with each block wrapped in nn::Checkpointed (the same weights), as `tandem train
+/// --activation-checkpointing` wraps them.
+inline nn::Sequential with_checkpointed_blocks(const nn::Sequential& model) {
+  nn::Sequential wrapped;
+  for (const nn::NamedModule& m : model.items()) {
+    const bool block = dynamic_cast<const nn::Block*>(&m.module.get()) != nullptr;
+    wrapped.push_back(
+        m.name, block ? nn::AnyModule(nn::Checkpointed(m.module.shared())) : m.module.shared());
+  }
+  return wrapped;
+}
+
 }  // namespace tandem::testing
