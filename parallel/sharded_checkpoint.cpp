@@ -48,9 +48,13 @@ struct Written {
 Written this_ranks_part(const PlacementTable& table, const nn::StateDict& buffers,
                         const optim::Optimizer* optimizer) {
   Written w;
-  for (const PlacedTensor& e : table.entries())
+  for (const PlacedTensor& e : table.entries()) {
+    TD_CHECK_VALUE(!e.name.empty(), "save_sharded_checkpoint: a ", e.local.shape(),
+                   " tensor of the placement table has no name; record it with its name in one "
+                   "device's model");
     if (writes(e, table))
       w.add("model." + e.name, e.local, e.whole, to_json(applied_placements(e, table)));
+  }
   if (writes_replicated(table))
     for (const auto& [name, b] : buffers) w.add("model." + name, b, b.shape(), json::array());
   if (optimizer == nullptr) return w;
@@ -72,17 +76,21 @@ Written this_ranks_part(const PlacementTable& table, const nn::StateDict& buffer
           per_element ? to_json(applied_placements(*e, table)) : json::array());
     w.parts[k]["param"] = e->name;
     w.parts[k]["state"] = what;
+    w.parts[k]["per_element"] = per_element;
   }
   return w;
 }
 
-// Every rank's parts, on rank 0: the index's "tensors".
+// Every rank's parts, on rank 0: the index's "tensors". The collectives first, then the checks
+// (which throw on rank 0 alone, after every rank has left the broadcasts).
 json gather_index(Communicator& world, const json& mine) {
+  std::vector<std::string> texts;
+  for (int r = 0; r < world.size(); ++r)
+    texts.push_back(broadcast_string(world, world.rank() == r ? mine.dump() : "", r));
   json tensors = json::object();
+  if (world.rank() != 0) return tensors;
   for (int r = 0; r < world.size(); ++r) {
-    const std::string text = broadcast_string(world, world.rank() == r ? mine.dump() : "", r);
-    if (world.rank() != 0) continue;
-    const json theirs = json::parse(text);
+    const json theirs = json::parse(texts[size_t(r)]);
     for (const auto& [key, p] : theirs.items()) {
       json& t = tensors[key];
       if (t.is_null()) {
@@ -102,6 +110,41 @@ json gather_index(Communicator& world, const json& mine) {
   return tensors;
 }
 
+// Every rank learns whether every rank managed `what` (its `error` empty): a failure on any rank
+// is an exception of `E` on all of them, naming the ranks, so that none waits in a collective a
+// failed one never enters.
+template <typename E>
+void agree(Communicator& world, Device device, const std::string& error, const std::string& what,
+           const std::string& after) {
+  const int64_t n = world.size();
+  Tensor failed = zeros({n}, {.device = device});
+  if (!error.empty()) failed.narrow(0, world.rank(), 1).fill_(1);
+  world.all_reduce(failed)->wait();
+  const std::vector<float> who = failed.to(Device::cpu()).to_vector<float>();
+  std::string bad;
+  for (int64_t r = 0; r < n; ++r)
+    if (who[size_t(r)] > 0) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
+  TD_CHECK_AS(E, bad.empty(), "save_sharded_checkpoint: rank ", bad, " could not ", what,
+              error.empty() ? "" : ": " + error, after);
+}
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The product of the table's dimensions: the ranks a save of it must hear from.
+int64_t ranks_of(const PlacementTable& table) {
+  int64_t n = 1;
+  for (const PlacementTable::Dimension& d : table.dimensions()) n *= d.group->size();
+  return n;
+}
+
 }  // namespace
 
 void save_sharded_checkpoint(const std::string& dir, int64_t step, Communicator& world,
@@ -109,44 +152,43 @@ void save_sharded_checkpoint(const std::string& dir, int64_t step, Communicator&
                              const optim::Optimizer* optimizer,
                              const std::map<std::string, std::string>& metadata) {
   NoGradGuard no_grad;
-  table.check_held("save_sharded_checkpoint");
+  // The same on every rank, so every rank refuses alike: two ranks of the table that are one
+  // rank of `world` would write one file, and the last rename would win.
+  TD_CHECK_VALUE(ranks_of(table) == world.size(),
+                 "save_sharded_checkpoint: the placement table "
+                 "spans ",
+                 ranks_of(table), " ranks (", table.str(), "), the world ", world.size(),
+                 "; save with the communicator of every rank of the run");
   const int64_t rank = world.rank(), n = world.size();
   const std::string step_name = str("step-", step);
-  const fs::path where = fs::path(dir) / step_name;
-  const Written mine = this_ranks_part(table, buffers, optimizer);
-  json index = {{"format", 2},
-                {"world", n},
-                {"step", step},
-                {"metadata", metadata},
-                {"tensors", gather_index(world, mine.parts)}};
-  if (optimizer) index["param_groups"] = optimizer->state_dict().param_groups_json;
-  // Every rank writes; then all learn whether all could, so that none waits on a failed one.
-  std::string error;
-  try {
-    if (rank == 0) fs::create_directories(where);
-    world.barrier()->wait();  // the directory exists
-    save_safetensors((where / rank_file(rank, n)).string(), mine.tensors,
-                     {{"step", std::to_string(step)}});
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
+  const fs::path where = fs::path(dir) / step_name, latest = fs::path(dir) / "latest";
+  const std::string kept = str("; ", latest.string(), " still names the previous checkpoint");
   Device device = Device::cpu();  // the communicator's: where the table's tensors are
   for (const PlacedTensor& e : table.entries()) device = e.local.device();
-  Tensor failed = zeros({n}, {.device = device});
-  if (!error.empty()) failed.narrow(0, rank, 1).fill_(1);
-  world.all_reduce(failed)->wait();
-  const std::vector<float> who = failed.to(Device::cpu()).to_vector<float>();
-  std::string bad;
-  for (int64_t r = 0; r < n; ++r)
-    if (who[size_t(r)] > 0) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
-  TD_CHECK_AS(DataError, bad.empty(), "save_sharded_checkpoint: rank ", bad,
-              " could not write its file of ", where.string(), error.empty() ? "" : ": " + error,
-              "; ", (fs::path(dir) / "latest").string(), " still names the previous checkpoint");
-  if (rank == 0) {
+  Written mine;
+  agree<ValueError>(world, device, error_of([&] {
+                      table.check_held("save_sharded_checkpoint");
+                      mine = this_ranks_part(table, buffers, optimizer);
+                    }),
+                    "list what it holds", kept);
+  json index = {{"format", 2}, {"world", n}, {"step", step}, {"metadata", metadata}};
+  std::string error = error_of([&] {
+    index["tensors"] = gather_index(world, mine.parts);  // collective; checks on rank 0
+    if (optimizer) index["param_groups"] = optimizer->state_dict().param_groups_json;
+    if (rank == 0) fs::create_directories(where);
+  });
+  agree<DataError>(world, device, error, "prepare " + where.string(), kept);
+  error = error_of([&] {
+    save_safetensors((where / rank_file(rank, n)).string(), mine.tensors,
+                     {{"step", std::to_string(step)}});
+  });
+  agree<DataError>(world, device, error, "write its file of " + where.string(), kept);
+  error = error_of([&] {
+    if (rank != 0) return;
     write_text(where / "index.json", index.dump(1));
-    write_text(fs::path(dir) / "latest", step_name);  // the commit
-  }
-  world.barrier()->wait();  // committed before any rank goes on
+    write_text(latest, step_name);  // the commit
+  });
+  agree<DataError>(world, device, error, "commit " + where.string(), kept);
 }
 
 std::map<std::string, std::string> sharded_checkpoint_metadata(const std::string& dir) {

@@ -2,7 +2,10 @@
 // elements it holds, for any layout the placement table records (DDP, ZeRO-1/2's pieces,
 // fully_shard's rows, tensor-parallel slices, pipeline stages, and their stacks), and that load
 // under any other (PyTorch's distributed checkpoint; DeepSpeed's universal checkpoint without its
-// conversion step). No rank ever holds the whole model.
+// conversion step). No rank gathers the whole model to save it. Loading is simpler than it could
+// be: a rank opens every file that holds a part of a tensor it needs (in practice all of them)
+// and keeps them until the load ends, and maps elements through whole-size index tables, so a
+// load holds about the checkpoint's bytes plus 32 bytes per element of its largest tensor.
 //
 //   DIR/step-<S>/rank-<r>-of-<N>.safetensors  rank r's tensors: "model.<name>" for what it
 //                                             trains and its buffers, "optim.<name>.<state>"

@@ -125,7 +125,9 @@ int64_t load_sharded_checkpoint(const std::string& dir, const PlacementTable& ta
       for (const std::string& key : keys_of[p->name]) {
         const json& e = index["tensors"][key];
         const Shape shape = e["shape"].get<Shape>();
-        const bool per_element = shape == p->whole && !shape.empty();
+        // Saved as the parameter is cut (Adam's moments), or whole (its step); the first format
+        // said so by the shape alone.
+        const bool per_element = e.value("per_element", shape == p->whole && !shape.empty());
         Tensor t = empty(per_element ? p->local.shape() : shape,
                          {.dtype = dtype_named(e["dtype"], key), .device = p->local.device()});
         reader.read(key, shape,

@@ -256,6 +256,9 @@ TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
   for (const auto& [launcher, flags, message] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {runs.two, " --tp 2 --dp 2", "--tp 2 --dp 2: the run has 2 ranks, which is not dp x tp"},
+           {runs.two, " --tp 2 --zero 1",
+            "ZeRO shards over the data-parallel ranks, and this run "
+            "has one (2 ranks = dp x tp with dp = 1)"},
            {runs.four, " --tp 4", "n_head (2) does not divide by the tensor-parallel size 4"},
            {"", " --dp 2", "--dp and --sequence-parallel describe a --tp run"}}) {
     const Result r = tandem_cli(launcher + gpt_flags(tmp / "text.txt", 5) + " --log-dir " +

@@ -195,13 +195,15 @@ void Reducer::reduce_accumulated() {
   TD_CHECK_VALUE(sync_ && !in_backward_, "DistributedDataParallel::reduce_gradients: called ",
                  sync_ ? "inside a backward pass" : "inside no_sync()",
                  "; call it after the backward passes whose gradients it reduces");
-  // Each gradient is final: handed over in the buckets' order, as backward's hooks would. A
-  // parameter with none is finish()'s to name (or, with find_unused_parameters, to zero).
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (params_[i].grad().defined()) {
-      had_grad_[i] = true;
-      ready(i);
-    }
+  // Each gradient is final: handed over bucket by bucket, in the buckets' order, so each bucket
+  // launches as soon as it is full (and ZeRO-2 frees it soon after). A parameter with none is
+  // finish()'s to name (or, with find_unused_parameters, to zero).
+  for (const Bucket& b : buckets_)
+    for (size_t i : b.params)
+      if (params_[i].grad().defined()) {
+        had_grad_[i] = true;
+        ready(i);
+      }
   finish_and_reset();
 }
 

@@ -140,6 +140,20 @@ TEST(ShardedCheckpointMatrix, ABadCheckpointIsADataErrorNamingIt) {
   const std::string gone = error_message<Error>(
       [&] { load_sharded_checkpoint(dir, *m.table, m.model->named_buffers(), m.local); });
   EXPECT_NE(gone.find("rank-1-of-2.safetensors"), std::string::npos) << gone;
+  // Saved with a communicator of fewer ranks than the table spans (fully_shard's own group under
+  // TP): refused on every rank before anything is written.
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> world) {
+        Member tp_fsdp = tandem::testing::stacked::build(
+            Stack{.data = Data::FullyShard, .dp = 2, .tp = 2}, world);
+        const auto lone = make_thread_group(1)[0];
+        const std::string msg = error_message<ValueError>([&] {
+          save_sharded_checkpoint(tmp.file("lone"), 1, *lone, *tp_fsdp.table, {}, nullptr);
+        });
+        EXPECT_NE(msg.find("the placement table spans 4 ranks"), std::string::npos) << msg;
+      },
+      4);
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("lone")));
 }
 
 }  // namespace

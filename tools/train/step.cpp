@@ -126,6 +126,9 @@ std::shared_ptr<parallel::DeviceMesh> make_mesh(std::shared_ptr<parallel::Commun
                  n, " ranks, which is not ", shape, " (launch ", shape, " processes)");
   TD_CHECK_VALUE(o.batch_size % dp == 0, "train ", flags, ": --batch-size ", o.batch_size,
                  " (the global batch) does not split evenly over ", dp, " data-parallel ranks");
+  TD_CHECK_VALUE(o.zero == 0 || dp > 1, "train ", flags, " --zero ", o.zero, ": ZeRO shards over ",
+                 "the data-parallel ranks, and this run has one (", n, " ranks = ", shape,
+                 " with dp = 1); launch more ranks, or leave --zero out");
   TD_CHECK_VALUE(o.pp == 1 || o.batch_size / dp >= o.chunks, "train ", flags, ": --chunks ",
                  o.chunks, " is more than the ", o.batch_size / dp,
                  " rows of a data-parallel rank's batch; every micro-batch needs one");
@@ -195,8 +198,11 @@ std::string memory_line(const Setup& s, const TrainOptions& o, int world) {
   const int state = o.model == "gpt" || o.optimizer != "sgd" ? 2 : o.momentum > 0 ? 1 : 0;
   // Called after the first step, when the reducer knows whether it reduced in place.
   const bool bucket_copy = !(s.ddp && s.ddp->reducer().reduces_in_place());
+  // Under --pp the micro-batches' whole gradients wait in .grad for the one reduction after
+  // them (no_sync), so ZeRO-2 holds ZeRO-1's gradients.
+  const int stage = s.stages && o.zero == 2 ? 1 : o.zero;
   const parallel::StateBytes b =
-      parallel::state_bytes(o.zero, psi, element, state, world, bucket_copy);
+      parallel::state_bytes(stage, psi, element, state, world, bucket_copy);
   const auto mb = [](double bytes) { return str(std::round(bytes / 1e5) / 10); };
   return str(mb(b.total()), " MB predicted (parameters ", mb(b.parameters), " + gradients ",
              mb(b.gradients), " + optimizer ", mb(b.optimizer), "), ",
