@@ -201,10 +201,11 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
                   "delay_allreduce (after backward), fp16_compress, bf16_compress, powersgd or "
                   "powersgd:RANK[:START_ITER] (plain steps before compressing; default 1000)");
   cmd->add_option("--zero", t.zero,
-                  "--ddp: ZeRO stage. 1: each rank keeps the optimizer state of its 1/N of the "
-                  "parameters only; 2: its gradients too (same result and bytes sent as DDP); 3: "
-                  "its parameters too (fully_shard: each layer gathered while it computes, 1.5x "
-                  "DDP's bytes)")
+                  "--ddp (or --tp/--pp with dp > 1: over the data-parallel ranks): ZeRO stage. "
+                  "1: each rank keeps the optimizer state of its 1/N of the parameters only; 2: "
+                  "its gradients too (same result and bytes sent as DDP); 3: its parameters too "
+                  "(fully_shard: each layer gathered while it computes, 1.5x DDP's bytes; not "
+                  "with --pp)")
       ->type_name("STAGE");
   cmd->add_flag("--sharded-checkpoint", t.sharded_checkpoint,
                 "a run of ranks (--ddp, --tp, --pp) with --checkpoint DIR: every rank writes "
