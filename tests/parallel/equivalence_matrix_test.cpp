@@ -1,6 +1,6 @@
 // The equivalence matrix: every stack of the parallel modes that fits 8 thread ranks trains the
 // drawn GPT (2 layers, float64, a vocabulary of 37 that divides by nothing, padded to 40 rows) as
-// one device does. Data parallelism {DDP, ZeRO-1, ZeRO-2, fully_shard} over 2 ranks × {no TP,
+// one device does. Data parallelism {none, DDP, ZeRO-1, ZeRO-2, fully_shard} over 2 ranks × {no TP,
 // TP 2, TP 2 + SP} × {no PP, PP 2 with GPipe, with 1F1B} × {activation checkpointing off, on},
 // built as `tandem train` stacks them (stacked_layouts.h): for 3 AdamW steps with a clip that
 // bites, each step's loss and gradient norm, and the parameters and AdamW state after them (read
@@ -50,15 +50,17 @@ Reference one_device() {
   return out;
 }
 
+// Data parallelism over 2 ranks of each kind, or none (one data rank: TP and PP alone).
 std::vector<Stack> every_stack() {
   std::vector<Stack> out;
-  for (Data data : {Data::DDP, Data::Zero1, Data::Zero2, Data::FullyShard})
-    for (int tp : {0, 1, 2})    // no TP, TP, TP + SP
-      for (int pp : {0, 1, 2})  // no PP, GPipe, 1F1B
+  for (int data = -1; data < 4; ++data)  // none, DDP, ZeRO-1, ZeRO-2, fully_shard
+    for (int tp : {0, 1, 2})             // no TP, TP, TP + SP
+      for (int pp : {0, 1, 2})           // no PP, GPipe, 1F1B
         for (bool checkpointed : {false, true}) {
-          if (data == Data::FullyShard && pp > 0) continue;  // refused: not built
-          out.push_back({.data = data,
-                         .dp = 2,
+          if (data == int(Data::FullyShard) && pp > 0) continue;  // refused: not built
+          if (data < 0 && tp == 0 && pp == 0) continue;           // one device itself
+          out.push_back({.data = data < 0 ? Data::DDP : Data(data),
+                         .dp = data < 0 ? 1 : 2,
                          .tp = tp > 0 ? 2 : 1,
                          .pp = pp > 0 ? 2 : 1,
                          .sp = tp == 2,
@@ -73,7 +75,7 @@ TEST(EquivalenceMatrix, EveryStackTrainsAsOneDevice) {
   for (int s = 0; s < kSteps; ++s) EXPECT_GT(want.steps[size_t(s)].norm, 0.3) << "must bite";
   tandem::testing::TempDir tmp;
   const std::vector<Stack> stacks = every_stack();
-  EXPECT_EQ(stacks.size(), 60u);
+  EXPECT_EQ(stacks.size(), 76u);
   int i = 0;
   for (const Stack& stack : stacks) {
     const std::string what = stack.str(), dir = tmp.file("run-" + std::to_string(i++));
