@@ -72,6 +72,12 @@ class Registry {
 
 void PlacementTable::note(const PlacedTensor& e) const { Registry::get().note(e, dims_); }
 
+PlacedTensor PlacementTable::fresh(const Tensor& local, const std::string& name) {
+  PlacedTensor e{.local = local, .name = name, .whole = local.shape()};
+  adopt(e);  // cut before, under another table: this one learns how
+  return e;
+}
+
 void PlacementTable::adopt(PlacedTensor& e) {
   Seen seen;
   std::vector<std::shared_ptr<Communicator>> groups;
@@ -141,9 +147,7 @@ PlacedTensor& PlacementTable::record(const Tensor& local, const std::string& nam
     if (entries_[i].name.empty()) entries_[i].name = name;
     return entries_[i];
   }
-  PlacedTensor e{.local = local, .name = name, .whole = local.shape()};
-  adopt(e);  // cut before, under another table: this one learns how
-  entries_.push_back(std::move(e));
+  entries_.push_back(fresh(local, name));
   return entries_.back();
 }
 
@@ -201,13 +205,7 @@ void PlacementTable::keep_only(const std::vector<std::pair<std::string, Tensor>>
     for (const PlacedTensor& k : kept) seen = seen || k.local.is_same(t);
     if (seen) continue;
     const size_t i = index_of(t);
-    if (i < entries_.size()) {
-      kept.push_back(entries_[i]);
-      continue;
-    }
-    PlacedTensor e{.local = t, .name = name, .whole = t.shape()};
-    adopt(e);
-    kept.push_back(std::move(e));
+    kept.push_back(i < entries_.size() ? entries_[i] : fresh(t, name));
   }
   entries_ = std::move(kept);
 }

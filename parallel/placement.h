@@ -142,6 +142,8 @@ class PlacementTable {
   // that meets the tensor later adopts it instead of counting a slice as whole.
   void note(const PlacedTensor& e) const;
   void adopt(PlacedTensor& e);
+  // A new entry for `local`: another table's record of it, else Replicate everywhere.
+  PlacedTensor fresh(const Tensor& local, const std::string& name);
 
   std::vector<Dimension> dims_;
   std::vector<PlacedTensor> entries_;

@@ -123,17 +123,6 @@ void FullyShardedModule::visit(nn::Visitor& v) {
 
 Communicator& FullyShardedModule::group() { return *state_->group; }
 
-std::vector<FullyShardedModule::LocalShard> FullyShardedModule::local_shards() const {
-  std::map<const TensorImpl*, LocalShard> by_impl;
-  for (const auto& unit : state_->units)
-    for (size_t i = 0; i < unit->size(); ++i)
-      by_impl[&unit->shards()[i].impl()] = {unit->names()[i], unit->shards()[i], unit->shape(i),
-                                            unit->first_row(i)};
-  std::vector<LocalShard> out;
-  for (const Tensor& p : model_->parameters()) out.push_back(by_impl.at(&p.impl()));
-  return out;
-}
-
 int64_t FullyShardedModule::whole_parameter_count() const {
   int64_t n = 0;
   for (const auto& unit : state_->units)

@@ -79,16 +79,6 @@ class FullyShardedModule : public nn::Module {
   Communicator& group();
   const std::vector<std::shared_ptr<ShardedUnit>>& units() const;
 
-  /// This rank's part of each parameter (in parameters() order): its name (the first, for a
-  /// tied tensor), the shard, the whole shape and the first whole row the shard holds.
-  struct LocalShard {
-    std::string name;
-    Tensor shard;
-    Shape whole;
-    int64_t first_row;
-  };
-  std::vector<LocalShard> local_shards() const;
-
   /// Turns the reduce-scatter off for the scope (gradient accumulation): each unit sums its
   /// whole gradients locally (one whole-size buffer per unit), and the first backward after it
   /// reduce-scatters the sum.

@@ -42,10 +42,6 @@ class ShardedUnit : public std::enable_shared_from_this<ShardedUnit> {
   const std::vector<std::string>& names() const { return names_; }
   /// Whole shape of parameter i.
   const Shape& shape(size_t i) const { return layout_[i].shape; }
-  /// The first whole row of parameter i this rank holds (its shard is rows [first, first + n)).
-  int64_t first_row(size_t i) const {
-    return std::min(group_->rank() * layout_[i].chunk, layout_[i].rows);
-  }
   /// Elements in this rank's flat buffer (with padding); W times it travel per collective.
   int64_t flat_size() const { return flat_; }
 
