@@ -4,6 +4,7 @@
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/core/check.h>
 #include <tandem/parallel/placed_elements.h>
+#include <cstring>
 
 namespace tandem::parallel {
 
@@ -49,6 +50,50 @@ std::vector<int64_t> whole_elements(const Shape& whole, const std::vector<Applie
     }
   }
   return t.contiguous().to_vector<int64_t>();
+}
+
+std::vector<int64_t> held_elements(const Shape& whole, const std::vector<AppliedPlacement>& chain,
+                                   int64_t numel, std::string_view what) {
+  std::vector<int64_t> v = whole_elements(whole, chain, what);
+  while (int64_t(v.size()) > numel && v.back() < 0) v.pop_back();
+  TD_CHECK_VALUE(int64_t(v.size()) == numel, what, ": the tensor has ", numel,
+                 " elements, its placements ", v.size());
+  return v;
+}
+
+namespace {
+
+// The element copies of put_elements and take_elements: `at` indexes the whole on one side.
+template <bool kToWhole>
+void copy_elements(const Tensor& part, const std::vector<int64_t>& at, const Tensor& whole) {
+  TD_CHECK_VALUE(part.dtype() == whole.dtype() && part.is_contiguous() && whole.is_contiguous() &&
+                     int64_t(at.size()) == part.numel(),
+                 "placed elements: a part of ", part.numel(), " ", name(part.dtype()),
+                 " elements and a whole of ", whole.numel(), " ", name(whole.dtype()),
+                 " elements do not match ", at.size(), " indices");
+  const size_t size = element_size(part.dtype());
+  char* p = static_cast<char*>(part.data_ptr());
+  char* w = static_cast<char*>(whole.data_ptr());
+  for (size_t i = 0; i < at.size(); ++i) {
+    if (at[i] < 0) continue;
+    TD_CHECK_VALUE(at[i] < whole.numel(), "placed elements: index ", at[i], " past the whole's ",
+                   whole.numel(), " elements");
+    char* whole_at = w + size_t(at[i]) * size;
+    if constexpr (kToWhole)
+      std::memcpy(whole_at, p + i * size, size);
+    else
+      std::memcpy(p + i * size, whole_at, size);
+  }
+}
+
+}  // namespace
+
+void put_elements(const Tensor& part, const std::vector<int64_t>& at, Tensor& whole) {
+  copy_elements<true>(part, at, whole);
+}
+
+void take_elements(const Tensor& whole, const std::vector<int64_t>& at, Tensor& part) {
+  copy_elements<false>(part, at, whole);
 }
 
 }  // namespace tandem::parallel

@@ -36,4 +36,16 @@ std::vector<AppliedPlacement> applied_placements(const PlacedTensor& e,
 std::vector<int64_t> whole_elements(const Shape& whole, const std::vector<AppliedPlacement>& chain,
                                     std::string_view what);
 
+/// whole_elements for a tensor of `numel` elements: a chain's trailing padding, which a rank's
+/// tensor may leave out (fully_shard's last chunk), dropped. ValueError naming `what` when the
+/// tensor and the chain disagree otherwise.
+std::vector<int64_t> held_elements(const Shape& whole, const std::vector<AppliedPlacement>& chain,
+                                   int64_t numel, std::string_view what);
+
+/// Element i of `part` goes to element at[i] of `whole` (none where at[i] < 0). Both contiguous,
+/// of one dtype, on the CPU.
+void put_elements(const Tensor& part, const std::vector<int64_t>& at, Tensor& whole);
+/// Element i of `part` comes from element at[i] of `whole` (left as it is where at[i] < 0).
+void take_elements(const Tensor& whole, const std::vector<int64_t>& at, Tensor& part);
+
 }  // namespace tandem::parallel

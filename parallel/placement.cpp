@@ -195,7 +195,16 @@ void PlacementTable::replace(const Tensor& local, const Tensor& part, const std:
 
 void PlacementTable::drop(const Tensor& local) {
   const size_t i = index_of(local);
-  if (i < entries_.size()) entries_.erase(entries_.begin() + std::ptrdiff_t(i));
+  if (i == entries_.size()) return;
+  former_.emplace_back(local.impl_ptr(), entries_[i].name);
+  entries_.erase(entries_.begin() + std::ptrdiff_t(i));
+}
+
+std::string PlacementTable::name_of(const Tensor& local) const {
+  if (const PlacedTensor* e = find(local)) return e->name;
+  for (const auto& [tensor, name] : former_)
+    if (tensor.lock() == local.impl_ptr()) return name;
+  return "";
 }
 
 void PlacementTable::keep_only(const std::vector<std::pair<std::string, Tensor>>& tensors) {
@@ -245,6 +254,13 @@ bool PlacementTable::divides(const std::string& dim) const {
   for (const Dimension& d : dims_)
     if (d.name == dim) return d.across == Across::Stages || d.divided;
   return false;
+}
+
+std::vector<int64_t> PlacementTable::stage() const {
+  std::vector<int64_t> out;
+  for (const Dimension& d : dims_)
+    if (d.across == Across::Stages) out.push_back(d.group->rank());
+  return out;
 }
 
 std::string PlacementTable::str() const {

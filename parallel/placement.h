@@ -97,6 +97,10 @@ class PlacementTable {
   PlacedTensor& record(const Tensor& local, const std::string& name = "");
   /// `local`'s entry, or null.
   const PlacedTensor* find(const Tensor& local) const;
+  /// `local`'s name in one device's model: its entry's, or, for a tensor whose entry a wrapper
+  /// replaced or dropped (ZeRO trains a parameter in pieces, or not here), the name the entry
+  /// had; empty when the table never held it.
+  std::string name_of(const Tensor& local) const;
   /// Records `local` as placed `p` along `dim` (after any placement it already has).
   void place(const Tensor& local, const std::string& dim, Placement p);
   /// What a layer that keeps a part of a whole tensor records: the dimension (with its group),
@@ -125,6 +129,9 @@ class PlacementTable {
   /// Along `dim`, whether the ranks hold different parts (a tensor was placed Shard or Piece
   /// along it, or it is a pipeline's stages): then a sum over the whole model needs its group.
   bool divides(const std::string& dim) const;
+  /// This rank's coordinates along the dimensions whose ranks hold different tensors (a
+  /// pipeline's stages), in the order added: empty without a pipeline.
+  std::vector<int64_t> stage() const;
   /// "31 tensors, tp (2 ranks, divides); dp (2 ranks)", for errors and `describe`.
   std::string str() const;
 
@@ -147,6 +154,9 @@ class PlacementTable {
 
   std::vector<Dimension> dims_;
   std::vector<PlacedTensor> entries_;
+  // The tensors of entries replaced or dropped, with their names; weak: a whole tensor that
+  // fully_shard let go must not stay alive here.
+  std::vector<std::pair<std::weak_ptr<TensorImpl>, std::string>> former_;
 };
 
 /// model.to(device), the table's entries following the model's tensors to their new ones: how to

@@ -3,7 +3,9 @@
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/core/check.h>
 #include <tandem/core/serialize/safetensors.h>
+#include <tandem/parallel/comm/agreed_failure.h>
 #include <tandem/parallel/comm/broadcast_object.h>
+#include <tandem/parallel/held_parts.h>
 #include <tandem/parallel/sharded_checkpoint.h>
 #include <tandem/parallel/sharded_checkpoint_index.h>
 #include <algorithm>
@@ -14,79 +16,10 @@ using nlohmann::json;
 using namespace sharded_index;
 namespace {
 
-// Whether this rank writes `e`: along each dimension where the ranks hold the same tensor
-// (Replicate, Partial), only the rank at coordinate 0 does; a tied copy another stage counts,
-// none.
-bool writes(const PlacedTensor& e, const PlacementTable& table) {
-  if (!e.counted) return false;
-  for (const PlacementTable::Dimension& d : table.dimensions()) {
-    if (d.across == Across::Stages) continue;  // each stage holds its own tensors
-    const Placement p = e.along(d.name);
-    const bool divided = std::holds_alternative<Shard>(p) || std::holds_alternative<Piece>(p);
-    if (!divided && d.group->rank() != 0) return false;
-  }
-  return true;
-}
-
-bool writes_replicated(const PlacementTable& table) { return writes(PlacedTensor{}, table); }
-
-// One rank's tensors and its parts of the index.
-struct Written {
-  NamedTensorList tensors;
-  json parts = json::object();  // key -> {shape, dtype, placements[, param, state]}
-
-  void add(const std::string& key, const Tensor& t, const Shape& whole, const json& placements) {
-    if (parts.contains(key)) return;  // a scalar state every piece of a parameter has
-    parts[key] = {{"shape", whole},
-                  {"dtype", std::string(name(t.dtype()))},
-                  {"placements", placements},
-                  {"elements", t.numel()}};
-    if (t.numel() > 0) tensors.emplace_back(key, t);
-  }
-};
-
-Written this_ranks_part(const PlacementTable& table, const nn::StateDict& buffers,
-                        const optim::Optimizer* optimizer) {
-  Written w;
-  for (const PlacedTensor& e : table.entries()) {
-    TD_CHECK_VALUE(!e.name.empty(), "save_sharded_checkpoint: a ", e.local.shape(),
-                   " tensor of the placement table has no name; record it with its name in one "
-                   "device's model");
-    if (writes(e, table))
-      w.add("model." + e.name, e.local, e.whole, to_json(applied_placements(e, table)));
-  }
-  if (writes_replicated(table))
-    for (const auto& [name, b] : buffers) w.add("model." + name, b, b.shape(), json::array());
-  if (optimizer == nullptr) return w;
-  const optim::OptimizerState state = optimizer->state_dict();
-  const std::vector<Tensor> params = optimizer->parameters();
-  for (const auto& [key, t] : state.tensors) {
-    size_t j;
-    std::string what;
-    if (!optim::parse_state_key(key, j, what)) continue;
-    const PlacedTensor* e = j < params.size() ? table.find(params[j]) : nullptr;
-    TD_CHECK_VALUE(e != nullptr, "save_sharded_checkpoint: the optimizer's parameter ", j,
-                   " is not in the placement table (", table.str(),
-                   "); give the optimizer over the table's tensors (under ZeRO its inner())");
-    if (!writes(*e, table)) continue;
-    // Shaped like the rank's tensor (Adam's moments): cut as it is. Else a scalar (Adam's step).
-    const bool per_element = t.dim() > 0 && t.shape() == e->local.shape();
-    const std::string k = "optim." + e->name + "." + what;
-    w.add(k, t, per_element ? e->whole : t.shape(),
-          per_element ? to_json(applied_placements(*e, table)) : json::array());
-    w.parts[k]["param"] = e->name;
-    w.parts[k]["state"] = what;
-    w.parts[k]["per_element"] = per_element;
-  }
-  return w;
-}
-
 // Every rank's parts, on rank 0: the index's "tensors". The collectives first, then the checks
 // (which throw on rank 0 alone, after every rank has left the broadcasts).
 json gather_index(Communicator& world, const json& mine) {
-  std::vector<std::string> texts;
-  for (int r = 0; r < world.size(); ++r)
-    texts.push_back(broadcast_string(world, world.rank() == r ? mine.dump() : "", r));
+  const std::vector<std::string> texts = all_gather_strings(world, mine.dump());
   json tensors = json::object();
   if (world.rank() != 0) return tensors;
   for (int r = 0; r < world.size(); ++r) {
@@ -116,33 +49,11 @@ json gather_index(Communicator& world, const json& mine) {
 template <typename E>
 void agree(Communicator& world, Device device, const std::string& error, const std::string& what,
            const std::string& after) {
-  const int64_t n = world.size();
-  Tensor failed = zeros({n}, {.device = device});
-  if (!error.empty()) failed.narrow(0, world.rank(), 1).fill_(1);
-  world.all_reduce(failed)->wait();
-  const std::vector<float> who = failed.to(Device::cpu()).to_vector<float>();
   std::string bad;
-  for (int64_t r = 0; r < n; ++r)
-    if (who[size_t(r)] > 0) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
+  for (const int r : failed_ranks(world, device, error))
+    bad += (bad.empty() ? "" : ", ") + std::to_string(r);
   TD_CHECK_AS(E, bad.empty(), "save_sharded_checkpoint: rank ", bad, " could not ", what,
               error.empty() ? "" : ": " + error, after);
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
-// The product of the table's dimensions: the ranks a save of it must hear from.
-int64_t ranks_of(const PlacementTable& table) {
-  int64_t n = 1;
-  for (const PlacementTable::Dimension& d : table.dimensions()) n *= d.group->size();
-  return n;
 }
 
 }  // namespace
@@ -165,10 +76,10 @@ void save_sharded_checkpoint(const std::string& dir, int64_t step, Communicator&
   const std::string kept = str("; ", latest.string(), " still names the previous checkpoint");
   Device device = Device::cpu();  // the communicator's: where the table's tensors are
   for (const PlacedTensor& e : table.entries()) device = e.local.device();
-  Written mine;
+  HeldParts mine;
   agree<ValueError>(world, device, error_of([&] {
                       table.check_held("save_sharded_checkpoint");
-                      mine = this_ranks_part(table, buffers, optimizer);
+                      mine = held_parts(table, buffers, optimizer, "save_sharded_checkpoint");
                     }),
                     "list what it holds", kept);
   json index = {{"format", 2}, {"world", n}, {"step", step}, {"metadata", metadata}};

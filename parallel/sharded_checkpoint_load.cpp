@@ -34,7 +34,7 @@ class StepReader {
     const Shape saved = e["shape"].get<Shape>();
     TD_CHECK_AS(DataError, saved == whole, "load_sharded_checkpoint: \"", key, "\" is ", saved,
                 " in ", index_path_.string(), ", ", whole, " in the model");
-    const std::vector<int64_t> want = trimmed(whole_elements(whole, chain, key), dst.numel(), key);
+    const std::vector<int64_t> want = held_elements(whole, chain, dst.numel(), key);
     // Which elements of the whole are wanted, and where each goes in dst.
     std::vector<int64_t> slot(size_t(numel(whole)), -1);
     for (size_t i = 0; i < want.size(); ++i)
@@ -68,14 +68,6 @@ class StepReader {
   }
 
  private:
-  // The chain's elements, less the trailing padding a rank's tensor leaves out.
-  static std::vector<int64_t> trimmed(std::vector<int64_t> v, int64_t n, const std::string& key) {
-    while (int64_t(v.size()) > n && !v.empty() && v.back() < 0) v.pop_back();
-    TD_CHECK_VALUE(int64_t(v.size()) == n, "load_sharded_checkpoint: \"", key, "\": the tensor ",
-                   "has ", n, " elements, its placements ", v.size());
-    return v;
-  }
-
   Tensor file_tensor(const std::string& file, const std::string& key) {
     auto it = files_.find(file);
     if (it == files_.end())

@@ -19,4 +19,11 @@ std::string broadcast_string(Communicator& group, const std::string& text, int r
   return out;
 }
 
+std::vector<std::string> all_gather_strings(Communicator& group, const std::string& text) {
+  std::vector<std::string> out;
+  for (int r = 0; r < group.size(); ++r)
+    out.push_back(broadcast_string(group, group.rank() == r ? text : "", r));
+  return out;
+}
+
 }  // namespace tandem::parallel

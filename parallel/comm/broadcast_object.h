@@ -6,10 +6,14 @@
 
 #include <tandem/parallel/comm/communicator.h>
 #include <string>
+#include <vector>
 
 namespace tandem::parallel {
 
 /// Every rank calls it; each returns `root`'s `text` (the others' `text` is ignored).
 std::string broadcast_string(Communicator& group, const std::string& text, int root = 0);
+
+/// Every rank calls it; each returns every rank's `text`, in rank order (all_gather_object).
+std::vector<std::string> all_gather_strings(Communicator& group, const std::string& text);
 
 }  // namespace tandem::parallel

@@ -66,8 +66,13 @@ PlacementTable placements(std::vector<Stage>& stages) {
     for (size_t i = 1; i < copies.size(); ++i) later_copies.insert(&copies[i].impl());
   PlacementTable table;
   for (Stage& s : stages)
-    for (auto& [name, p] : s.modules.named_parameters())
-      table.record(p, name).counted = !later_copies.count(&p.impl());
+    for (auto& [name, p] : s.modules.named_parameters()) {
+      // A later copy is named as the weight it copies (one device's first name).
+      std::string whole = name;
+      for (const auto& [first, copy] : s.tied)
+        if (copy.is_same(p) && later_copies.count(&p.impl())) whole = first;
+      table.record(p, whole).counted = !later_copies.count(&p.impl());
+    }
   return table;
 }
 

@@ -24,6 +24,7 @@ namespace {
 
 using tandem::testing::stacked::Data;
 using tandem::testing::stacked::Member;
+using tandem::testing::stacked::relative_error;
 using tandem::testing::stacked::Stack;
 
 constexpr double kTolerance = 1e-10;
@@ -42,11 +43,6 @@ void run(const Stack& stack, const std::string& from, int first, int last, const
         save_sharded_checkpoint(to, last, *world, *m.table, m.model->named_buffers(), m.local);
       },
       stack.world());
-}
-
-double relative_error(const Tensor& a, const Tensor& b) {
-  const double scale = std::sqrt(sum(b * b).item());
-  return std::sqrt(sum((a - b) * (a - b)).item()) / (scale > 0 ? scale : 1);
 }
 
 TEST(ShardedCheckpointMatrix, SavedUnderAnyLayoutLoadsUnderAnyOther) {

@@ -9,6 +9,7 @@
 #include <tandem/parallel/clip_grad_norm.h>
 #include <tandem/tandem.h>
 
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -63,6 +64,12 @@ struct Member {
   std::function<void()> after_load = [] {};
   std::vector<std::shared_ptr<void>> keep;  // the mesh and the wrappers, alive for the run
 };
+
+/// |a − b| / |b| over all elements (|a − b| when b is zero).
+inline double relative_error(const Tensor& a, const Tensor& b) {
+  const double scale = std::sqrt(sum(b * b).item());
+  return std::sqrt(sum((a - b) * (a - b)).item()) / (scale > 0 ? scale : 1);
+}
 
 inline std::pair<Tensor, Tensor> batch(int step) {
   return random_token_batch(kBatch, kDrawnT, kDrawnVocab, uint64_t(step + 70));

@@ -6,10 +6,9 @@
 #include <tandem/core/memory_stats.h>
 #include <tandem/parallel/clip_grad_norm.h>
 #include <tandem/parallel/ddp/state_bytes.h>
-#include <tandem/parallel/pipeline/pipeline_state.h>
 #include <tandem/parallel/process_group.h>
 #include <tandem/parallel/sharded_checkpoint.h>
-#include <tandem/parallel/tp/model_state.h>
+#include <tandem/parallel/whole_state.h>
 #include <cmath>
 
 #include "step.h"
@@ -26,6 +25,11 @@ struct AmpScope : AutocastGuard {
 // The pipelines take the scale as a number: a host read of the scaler's device (one sync).
 double loss_scale(const Setup& s) {
   return s.scaler && s.scaler->is_enabled() ? s.scaler->get_scale() : 1;
+}
+
+// Every rank of the run; null for one process.
+parallel::Communicator* world_of(const Setup& s) {
+  return s.mode == Parallelism::DDP ? &parallel::default_group() : nullptr;
 }
 
 // The optimizer over the table's tensors: ZeRO's inner one holds the pieces.
@@ -210,96 +214,27 @@ std::string memory_line(const Setup& s, const TrainOptions& o, int world) {
 }
 
 CheckpointContent checkpoint_content(Setup& s, optim::Optimizer& optimizer) {
-  if (s.stages && s.zero)  // ZeRO's state whole over dp (by the stage's parameters), then as below
-    return {parallel::full_state_dict(*s.stages, s.tp),
-            parallel::full_optimizer_state(*s.stages, s.zero->module_parameters(),
-                                           s.zero->consolidate_state_dict(), s.tp)};
-  if (s.stages)  // every stage's whole tensors, on the pipeline's first rank (rank 0 among them)
-    return {parallel::full_state_dict(*s.stages, s.tp),
-            parallel::full_optimizer_state(*s.stages, optimizer, s.tp)};
-  if (s.tp && s.fsdp)  // whole over dp (fully_shard), then over tp: every rank takes part
-    return {parallel::tp::put_slices_together(*s.model, s.fsdp->full_state_dict(), s.tp),
-            parallel::tp::put_slices_together(*s.model, optimizer,
-                                              s.fsdp->full_optimizer_state_dict(optimizer), s.tp)};
-  if (s.tp && s.zero)  // ZeRO's state whole over dp (indexed by the slices), then over tp
-    return {parallel::tp::full_state_dict(*s.model, s.tp),
-            parallel::tp::put_slices_together(*s.model, s.zero->module_parameters(),
-                                              s.zero->consolidate_state_dict(), s.tp)};
-  if (s.tp)  // every rank of the group takes part; all hold the whole tensors then
-    return {parallel::tp::full_state_dict(*s.model, s.tp),
-            parallel::tp::full_optimizer_state(*s.model, optimizer, s.tp)};
-  if (s.fsdp)
-    return {s.fsdp->full_state_dict(/*rank0_only=*/true),
-            s.fsdp->full_optimizer_state_dict(optimizer, /*rank0_only=*/true)};
-  if (s.zero) s.zero->consolidate_state_dict();
-  return {s.model->state_dict(), optimizer.state_dict()};
+  parallel::Communicator* world = world_of(s);
+  return {parallel::full_state_dict(*s.placements, *s.model, world),
+          parallel::full_optimizer_state(*s.placements, *s.model, table_optimizer(s, optimizer),
+                                         world)};
 }
-
-namespace {
-
-Restore whole_file_restore(Setup& s, optim::Optimizer& optimizer) {
-  if (s.stages && s.zero)  // the stage's part, of which ZeRO keeps its pieces' state
-    return {
-        [&s](const nn::StateDict& sd, const std::string& path) {
-          parallel::load_full_state_dict(*s.stages, sd, s.tp, path);
-        },
-        [&s](const optim::OptimizerState& state) {
-          s.zero->load_state_dict(parallel::stage_optimizer_state(
-              *s.stages, s.zero->module_parameters(), s.zero->param_groups_json(), state, s.tp));
-        }};
-  if (s.stages)  // a checkpoint of any layout: each rank takes its stage's slices
-    return {[&s](const nn::StateDict& sd, const std::string& path) {
-              parallel::load_full_state_dict(*s.stages, sd, s.tp, path);
-            },
-            [&s, &optimizer](const optim::OptimizerState& state) {
-              parallel::load_full_optimizer_state(*s.stages, optimizer, state, s.tp);
-            }};
-  if (s.tp && s.fsdp)  // this rank's slices, of which fully_shard keeps its rows
-    return {[&s](const nn::StateDict& sd, const std::string& path) {
-              s.fsdp->load_full_state_dict(parallel::tp::slices_of(*s.model, sd, s.tp), path);
-            },
-            [&s, &optimizer](const optim::OptimizerState& state) {
-              s.fsdp->load_full_optimizer_state_dict(
-                  optimizer, parallel::tp::slices_of(*s.model, optimizer, state, s.tp));
-            }};
-  if (s.tp && s.zero)  // this rank's slices, of which ZeRO keeps its pieces' state
-    return {[&s](const nn::StateDict& sd, const std::string& path) {
-              parallel::tp::load_full_state_dict(*s.model, sd, s.tp, path);
-            },
-            [&s, &optimizer](const optim::OptimizerState& state) {
-              optimizer.load_state_dict(
-                  parallel::tp::slices_of(*s.model, s.zero->module_parameters(), state, s.tp));
-            }};
-  if (s.tp)  // a checkpoint of any tensor-parallel size: each rank takes its slices
-    return {[&s](const nn::StateDict& sd, const std::string& path) {
-              parallel::tp::load_full_state_dict(*s.model, sd, s.tp, path);
-            },
-            [&s, &optimizer](const optim::OptimizerState& state) {
-              parallel::tp::load_full_optimizer_state(*s.model, optimizer, state, s.tp);
-            }};
-  if (s.fsdp)  // one whole file, on any number of ranks
-    return {[&s](const nn::StateDict& sd, const std::string& path) {
-              s.fsdp->load_full_state_dict(sd, path);
-            },
-            [&s, &optimizer](const optim::OptimizerState& state) {
-              s.fsdp->load_full_optimizer_state_dict(optimizer, state);
-            }};
-  return {[&s](const nn::StateDict& sd, const std::string& path) {
-            s.model->load_state_dict(sd, true, path);
-          },
-          [&optimizer](const optim::OptimizerState& state) { optimizer.load_state_dict(state); }};
-}
-
-}  // namespace
 
 Restore restore_into(Setup& s, optim::Optimizer& optimizer) {
-  Restore r = whole_file_restore(s, optimizer);
-  if (s.mode != Parallelism::DDP) return r;  // a sharded checkpoint is a run of ranks'
+  parallel::Communicator* world = world_of(s);
+  optim::Optimizer& local = table_optimizer(s, optimizer);
+  Restore r{[&s, world](const nn::StateDict& sd, const std::string& path) {
+              parallel::load_full_state_dict(*s.placements, *s.model, sd, world, path);
+              if (s.zero) s.zero->shards().gather_parameters();  // the table lists our pieces
+            },
+            [&s, &local, world](const optim::OptimizerState& state) {
+              parallel::load_full_optimizer_state(*s.placements, *s.model, local, state, world);
+            }};
+  if (world == nullptr) return r;  // a sharded checkpoint is a run of ranks'
   // A sharded checkpoint of any layout: each rank reads the elements of what it trains.
-  r.sharded = [&s, &optimizer](const std::string& dir) {
+  r.sharded = [&s, &local](const std::string& dir) {
     std::map<std::string, std::string> meta;
-    parallel::load_sharded_checkpoint(dir, *s.placements, s.model->named_buffers(),
-                                      &table_optimizer(s, optimizer), &meta);
+    parallel::load_sharded_checkpoint(dir, *s.placements, s.model->named_buffers(), &local, &meta);
     if (s.zero) s.zero->shards().gather_parameters();  // the table lists this rank's pieces
     return meta;
   };

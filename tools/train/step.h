@@ -108,12 +108,12 @@ StepResult train_step(Setup& s, const Tensor& x, const Tensor& y);
 /// "6.5 MB predicted (parameters 1.9 + gradients 0.9 + optimizer 3.7), 6.8 MB held".
 std::string memory_line(const Setup& s, const TrainOptions& options, int world);
 
-/// What --checkpoint saves: the model's and optimizer's whole state. Collective under --zero
-/// (every rank calls it; rank 0 saves it): ZeRO-1/2 gather the optimizer state every rank holds a
-/// shard of, ZeRO-3 the parameters too.
+/// What --checkpoint saves: the model's and optimizer's whole state, one device's, put together
+/// from every rank's parts as the placement table records them (parallel/whole_state.h).
+/// Collective in a run of ranks (every rank calls it; rank 0 holds the result and saves it).
 CheckpointContent checkpoint_content(Setup& s, optim::Optimizer& optimizer);
-/// How --resume puts a checkpoint back: into the model and the optimizer, or under --zero 3 each
-/// rank's rows of them (from a checkpoint of any number of ranks).
+/// How --resume puts a checkpoint back, whole or sharded, of any layout: each rank takes the
+/// elements of what it trains. Collective in a run of ranks.
 Restore restore_into(Setup& s, optim::Optimizer& optimizer);
 
 /// What --sharded-checkpoint saves of this rank: its placement table's tensors, the model's
