@@ -43,7 +43,8 @@ HeldParts held_parts(const PlacementTable& table, const nn::StateDict& buffers,
   if (optimizer == nullptr) return w;
   const optim::OptimizerState state = optimizer->state_dict();
   const std::vector<Tensor> params = optimizer->parameters();
-  for (const auto& [key, t] : state.tensors) {
+  for (size_t at = 0; at < state.tensors.size(); ++at) {
+    const auto& [key, t] = state.tensors[at];
     size_t j;
     std::string what;
     if (!optim::parse_state_key(key, j, what)) continue;
@@ -60,6 +61,7 @@ HeldParts held_parts(const PlacementTable& table, const nn::StateDict& buffers,
     w.parts[k]["param"] = e->name;
     w.parts[k]["state"] = what;
     w.parts[k]["per_element"] = per_element;
+    w.parts[k]["order"] = at;  // where the optimizer lists it: step before exp_avg, say
   }
   return w;
 }

@@ -25,7 +25,8 @@ bool gives(const PlacedTensor& e, const PlacementTable& table);
 struct HeldParts {
   NamedTensorList tensors;  // the parts with elements, in the order added
   // key -> {"shape": the whole's, "dtype", "placements" (placed_elements' chain as JSON),
-  // "elements"; an optimizer state's also "param", "state" and "per_element"}
+  // "elements"; an optimizer state's also "param", "state", "per_element" and "order", its
+  // place in the optimizer's state_dict}
   nlohmann::json parts = nlohmann::json::object();
 
   void add(const std::string& key, const Tensor& t, const Shape& whole,

@@ -38,7 +38,6 @@
 #include <tandem/parallel/memory_summary.h>
 #include <tandem/parallel/pipeline/distributed_pipeline.h>
 #include <tandem/parallel/pipeline/pipeline.h>
-#include <tandem/parallel/pipeline/pipeline_state.h>
 #include <tandem/parallel/pipeline/split.h>
 #include <tandem/parallel/pipeline/tied.h>
 #include <tandem/parallel/placement.h>
@@ -52,6 +51,6 @@
 #include <tandem/parallel/store/tcp_store.h>
 #include <tandem/parallel/tp/gpt.h>
 #include <tandem/parallel/tp/layers.h>
-#include <tandem/parallel/tp/model_state.h>
 #include <tandem/parallel/tp/regions.h>
 #include <tandem/parallel/tp/vocab_parallel.h>
+#include <tandem/parallel/whole_state.h>

@@ -10,7 +10,10 @@
 #include <tandem/parallel/sharded_checkpoint_index.h>
 #include <tandem/parallel/whole_state.h>
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <set>
+#include <sstream>
 #include <tuple>
 
 namespace tandem::parallel {
@@ -30,15 +33,16 @@ void check_world(const PlacementTable& table, Communicator* world, std::string_v
                  "; give the communicator of every rank of the run");
 }
 
-// Throws, on every rank, the first failed rank's error, if any rank's `error` is not empty.
-void agree(Communicator* world, Device device, const std::string& error) {
-  if (world == nullptr || world->size() == 1) {
-    TD_CHECK_AS(DataError, error.empty(), error);
-    return;
+// Throws on every rank when any rank's attempt failed: that rank its own exception, the others a
+// DataError with the first failed rank's message.
+void agree(Communicator* world, Device device, const Attempt& mine) {
+  if (world != nullptr && world->size() > 1) {
+    const std::vector<int> failed = failed_ranks(*world, device, mine.error);
+    if (failed.empty()) return;
+    const std::string text = broadcast_string(*world, mine.error, failed.front());
+    if (!mine.exception) ::tandem::detail::fail<DataError>(text);
   }
-  const std::vector<int> failed = failed_ranks(*world, device, error);
-  if (!failed.empty())
-    ::tandem::detail::fail<DataError>(broadcast_string(*world, error, failed.front()));
+  if (mine.exception) std::rethrow_exception(mine.exception);
 }
 
 std::vector<std::string> gather_strings(Communicator* world, const std::string& mine) {
@@ -51,7 +55,7 @@ std::vector<std::string> gather_strings(Communicator* world, const std::string& 
 struct Wholes {
   std::map<std::string, Tensor> tensors;
   json meta = json::object();
-  std::string error;  // rank 0's, for agree()
+  Attempt outcome;  // rank 0's, for agree()
 };
 
 Wholes put_together(const HeldParts& mine, Communicator* world, Device device,
@@ -73,7 +77,7 @@ Wholes put_together(const HeldParts& mine, Communicator* world, Device device,
     return out;
   }
   std::map<std::string, std::vector<bool>> filled;
-  std::string& error = out.error;
+  Attempt& outcome = out.outcome;
   for (size_t r = 0; r < texts.size(); ++r) {
     const json theirs = json::parse(texts[r]);
     for (const auto& [key, p] : theirs.items()) {
@@ -84,8 +88,8 @@ Wholes put_together(const HeldParts& mine, Communicator* world, Device device,
         part = empty({n}, {.dtype = sharded_index::dtype_named(p["dtype"], key), .device = device});
         world->recv(part, int(r))->wait();
       }
-      if (!error.empty()) continue;  // every part is still received
-      error = error_of([&] {
+      if (outcome.exception) continue;  // every part is still received
+      outcome = attempt([&] {
         const Shape shape = p["shape"].get<Shape>();
         Tensor& whole = out.tensors[key];
         if (!whole.defined()) {
@@ -110,8 +114,11 @@ Wholes put_together(const HeldParts& mine, Communicator* world, Device device,
   }
   for (const auto& [key, marks] : filled) {
     const auto gap = std::find(marks.begin(), marks.end(), false);
-    if (error.empty() && gap != marks.end())
-      error = str(by, ": element ", gap - marks.begin(), " of \"", key, "\" is held by no rank");
+    if (!outcome.exception && gap != marks.end())
+      outcome = attempt([&] {
+        TD_CHECK_VALUE(false, by, ": element ", gap - marks.begin(), " of \"", key,
+                       "\" is held by no rank");
+      });
   }
   return out;
 }
@@ -121,23 +128,21 @@ Wholes put_together(const HeldParts& mine, Communicator* world, Device device,
 nn::StateDict full_state_dict(const PlacementTable& table, nn::Module& model, Communicator* world) {
   check_world(table, world, "full_state_dict");
   const Device device = device_of(table);
-  std::string error;
   HeldParts mine;
   // The model's state_dict names, in order, each with the part it is (a tied name: its weight's).
   json names = {{"stage", table.stage()}, {"names", json::array()}};
-  error = error_of([&] {
-    table.check_held("full_state_dict");
-    mine = held_parts(table, model.named_buffers(), nullptr, "full_state_dict");
-    for (const auto& [key, t] : model.state_dict()) {
-      const std::string part = table.name_of(t);  // a ZeRO rank's parameter: its pieces' name
-      names["names"].push_back({key, part.empty() ? key : part});
-    }
-  });
-  agree(world, device, error);
+  agree(world, device, attempt([&] {
+          table.check_held("full_state_dict");
+          mine = held_parts(table, model.named_buffers(), nullptr, "full_state_dict");
+          for (const auto& [key, t] : model.state_dict()) {
+            const std::string part = table.name_of(t);  // a ZeRO rank's parameter: its pieces' name
+            names["names"].push_back({key, part.empty() ? key : part});
+          }
+        }));
   const std::vector<std::string> all_names = gather_strings(world, names.dump());
   Wholes wholes = put_together(mine, world, device, "full_state_dict");
   nn::StateDict out;
-  error = error_of([&] {
+  const Attempt outcome = attempt([&] {
     if (world && world->rank() != 0) return;
     // One device's order: the stages' in order, each stage's names in its order.
     std::vector<std::tuple<std::vector<int64_t>, size_t, std::string, std::string>> order;
@@ -158,7 +163,7 @@ nn::StateDict full_state_dict(const PlacementTable& table, nn::Module& model, Co
       out.emplace_back(key, it->second);
     }
   });
-  agree(world, device, wholes.error.empty() ? error : wholes.error);
+  agree(world, device, wholes.outcome.exception ? wholes.outcome : outcome);
   return out;
 }
 
@@ -168,32 +173,32 @@ optim::OptimizerState full_optimizer_state(const PlacementTable& table, nn::Modu
   const Device device = device_of(table);
   const OptimizerNumbering numbering = number_parameters(table, model, optimizer, world);
   HeldParts mine;
-  std::string error =
-      error_of([&] { mine = held_parts(table, {}, &optimizer, "full_optimizer_state"); });
-  agree(world, device, error);
+  agree(world, device,
+        attempt([&] { mine = held_parts(table, {}, &optimizer, "full_optimizer_state"); }));
   Wholes wholes = put_together(mine, world, device, "full_optimizer_state");
   optim::OptimizerState out;
-  error = error_of([&] {
+  const Attempt outcome = attempt([&] {
     if (world && world->rank() != 0) return;
-    std::vector<std::tuple<int64_t, std::string, Tensor>> states;  // (one device's index, name)
+    // (one device's index, the optimizer's order of its states, their name, the tensor)
+    std::vector<std::tuple<int64_t, int64_t, std::string, Tensor>> states;
     for (const auto& [key, t] : wholes.tensors) {
       const json& m = wholes.meta[key];
       if (!m.contains("param")) continue;
       const auto j = numbering.index.find(m["param"].get<std::string>());
       TD_CHECK_VALUE(j != numbering.index.end(), "full_optimizer_state: \"", key,
                      "\" is the state of a parameter no optimizer holds");
-      states.emplace_back(j->second, m["state"].get<std::string>(), t);
+      states.emplace_back(j->second, m.value("order", 0), m["state"].get<std::string>(), t);
     }
     std::sort(states.begin(), states.end(), [](const auto& a, const auto& b) {
       return std::tie(std::get<0>(a), std::get<1>(a)) < std::tie(std::get<0>(b), std::get<1>(b));
     });
-    for (const auto& [j, what, t] : states)
+    for (const auto& [j, order, what, t] : states)
       out.tensors.emplace_back(str("state.", j, ".", what), t);
     json groups = json::parse(optimizer.state_dict().param_groups_json);
     for (size_t g = 0; g < groups.size(); ++g) groups[g]["params"] = numbering.groups[g];
     out.param_groups_json = groups.dump();
   });
-  agree(world, device, wholes.error.empty() ? error : wholes.error);
+  agree(world, device, wholes.outcome.exception ? wholes.outcome : outcome);
   return out;
 }
 
@@ -216,47 +221,62 @@ void load_full_state_dict(const PlacementTable& table, nn::Module& model,
   check_world(table, world, "load_full_state_dict");
   NoGradGuard no_grad;
   const Device device = device_of(table);
-  const std::string from = source.empty() ? "the state dict" : std::string(source);
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < whole.size(); ++i) index.emplace(whole[i].first, i);
-  Tensor used = zeros({int64_t(whole.size()) + 1}, {.device = device});  // + 1: never empty
-  std::vector<float> mine(whole.size() + 1, 0);
-  const std::string error = error_of([&] {
-    // A tensor's whole, as `part` names it in `whole`, checked to be `shape`.
-    const auto whole_of = [&](const std::string& part, const Shape& shape) -> const Tensor& {
-      const auto it = index.find(part);
-      TD_CHECK_AS(DataError, it != index.end(), "load_full_state_dict: ", from, " has no \"", part,
-                  "\"");
-      mine[it->second] = 1;
-      const Tensor& w = whole[it->second].second;
-      TD_CHECK_AS(DataError, w.shape() == shape, "load_full_state_dict: \"", part, "\" is ",
-                  w.shape(), " in ", from, ", ", shape, " in the model");
-      return w;
-    };
-    for (const PlacedTensor& e : table.entries())  // what this rank trains, as it holds it
-      Tensor(e.local).copy_(cut_like(whole_of(e.name, e.whole), e, table).to(e.local.device()));
-    const nn::StateDict buffers = model.named_buffers();
-    for (auto& [key, t] : model.state_dict()) {
-      const bool buffer = std::any_of(buffers.begin(), buffers.end(),
-                                      [&](const auto& b) { return b.second.is_same(t); });
-      if (buffer) {
-        t.copy_(whole_of(key, t.shape()).to(t.device()));
-      } else if (const auto k = index.find(key); k != index.end()) {
-        // A tied weight's other name, or a parameter this rank trains in pieces (ZeRO's:
-        // loaded through them, then gathered).
-        mine[k->second] = 1;
-      }
+  std::vector<float> used(whole.size() + 1, 0);  // + 1: never empty
+  // First what this rank needs, and what does not fit; nothing is copied unless all fits.
+  std::string problems;
+  std::vector<std::function<void()>> copies;
+  const auto need = [&](const std::string& part, const Shape& shape) -> const Tensor* {
+    const auto it = index.find(part);
+    if (it == index.end()) {
+      problems += "\n  missing: " + part;
+      return nullptr;
     }
-  });
-  agree(world, device, error);
-  used.copy_(from_vector(mine, {int64_t(mine.size())}).to(device));
-  if (world) world->all_reduce(used)->wait();
-  const std::vector<float> by_any = used.to(Device::cpu()).to_vector<float>();
-  std::string extra;
+    used[it->second] = 1;
+    const Tensor& w = whole[it->second].second;
+    if (w.shape() == shape) return &w;
+    problems += str("\n  ", part, ": ", w.shape(), " given, ", shape, " expected");
+    return nullptr;
+  };
+  for (const PlacedTensor& e : table.entries())  // what this rank trains, as it holds it
+    if (const Tensor* w = need(e.name, e.whole))
+      copies.push_back(
+          [&e, w, &table] { Tensor(e.local).copy_(cut_like(*w, e, table).to(e.local.device())); });
+  const nn::StateDict buffers = model.named_buffers();
+  for (auto& [key, t] : model.state_dict()) {
+    const bool buffer = std::any_of(buffers.begin(), buffers.end(),
+                                    [&](const auto& b) { return b.second.is_same(t); });
+    if (!buffer) {  // a tied weight's other name, or a parameter ZeRO trains in pieces
+      if (const auto k = index.find(key); k != index.end()) used[k->second] = 1;
+    } else if (const Tensor* w = need(key, t.shape())) {
+      copies.push_back([t, w] { Tensor(t).copy_(w->to(t.device())); });
+    }
+  }
+  // What no rank's model has: the same verdict on every rank.
+  Tensor any = from_vector(used, {int64_t(used.size())}).to(device);
+  if (world) world->all_reduce(any)->wait();
+  const std::vector<float> by_any = any.to(Device::cpu()).to_vector<float>();
+  std::string unexpected;
   for (size_t i = 0; i < whole.size(); ++i)
-    if (by_any[i] == 0) extra += (extra.empty() ? "\"" : ", \"") + whole[i].first + "\"";
-  TD_CHECK_AS(DataError, extra.empty(), "load_full_state_dict: ", from, " holds ", extra,
-              ", which the model does not have (a checkpoint of another model?)");
+    if (by_any[i] == 0) unexpected += "\n  unexpected: " + whole[i].first;
+  const bool failed = world && world->size() > 1 ? !failed_ranks(*world, device, problems).empty()
+                                                 : !problems.empty();
+  if (failed || !unexpected.empty()) {
+    std::string lines;  // every rank's, each once, in rank order
+    std::set<std::string> seen;
+    for (const std::string& text :
+         failed ? gather_strings(world, problems) : std::vector<std::string>{}) {
+      std::istringstream in(text);
+      for (std::string line; std::getline(in, line);)
+        if (!line.empty() && seen.insert(line).second) lines += "\n" + line;
+    }
+    ::tandem::detail::fail<DataError>(
+        "load_full_state_dict", source.empty() ? "" : " (" + std::string(source) + ")",
+        ": the state dict does not fit the model",
+        unexpected.empty() ? "" : " (a checkpoint of another model?)", ":", lines, unexpected);
+  }
+  for (const auto& copy : copies) copy();
 }
 
 void load_full_optimizer_state(const PlacementTable& table, nn::Module& model,
@@ -265,7 +285,7 @@ void load_full_optimizer_state(const PlacementTable& table, nn::Module& model,
   check_world(table, world, "load_full_optimizer_state");
   NoGradGuard no_grad;
   const OptimizerNumbering numbering = number_parameters(table, model, optimizer, world);
-  const std::string error = error_of([&] {
+  const Attempt outcome = attempt([&] {
     std::map<int64_t, std::vector<std::pair<std::string, Tensor>>> of;  // index -> its state
     for (const auto& [key, t] : whole.tensors) {
       size_t j;
@@ -305,7 +325,34 @@ void load_full_optimizer_state(const PlacementTable& table, nn::Module& model,
     }
     optimizer.load_state_dict(local);
   });
-  agree(world, device_of(table), error);
+  agree(world, device_of(table), outcome);
+}
+
+nn::StateDict broadcast_state_dict(const nn::StateDict& state, Communicator* world, Device device) {
+  if (world == nullptr || world->size() == 1) return state;
+  // The names, shapes and dtypes first, so every rank can make room; then each tensor.
+  const bool root = world->rank() == 0;
+  json list = json::array();
+  for (const auto& [key, t] : state) list.push_back({key, t.shape(), std::string(name(t.dtype()))});
+  list = json::parse(broadcast_string(*world, root ? list.dump() : ""));
+  nn::StateDict out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string key = list[i][0];
+    Tensor t =
+        root ? state[i].second.to(device).contiguous().clone()
+             : empty(list[i][1].get<Shape>(),
+                     {.dtype = sharded_index::dtype_named(list[i][2], key), .device = device});
+    world->broadcast(t, 0)->wait();
+    out.emplace_back(key, t.to(Device::cpu()));
+  }
+  return out;
+}
+
+optim::OptimizerState broadcast_optimizer_state(const optim::OptimizerState& state,
+                                                Communicator* world, Device device) {
+  if (world == nullptr || world->size() == 1) return state;
+  const std::string groups = broadcast_string(*world, state.param_groups_json);
+  return {broadcast_state_dict(state.tensors, world, device), groups};
 }
 
 }  // namespace tandem::parallel

@@ -37,11 +37,11 @@ optim::OptimizerState full_optimizer_state(const PlacementTable& table, nn::Modu
                                            const optim::Optimizer& optimizer, Communicator* world);
 
 /// The inverse of full_state_dict, from a whole state dict of any layout (a one-device run's,
-/// PyTorch's): each rank copies into what it holds its elements of each whole tensor. DataError
-/// naming `source` on every rank when a tensor is missing or of another shape (naming both), or
-/// when the state dict holds a tensor no rank's model has (a checkpoint of another model). ZeRO's
-/// table lists only this rank's pieces: all-gather the parameters afterwards
-/// (ZeroShards::gather_parameters).
+/// PyTorch's): each rank copies into what it holds its elements of each whole tensor. When it
+/// does not fit — a tensor missing or of another shape, or one no rank's model has (a checkpoint
+/// of another model) — nothing is loaded, and every rank throws one DataError naming `source`
+/// and every problem. ZeRO's table lists only this rank's pieces: all-gather the parameters
+/// afterwards (ZeroShards::gather_parameters).
 void load_full_state_dict(const PlacementTable& table, nn::Module& model,
                           const nn::StateDict& whole, Communicator* world,
                           std::string_view source = "");
@@ -51,5 +51,13 @@ void load_full_state_dict(const PlacementTable& table, nn::Module& model,
 void load_full_optimizer_state(const PlacementTable& table, nn::Module& model,
                                optim::Optimizer& optimizer, const optim::OptimizerState& whole,
                                Communicator* world);
+
+/// Rank 0's `state` on every rank of `world`, on the CPU (the others' argument is ignored): a
+/// whole state every rank holds, as PyTorch's full state dict without rank0_only. Collective;
+/// the tensors travel on `device` (the communicator's: CUDA for NCCL).
+nn::StateDict broadcast_state_dict(const nn::StateDict& state, Communicator* world,
+                                   Device device = Device::cpu());
+optim::OptimizerState broadcast_optimizer_state(const optim::OptimizerState& state,
+                                                Communicator* world, Device device = Device::cpu());
 
 }  // namespace tandem::parallel

@@ -19,7 +19,7 @@ DecayGroups weight_decay_groups(const nn::StateDict& named_parameters);
 /// AdamW's two groups: the decaying ones with `options` (its weight_decay), the others with the
 /// same options and weight_decay 0. Empty groups are left out, unless `keep_empty_groups`: a
 /// pipeline stage's optimizer keeps both, so that every stage's groups line up with one device's
-/// (parallel/pipeline/pipeline_state.h).
+/// (parallel/optimizer_numbering.h).
 std::vector<Adam::Group> adamw_groups(const nn::StateDict& named_parameters, AdamOptions options,
                                       bool keep_empty_groups = false);
 

@@ -5,20 +5,33 @@
 #pragma once
 
 #include <tandem/parallel/comm/communicator.h>
+#include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tandem::parallel {
 
-/// What `f` throws, as its message; empty when it returns.
+/// What `f` threw: its message, and the exception itself (to rethrow as it was); both empty when
+/// it returned.
+struct Attempt {
+  std::string error;
+  std::exception_ptr exception;
+};
 template <typename F>
-std::string error_of(F&& f) {
+Attempt attempt(F&& f) {
   try {
     f();
   } catch (const std::exception& e) {
-    return e.what();
+    return {e.what(), std::current_exception()};
   }
-  return "";
+  return {};
+}
+
+/// What `f` throws, as its message; empty when it returns.
+template <typename F>
+std::string error_of(F&& f) {
+  return attempt(std::forward<F>(f)).error;
 }
 
 /// Every rank calls it with its own `error` (empty: it managed); each returns the ranks whose

@@ -98,19 +98,18 @@ class FullyShardedModule : public nn::Module {
   /// parallel::clip_grad_norm_ reads.
   const std::shared_ptr<PlacementTable>& placements() const;
 
-  /// The whole parameters and buffers under the model's names (PyTorch's full state dict;
-  /// collective: every rank must call it). A tied tensor is one tensor under both names. With
-  /// `rank0_only` the other ranks get an empty dict and hold no whole tensor beyond one unit's
-  /// all-gather at a time (FSDP's FullStateDictConfig(rank0_only=True)).
+  /// PyTorch's whole-state methods, over parallel/whole_state.h with the group as the world
+  /// (the table must span only this group: under TP, call parallel::full_state_dict with the
+  /// run's world). Each is collective: every rank must call it.
+  /// The whole parameters and buffers under the model's names, on the CPU (a tied tensor under
+  /// both names); with `rank0_only` the other ranks get an empty dict (FSDP's
+  /// FullStateDictConfig(rank0_only=True)).
   nn::StateDict full_state_dict(bool rank0_only = false);
   /// Loads a whole state dict (from any world size, or one device): each rank copies its rows
-  /// into its shards. Missing, unexpected and misshapen entries are one ValueError naming them.
+  /// into its shards. Missing, unexpected and misshapen entries are one DataError naming them.
   void load_full_state_dict(const nn::StateDict& state, std::string_view source = "");
-
-  /// The state an optimizer over the whole model would have (same keys, param_groups and
-  /// values), from `optimizer`, an optimizer over parameters() (collective). Each per-element
-  /// state tensor (Adam's moments, momentum) is all-gathered as the parameters are; scalars
-  /// (Adam's step) are every rank's own, the same on all.
+  /// The state an optimizer over the whole model would have (one device's keys, param_groups
+  /// and values), from `optimizer`, an optimizer over parameters().
   optim::OptimizerState full_optimizer_state_dict(const optim::Optimizer& optimizer,
                                                   bool rank0_only = false);
   /// Loads such a whole state (from any world size, or one device) into `optimizer`, an

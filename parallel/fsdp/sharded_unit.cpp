@@ -107,28 +107,6 @@ void ShardedUnit::finish_gather(bool record) {
   gathered_ = Tensor();
 }
 
-std::vector<Tensor> ShardedUnit::gather_whole(const std::vector<Tensor>& values) {
-  NoGradGuard no_grad;
-  DType dtype = shard_dtype_;
-  for (const Tensor& v : values)
-    if (v.defined()) dtype = v.dtype();
-  const Tensor mine = flat_of(values, dtype);
-  Tensor all = empty({group_->size() * flat_}, {.dtype = dtype, .device = mine.device()});
-  std::vector<Tensor> outputs;
-  for (int64_t r = 0; r < group_->size(); ++r) outputs.push_back(all.narrow(0, r * flat_, flat_));
-  group_->all_gather(outputs, mine)->wait();
-  std::vector<Tensor> out;
-  for (size_t i = 0; i < shards_.size(); ++i) out.push_back(whole_from(all, i));
-  return out;
-}
-
-Tensor ShardedUnit::rows_of(size_t i, const Tensor& whole) const {
-  const Layout& l = layout_[i];
-  const int64_t n = l.rows_of(group_->rank());
-  const int64_t start = std::min(group_->rank() * l.chunk, l.rows);  // past the end: no rows
-  return whole.reshape({l.rows, l.row}).narrow(0, start, n).reshape(shards_[i].shape()).clone();
-}
-
 void ShardedUnit::reshard() {
   full_.clear();
   if (gather_work_) gather_work_->wait();

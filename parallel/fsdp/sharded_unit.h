@@ -61,12 +61,6 @@ class ShardedUnit : public std::enable_shared_from_this<ShardedUnit> {
   /// all-gather still in flight (a prefetch no backward used), which would hold old values.
   void reshard();
 
-  /// The whole tensors of per-shard values (one per shard and shaped like it: Adam's moments),
-  /// all-gathered as the parameters are, in the values' dtype. Collective.
-  std::vector<Tensor> gather_whole(const std::vector<Tensor>& values);
-  /// This rank's rows of `whole`, a tensor shaped like parameter i (a copy).
-  Tensor rows_of(size_t i, const Tensor& whole) const;
-
   // ---- gradients ----
   /// Called (on backward's thread) when add_gradient completes the unit.
   std::function<void()> on_complete;

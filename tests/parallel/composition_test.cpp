@@ -6,6 +6,7 @@
 // state (≤ 1e-10 relative, each tensor), the norm read from the one placement table.
 #include <gtest/gtest.h>
 #include <tandem/parallel/clip_grad_norm.h>
+#include <tandem/parallel/whole_state.h>
 #include <tandem/tandem.h>
 
 #include <cmath>
@@ -85,8 +86,8 @@ void expect_one_device(const Trained& got, const std::string& what) {
 }
 
 // (dp, tp) = (2, 2): DDP with ZeRO stage 1 or 2 over "dp" shards the optimizer state (and the
-// gradients) of each rank's tensor-parallel slices; the checkpoint's state is ZeRO's gathered
-// over dp, then put together over tp.
+// gradients) of each rank's tensor-parallel slices; the whole state (parallel/whole_state.h) is
+// put together from ZeRO's pieces of the slices.
 TEST(ComposedModes, ZeroTimesTensorParallelTrainsAsOneDevice) {
   for (int stage : {1, 2}) {
     Trained got;
@@ -114,9 +115,9 @@ TEST(ComposedModes, ZeroTimesTensorParallelTrainsAsOneDevice) {
             clip_grad_norm_(*table, kClip);
             opt->step();
           }
-          nn::StateDict params = tp::full_parameters(model, tp);
-          optim::OptimizerState state = tp::put_slices_together(model, opt->module_parameters(),
-                                                                opt->consolidate_state_dict(), tp);
+          nn::StateDict params = full_state_dict(*table, model, world.get());
+          optim::OptimizerState state =
+              full_optimizer_state(*table, model, opt->inner(), world.get());
           if (world->rank() == 0) got = {std::move(params), std::move(state)};
         },
         4);
@@ -157,8 +158,7 @@ TEST(ComposedModes, TensorParallelCheckpointedBlocksTrainAsOneDevice) {
             clip_grad_norm_(*table, kClip);
             opt.step();
           }
-          nn::StateDict params = fsdp ? tp::put_slices_together(*model, fsdp->full_state_dict(), tp)
-                                      : tp::full_parameters(*model, tp);
+          nn::StateDict params = full_state_dict(*table, *model, world.get());
           if (world->rank() == 0) got.params = std::move(params);
         },
         world_size);
@@ -203,8 +203,7 @@ TEST(ComposedModes, WrappersAdoptTensorParallelCutsWithoutASharedTable) {
             clip_grad_norm_(table, kClip);
             opt.step();
           }
-          nn::StateDict params = fsdp ? tp::put_slices_together(*model, fsdp->full_state_dict(), tp)
-                                      : tp::full_parameters(*model, tp);
+          nn::StateDict params = full_state_dict(table, *model, world.get());
           if (world->rank() == 0) got.params = std::move(params);
         },
         4);
@@ -240,7 +239,7 @@ TEST(ComposedModes, CheckpointedTensorParallelBlocksReplayEachRanksDropout) {
               clip_grad_norm_(*table, kClip);
               opt.step();
             }
-            nn::StateDict params = tp::full_parameters(model, g);
+            nn::StateDict params = full_state_dict(*table, model, g.get());
             if (g->rank() == 0) got[checkpointed] = std::move(params);
           },
           2);
@@ -277,7 +276,7 @@ TEST(ComposedModes, PipelineOfCheckpointedTensorParallelBlocksTrainsAsOneDevice)
           clip_grad_norm_(*table, kClip);
           opt.step();
         }
-        const nn::StateDict whole_state = full_state_dict(pipe, tp);
+        const nn::StateDict whole_state = full_state_dict(*table, pipe.stage(), world.get());
         if (world->rank() == 0) got.params = whole_state;
       },
       4);
@@ -287,7 +286,7 @@ TEST(ComposedModes, PipelineOfCheckpointedTensorParallelBlocksTrainsAsOneDevice)
 // (dp, pp) = (2, 2), 1F1B over 2 micro-batches, DDP with ZeRO stage 1 or 2 over each stage: the
 // micro-batches run inside no_sync(), then one reduction (reduce_gradients) averages the
 // stage's gradients over dp (stage 2: into this rank's pieces), and the stage's optimizer
-// steps its pieces. The checkpoint's AdamW state is ZeRO's gathered over dp, then the stages'.
+// steps its pieces. The whole AdamW state is put together from every stage's pieces.
 TEST(ComposedModes, ZeroOverPipelineStagesTrainsAsOneDevice) {
   for (int stage : {1, 2}) {
     Trained got;
@@ -322,9 +321,9 @@ TEST(ComposedModes, ZeroOverPipelineStagesTrainsAsOneDevice) {
             clip_grad_norm_(*table, kClip);
             opt->step();
           }
-          nn::StateDict params = full_state_dict(pipe, nullptr);
-          optim::OptimizerState state = full_optimizer_state(
-              pipe, opt->module_parameters(), opt->consolidate_state_dict(), nullptr);
+          nn::StateDict params = full_state_dict(*table, pipe.stage(), world.get());
+          optim::OptimizerState state =
+              full_optimizer_state(*table, pipe.stage(), opt->inner(), world.get());
           if (world->rank() == 0) got = {std::move(params), std::move(state)};
         },
         4);

@@ -281,7 +281,7 @@ TEST(FullyShard, AStateDictThatDoesNotFitIsOneErrorNamingEveryProblem) {
         sd.erase(sd.begin());                       // fc1.weight missing
         sd[0].second = zeros({3});                  // fc1.bias misshapen
         sd.emplace_back("fc9.weight", zeros({1}));  // unexpected
-        const std::string msg = tandem::testing::error_message<ValueError>(
+        const std::string msg = tandem::testing::error_message<DataError>(
             [&] { fsdp.load_full_state_dict(sd, "ckpt.safetensors"); });
         for (const char* part : {"ckpt.safetensors", "missing: fc1.weight",
                                  "fc1.bias: [3] given, [64] expected", "unexpected: fc9.weight"})

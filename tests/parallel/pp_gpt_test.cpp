@@ -11,9 +11,8 @@
 #include <tandem/parallel/comm/thread_communicator.h>
 #include <tandem/parallel/device_mesh.h>
 #include <tandem/parallel/pipeline/distributed_pipeline.h>
-#include <tandem/parallel/pipeline/pipeline_state.h>
 #include <tandem/parallel/tp/gpt.h>
-#include <tandem/parallel/tp/model_state.h>
+#include <tandem/parallel/whole_state.h>
 
 #include "parallel/token_batch.h"
 #include "support/expect.h"
@@ -108,11 +107,12 @@ Trained pipelined(const Layout& l, int from = 0, int to = kSteps,
             whole, tp, {.sequence_parallel = l.sequence_parallel, .placements = table});
         DistributedPipeline pipe(model, pp,
                                  {.chunks = l.chunks, .schedule = l.schedule, .placements = table});
+        table->add_dimension("dp", dp);  // replicas: the gradients averaged over it below
         move_to(pipe.stage(), dev, *table);
         optim::AdamW opt = adamw(pipe.stage().named_parameters());
         if (resume) {
-          load_full_state_dict(pipe, resume->model, tp);
-          load_full_optimizer_state(pipe, opt, resume->optimizer, tp);
+          load_full_state_dict(*table, pipe.stage(), resume->model, g.get());
+          load_full_optimizer_state(*table, pipe.stage(), opt, resume->optimizer, g.get());
         }
         Trained& run = runs[size_t(g->rank())];
         const int64_t rows = kBatch / l.dp, first = mesh.coordinate("dp") * rows;
@@ -131,8 +131,10 @@ Trained pipelined(const Layout& l, int from = 0, int to = kSteps,
           dp->all_reduce(loss, ReduceOp::Mean)->wait();
           run.losses.push_back(loss.item());
         }
-        for (const auto& [name, p] : tp::full_state_dict(pipe.stage(), tp)) run.params[name] = p;
-        run.checkpoint = {full_state_dict(pipe, tp), full_optimizer_state(pipe, opt, tp)};
+        // The whole state, on rank 0 (parallel/whole_state.h).
+        run.checkpoint = {full_state_dict(*table, pipe.stage(), g.get()),
+                          full_optimizer_state(*table, pipe.stage(), opt, g.get())};
+        for (const auto& [name, p] : run.checkpoint.model) run.params[name] = p;
       },
       world);
   Trained merged = runs[0];

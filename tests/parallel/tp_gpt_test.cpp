@@ -4,19 +4,19 @@
 // clipped (parallel::clip_grad_norm_ over the plan's placement table: slices summed over the
 // group, replicated tensors once), on TP = 2
 // and 4 thread ranks (cpu:0..t-1), has one device's losses at every step and, its slices put back
-// together (full_parameters), one device's parameters under the same names, to 1e-12 relative
-// (‖difference‖ / ‖parameter‖ for each tensor).
-// With sequence parallelism too (the activations between the regions split along the sequence,
-// the replicated tensors' gradients summed over the group). The vocabulary-parallel loss alone is
-// checked against cross_entropy, ignored targets included. A checkpoint's whole tensors (AdamW's
-// moments too) are one device's and load into any tensor-parallel size.
+// together (parallel::full_state_dict), one device's parameters under the same names, to 1e-12
+// relative (‖difference‖ / ‖parameter‖ for each tensor). With sequence parallelism too (the
+// activations between the regions split along the sequence, the replicated tensors' gradients
+// summed over the group). A checkpoint's whole tensors (AdamW's moments too) are one device's and
+// load into any tensor-parallel size. (The vocabulary-parallel loss alone:
+// vocab_parallel_test.cpp.)
 #include <tandem/parallel/clip_grad_norm.h>
 #include <tandem/parallel/comm/thread_communicator.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/device_mesh.h>
 #include <tandem/parallel/fsdp/fully_shard.h>
 #include <tandem/parallel/tp/gpt.h>
-#include <tandem/parallel/tp/model_state.h>
+#include <tandem/parallel/whole_state.h>
 
 #include "parallel/ddp_models.h"
 #include "parallel/token_batch.h"
@@ -57,6 +57,22 @@ std::vector<std::pair<Tensor, Tensor>> batches() {
   std::vector<std::pair<Tensor, Tensor>> out;
   for (int s = 0; s < kSteps; ++s)
     out.push_back(tandem::testing::random_token_batch(kBatch, kTpT, g_vocab, uint64_t(s + 3)));
+  return out;
+}
+
+// The whole model's parameters on every rank of `world` (as the table records them), under one
+// device's names, in `model`'s order.
+nn::StateDict whole_parameters(const PlacementTable& table, nn::Module& model,
+                               Communicator& world) {
+  const nn::StateDict all =
+      broadcast_state_dict(parallel::full_state_dict(table, model, &world), &world);
+  nn::StateDict out;
+  for (const auto& [name, p] : model.named_parameters())
+    for (const auto& [n, t] : all)
+      if (n == name) {
+        out.emplace_back(name, t);
+        break;
+      }
   return out;
 }
 
@@ -125,9 +141,13 @@ Trained tensor_parallel(int world, TensorParallelOptions options = {}) {
               reduce_partial_gradients(*mine.placements);
               return clip_grad_norm_(*mine.placements, kClip);
             },
-            [&](const optim::Optimizer& opt) { run.state = full_optimizer_state(model, opt, g); });
-        run.params = full_parameters(model, g);
-        run.whole = full_state_dict(model, g);
+            [&](const optim::Optimizer& opt) {
+              run.state = broadcast_optimizer_state(
+                  full_optimizer_state(*mine.placements, model, opt, g.get()), g.get());
+            });
+        run.params = whole_parameters(*mine.placements, model, *g);
+        run.whole =
+            broadcast_state_dict(full_state_dict(*mine.placements, model, g.get()), g.get());
       },
       world);
   for (int r = 1; r < world; ++r)
@@ -226,7 +246,7 @@ TEST(TensorParallelGPT, DataTimesTensorParallelTwoByTwoTrainsAsOneDevice) {
         m.model->named_parameters(),
         [&](const Tensor& x, const Tensor& y) { return gpt_loss(ddp(m.mine(x)), m.mine(y), m.tp); },
         [&] { return clip_grad_norm_(*m.placements, kClip); }, [](const optim::Optimizer&) {});
-    run.params = full_parameters(*m.model, m.tp);
+    run.params = whole_parameters(*m.placements, *m.model, *m.mesh.world());
     return run;
   });
   for (size_t r = 0; r < runs.size(); ++r) {  // every rank ends with one device's parameters
@@ -253,9 +273,11 @@ TEST(TensorParallelGPT, FullyShardTimesTensorParallelTwoByTwoTrainsAsOneDevice) 
         },
         [&] { return clip_grad_norm_(*m.placements, kClip); },
         [&](const optim::Optimizer& opt) {
-          run.state = put_slices_together(*m.model, opt, fsdp.full_optimizer_state_dict(opt), m.tp);
+          Communicator* world = m.mesh.world().get();
+          run.state = broadcast_optimizer_state(
+              full_optimizer_state(*m.placements, *m.model, opt, world), world);
         });
-    run.params = put_slices_together(*m.model, fsdp.full_state_dict(), m.tp);
+    run.params = whole_parameters(*m.placements, *m.model, *m.mesh.world());
     return run;
   });
   for (size_t r = 0; r < runs.size(); ++r) {
@@ -296,13 +318,16 @@ TEST(TensorParallelGPT, CheckpointHoldsOneDevicesStateAndLoadsIntoAnySize) {
   nn::Sequential whole = initial_gpt();
   spawn_threads(
       [&](std::shared_ptr<Communicator> g) {
-        nn::Sequential model = tensor_parallel_gpt(whole, g);
-        model.to(Device::cpu(g->rank()));
+        auto table = std::make_shared<PlacementTable>();
+        nn::Sequential model = tensor_parallel_gpt(whole, g, {.placements = table});
+        move_to(model, Device::cpu(g->rank()), *table);
         optim::AdamW opt = adamw(model.named_parameters());
-        load_full_state_dict(model, got.whole, g);
-        load_full_optimizer_state(model, opt, got.state, g);
-        const nn::StateDict params = full_state_dict(model, g);
-        const optim::OptimizerState state = full_optimizer_state(model, opt, g);
+        load_full_state_dict(*table, model, got.whole, g.get());
+        load_full_optimizer_state(*table, model, opt, got.state, g.get());
+        const nn::StateDict params =
+            broadcast_state_dict(full_state_dict(*table, model, g.get()), g.get());
+        const optim::OptimizerState state =
+            broadcast_optimizer_state(full_optimizer_state(*table, model, opt, g.get()), g.get());
         ASSERT_EQ(params.size(), got.whole.size());
         for (size_t i = 0; i < params.size(); ++i)
           EXPECT_EQ(abs(params[i].second - got.whole[i].second).max().item(), 0.0)
@@ -313,30 +338,6 @@ TEST(TensorParallelGPT, CheckpointHoldsOneDevicesStateAndLoadsIntoAnySize) {
               << state.tensors[i].first;
       },
       4);
-}
-
-// The loss from V/t columns per rank against cross_entropy over all V, with ignored targets,
-// and its gradient against the matching columns of cross_entropy's.
-TEST(VocabParallelCrossEntropy, MatchesCrossEntropyAndItsGradient) {
-  constexpr int kWorld = 3;
-  constexpr int64_t kN = 7, kV = 9;
-  manual_seed(5);
-  const Tensor logits = randn({kN, kV}, {.dtype = kFloat64}) * 3.0;
-  const Tensor targets = from_vector(std::vector<int64_t>{0, 8, 4, -1, 3, 5, -1}, {kN});
-  Tensor leaf = logits.detach().requires_grad_();
-  const Tensor want = cross_entropy(leaf, targets, {.ignore_index = -1});
-  want.backward();
-  spawn_threads(
-      [&](std::shared_ptr<Communicator> g) {
-        const int64_t cols = kV / kWorld, start = g->rank() * cols;
-        Tensor mine = logits.narrow(1, start, cols).contiguous().to(Device::cpu(g->rank()));
-        mine.requires_grad_();
-        const Tensor loss = vocab_parallel_cross_entropy(mine, targets.to(mine.device()), start, g);
-        loss.backward();
-        EXPECT_NEAR(loss.item(), want.item(), 1e-14);
-        EXPECT_TRUE(all_close(mine.grad(), leaf.grad().narrow(1, start, cols), 1e-15, 1e-13));
-      },
-      kWorld);
 }
 
 // A vocabulary that divides by nothing (13 tokens), padded to the tensor-parallel size's multiple
