@@ -53,34 +53,6 @@ double unix_time() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// One sum over all of them, read back once: a NaN or inf in any makes it non-finite (so does a
-// sum that overflows float32; such gradients are no better). No abs(), which would copy every
-// gradient each step. Under DDP the gradients are already all-reduced, so every rank reaches the
-// same answer and they skip (or stop) together; a NaN loss on one rank poisons them all. Under
-// --zero each rank holds only its shard's gradients, so the ranks agree through one more
-// all-reduce (of a flag, after the sum).
-bool gradients_finite(const optim::Optimizer& optimizer, parallel::Communicator* group) {
-  NoGradGuard no_grad;
-  Tensor total;
-  for (const Tensor& p : optimizer.parameters()) {
-    if (!p.grad().defined()) continue;
-    // A model split over devices (--pipeline) has its gradients on several: the total lives on
-    // the first parameter's device.
-    Tensor s = p.grad().sum().to(kFloat64);
-    if (total.defined()) s = s.to(total.device());
-    total = total.defined() ? total + s : s;
-  }
-  const bool finite = !total.defined() || std::isfinite(total.item());
-  return all_ranks_agree(finite, group, optimizer.parameters().front().device());
-}
-
-bool all_ranks_agree(bool ok, parallel::Communicator* group, Device device) {
-  if (group == nullptr) return ok;
-  Tensor bad = full({1}, ok ? 0.0 : 1.0, {.device = device});
-  group->all_reduce(bad, ReduceOp::Max)->wait();
-  return bad.to(Device::cpu()).item() == 0;
-}
-
 void check_evaluation_finite(double loss, parallel::Communicator* group, const std::string& when,
                              const std::string& dir) {
   bool finite = std::isfinite(loss);
@@ -104,7 +76,7 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
   ProgressLine progress(s.interactive, epoch, s.steps);
   const int64_t log_every = std::max<int64_t>(1, (s.steps + 9) / 10);  // ~10% of the epoch
   Totals all, interval;
-  int64_t skipped = 0;
+  const int64_t skipped_before = s.update.skipped;
   optim::GradScaler* const scaler = s.step.scaler;  // --amp fp16: skips inf/NaN steps itself
   const bool scaling = scaler != nullptr && scaler->is_enabled();
   const int64_t scaler_skipped_before = scaling ? scaler->skipped_steps() : 0;
@@ -126,45 +98,23 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
     if (s.graphed) {
       std::tie(loss, logits) = (*s.graphed)(x, y);
     } else {
-      s.optimizer.zero_grad();
+      s.update.optimizer.zero_grad();
       const StepResult r = train_step(s.step, x, y);
       loss = r.loss, logits = r.logits;
     }
     const double l = loss.item();
-    // Under the gradient scaler, inf/NaN gradients are expected now and then (the scale is
-    // probing how high it can go): the scaler skips those steps. A non-finite loss is still
-    // an error (or a --skip-nonfinite skip).
-    const bool gradients_ok =
-        scaling || s.graphed || gradients_finite(s.optimizer, sharded_gradients_group(s.step));
-    TD_CHECK_AS(
-        NonFiniteError, std::isfinite(l) || !s.graphed, "train: the loss is ", l, " at epoch ",
-        epoch, ", step ", all.steps + 1,
-        "; under --cuda-graphs the step was applied with it (the replay is the whole "
-        "step)\n  hint: lower --lr, or run without --cuda-graphs and with --skip-nonfinite");
-    if (!std::isfinite(l) || !gradients_ok) {
-      TD_CHECK_AS(NonFiniteError, s.skip_nonfinite, "train: the loss is ",
-                  std::isnan(l) ? std::string("NaN") : std::to_string(l),
-                  std::isfinite(l) ? " but a gradient is NaN or inf" : "", " at epoch ", epoch,
-                  ", step ", all.steps + 1, " (global step ", global_step + 1,
-                  "); the step was not applied (a --checkpoint holds the last finished epoch)"
-                  "\n  hint: lower --lr, or pass --skip-nonfinite to skip such steps");
-      ++skipped;
-      if (!s.quiet)
-        std::fprintf(stderr, "train: epoch %lld step %lld: loss %g%s, step skipped (%lld so far)\n",
-                     (long long)epoch, (long long)(all.steps + 1), l,
-                     std::isfinite(l) ? " but a gradient is not finite" : "", (long long)skipped);
+    const std::string when =
+        str("epoch ", epoch, ", step ", all.steps + 1, " (global step ", global_step + 1, ")");
+    if (s.graphed) {  // the replay is the whole step: a non-finite one was applied with it
+      TD_CHECK_AS(NonFiniteError, std::isfinite(l), "train: the loss is ", l, " at ", when,
+                  "; under --cuda-graphs the step was applied with it (the replay is the whole "
+                  "step)\n  hint: lower --lr, or run without --cuda-graphs and with "
+                  "--skip-nonfinite");
+      if (s.update.scheduler) s.update.scheduler->step();
+    } else if (!apply_update(s.update, l, when)) {  // skipped (--skip-nonfinite)
       if (++all.steps == s.steps) break;
       continue;
     }
-    if (s.graphed) {
-      // (applied by the replay)
-    } else if (scaling) {
-      scaler->step(s.optimizer);  // skips, and counts it, on inf/NaN gradients
-      scaler->update();
-    } else {
-      s.optimizer.step();
-    }
-    if (s.scheduler) s.scheduler->step();
     ++global_step;
     if (s.after_first_step) std::exchange(s.after_first_step, nullptr)();  // once per run
 
@@ -182,7 +132,7 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
                        .split = "train",
                        .loss = interval.mean_loss(),
                        .acc = interval.acc(),
-                       .lr = s.optimizer.lr(0),
+                       .lr = s.update.optimizer.lr(0),
                        .samples_per_s = rate,
                        .loss_scale = scaling ? scaler->get_scale() : 0,
                        .skipped_steps = scaling ? scaler->skipped_steps() : -1});
@@ -198,7 +148,7 @@ PassResult train_epoch(EpochSetup& s, int64_t epoch, int64_t& global_step) {
           .acc = all.acc(),
           .images = all.images,
           .samples_per_s = secs > 0 ? double(all.images * s.world) / secs : 0,
-          .skipped = skipped,
+          .skipped = s.update.skipped - skipped_before,
           .scaler_skipped = scaling ? scaler->skipped_steps() - scaler_skipped_before : 0};
 }
 

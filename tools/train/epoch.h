@@ -13,31 +13,24 @@
 #include "graphed_step.h"
 #include "metrics.h"
 #include "step.h"
+#include "update.h"
 
 namespace tandem::tools {
 
 struct EpochSetup {
-  Setup& step;  // the model, placed and wrapped for its mode (step.h)
-  optim::Optimizer& optimizer;
-  optim::LRScheduler* scheduler;  // null: a constant lr
-  data::DataLoader& loader;       // shuffled training batches
-  int64_t steps;                  // steps to take (the loader's size, or --max-steps)
-  int augment;                    // max shift in pixels (0: none)
-  float fill;                     // the normalised value of a black pixel, for shifted borders
-  uint64_t seed;                  // the run's seed: augmentation = f(seed, epoch, batch)
-  bool interactive;               // draw the updating progress line
+  Setup& step;               // the model, placed and wrapped for its mode (step.h)
+  Updater& update;           // the optimizer, its schedule and the non-finite policy (update.h)
+  data::DataLoader& loader;  // shuffled training batches
+  int64_t steps;             // steps to take (the loader's size, or --max-steps)
+  int augment;               // max shift in pixels (0: none)
+  float fill;                // the normalised value of a black pixel, for shifted borders
+  uint64_t seed;             // the run's seed: augmentation = f(seed, epoch, batch)
+  bool interactive;          // draw the updating progress line
   MetricsLog& metrics;
   bool quiet = false;                      // --ddp ranks other than 0: no progress output
   int world = 1;                           // ranks training together: images/s counts all of them
-  bool skip_nonfinite = false;             // --skip-nonfinite: skip such a step instead of stopping
   std::function<void()> after_first_step;  // runs once, after this process's first step
   GraphedStep* graphed = nullptr;          // --cuda-graphs: the whole step, optimizer included
-};
-
-/// A step's loss or gradients were NaN or inf (the step was not applied), or parameters were
-/// about to be saved with NaN or inf in them (they were not).
-struct NonFiniteError : Error {
-  using Error::Error;
 };
 
 struct PassResult {
@@ -49,15 +42,6 @@ struct PassResult {
   int64_t scaler_skipped = 0;  // --amp fp16: steps the gradient scaler skipped this epoch
 };
 
-/// Whether every gradient the optimizer holds is finite (one sum, read back once). `group`: the
-/// ranks that must reach one answer when each holds other gradients (--zero's shards, --tp's
-/// slices, --pp's stages), agreeing through an all-reduce of a flag; null when all hold the same.
-bool gradients_finite(const optim::Optimizer& optimizer, parallel::Communicator* group);
-
-/// Whether `ok` holds on every rank of `group` (one all-reduce of a flag on `device`); `ok`
-/// itself without a group.
-bool all_ranks_agree(bool ok, parallel::Communicator* group, Device device);
-
 /// Before a checkpoint replaces the last one: whether rank 0's evaluation (`loss`, read on rank 0
 /// only) is finite, agreed by every rank of `group` (null: one process). A model can diverge with
 /// finite weights (--lr 1e30 --skip-nonfinite: about 7e29) that only its evaluation shows; it must
@@ -66,8 +50,8 @@ void check_evaluation_finite(double loss, parallel::Communicator* group, const s
                              const std::string& dir);
 
 /// Trains epoch `epoch` (1-based; the loader is set to epoch − 1), advancing global_step. A step
-/// whose loss or gradients are not finite is never applied: it throws NonFiniteError naming
-/// the epoch and step, or with skip_nonfinite it is skipped and counted.
+/// whose loss or gradients are not finite is never applied (apply_update): it throws
+/// NonFiniteError naming the epoch and step, or with --skip-nonfinite it is skipped and counted.
 PassResult train_epoch(EpochSetup& setup, int64_t epoch, int64_t& global_step);
 
 /// Loss and accuracy of the model in eval mode, without gradients, over every batch of `loader`,

@@ -237,11 +237,20 @@ int run_train_gpt(const TrainOptions& flags) {
   const std::string config = config_json(o);
 
   // ---- the loop.
+  // The lr is a function of the iteration: a skipped step still advances the schedule.
+  Updater update{.setup = setup,
+                 .optimizer = optimizer,
+                 .scheduler = scheduler.get(),
+                 .policy = {.clip = g.grad_clip,
+                            .skip_nonfinite = o.skip_nonfinite,
+                            .check_gradients = o.skip_nonfinite,
+                            .world = group.get(),
+                            .kept = "a --checkpoint holds the last evaluation",
+                            .quiet = !lead}};
   model->train();
   std::string memory;  // --ddp: this rank's memory after the first step, beside the formula
   double interval_loss = 0;
   int64_t interval_iters = 0;
-  int64_t skipped = 0;  // --skip-nonfinite
   Clock::time_point interval_start = Clock::now();
   double eval_seconds = 0;  // evaluation inside the current progress interval: not training time
   for (;; ++iter) {
@@ -321,44 +330,13 @@ int run_train_gpt(const TrainOptions& flags) {
     const StepResult r = train_step(setup, rows_of(x, replica, replicas).to(device),
                                     rows_of(y, replica, replicas).to(device));
     const double loss = r.loss.item();
-    const bool scaling = scaler->is_enabled();
-    // --skip-nonfinite: a step whose loss or gradients are NaN or inf is skipped by every rank
-    // together (each may hold other gradients: --tp's slices, --pp's stages, --zero's shards);
-    // the schedule still advances, so the lr stays a function of the iteration. Under the fp16
-    // scaler, inf gradients are the scaler's to skip.
-    bool skip = false;
-    if (o.skip_nonfinite) {
-      const bool ok = std::isfinite(loss) && (scaling || gradients_finite(optimizer, nullptr));
-      skip = !all_ranks_agree(ok, group.get(), device);
-    }
-    TD_CHECK_AS(NonFiniteError, skip || std::isfinite(loss), "train: the loss is ", loss,
-                " at iteration ", iter,
-                "; the step was not applied (a --checkpoint holds the last evaluation)\n  hint: "
-                "lower --lr, or pass --skip-nonfinite to skip such steps");
-    if (skip) {
-      ++skipped;
-      if (lead)
-        std::fprintf(stderr, "train: iteration %lld: loss %g%s, step skipped (%lld so far)\n",
-                     (long long)iter, loss,
-                     std::isfinite(loss) ? " but a gradient is not finite" : "",
-                     (long long)skipped);
-    } else {
-      if (scaling) scaler->unscale_(optimizer);  // the clip sees the true gradients
-      if (g.grad_clip > 0) clip_gradients(setup, g.grad_clip);
-      if (scaling) {
-        scaler->step(optimizer);
-        scaler->update();
-      } else {
-        optimizer.step();
-      }
-    }
-    if (scheduler) scheduler->step();
+    const bool applied = apply_update(update, loss, str("iteration ", iter));  // clip, step, lr
     if (o.ddp && memory.empty()) {  // this rank's memory after its first step, beside the formula
       memory = memory_line(setup, o, replicas);
       if (lead)
         std::printf("memory per rank (rank 0, %s): %s\n", device.str().c_str(), memory.c_str());
     }
-    if (!skip) interval_loss += loss, ++interval_iters;
+    if (applied) interval_loss += loss, ++interval_iters;
 
     if ((iter + 1) % g.log_interval == 0 || iter + 1 == g.max_iters) {
       const double secs = seconds_since(interval_start) - eval_seconds;
@@ -371,8 +349,8 @@ int run_train_gpt(const TrainOptions& flags) {
                      .loss = mean,
                      .lr = optimizer.lr(0),
                      .samples_per_s = rate,
-                     .loss_scale = scaling ? scaler->get_scale() : 0,
-                     .skipped_steps = scaling ? scaler->skipped_steps() : -1});
+                     .loss_scale = scaler->is_enabled() ? scaler->get_scale() : 0,
+                     .skipped_steps = scaler->is_enabled() ? scaler->skipped_steps() : -1});
       if (lead)
         std::printf("iter %lld: loss %.4f, lr %.3g, %.0f tokens/s, %.1f ms/iter\n",
                     (long long)(iter + 1), mean, optimizer.lr(0), rate,
@@ -383,9 +361,9 @@ int run_train_gpt(const TrainOptions& flags) {
       eval_seconds = 0;
     }
   }
-  if (lead && skipped > 0)
-    std::printf("%lld step%s skipped: loss or gradients not finite\n", (long long)skipped,
-                skipped == 1 ? "" : "s");
+  if (lead && update.skipped > 0)
+    std::printf("%lld step%s skipped: loss or gradients not finite\n", (long long)update.skipped,
+                update.skipped == 1 ? "" : "s");
   if (lead)
     std::printf("total time %s; report: %s\n", format_duration(seconds_since(start)).c_str(),
                 (fs::path(o.log_dir) / "report.html").string().c_str());

@@ -249,12 +249,6 @@ ShardedContent sharded_content(Setup& s, optim::Optimizer& optimizer,
           .optimizer = &table_optimizer(s, optimizer)};
 }
 
-parallel::Communicator* sharded_gradients_group(Setup& s) {
-  if (s.fsdp) return &s.fsdp->group();
-  if (s.zero) return &s.zero->shards().group();
-  return nullptr;
-}
-
 double clip_gradients(Setup& s, double max_norm) {
   return parallel::clip_grad_norm_(*s.placements, max_norm);
 }

@@ -121,11 +121,6 @@ Restore restore_into(Setup& s, optim::Optimizer& optimizer);
 ShardedContent sharded_content(Setup& s, optim::Optimizer& optimizer,
                                parallel::Communicator& world);
 
-/// Under --zero each rank holds only its shards' gradients: the group through which the ranks
-/// agree on anything computed from them (a norm, a found-inf flag); null when every rank holds
-/// them all.
-parallel::Communicator* sharded_gradients_group(Setup& s);
-
 /// Whether every rank evaluates: under --zero 3 and --tp the forward's collectives need every
 /// rank, so the ranks evaluate together (rank 0 reports); otherwise rank 0 alone.
 inline bool everyone_evaluates(const Setup& s) { return s.fsdp != nullptr || s.tp != nullptr; }

@@ -199,9 +199,18 @@ int run_train(const TrainOptions& flags) {
         o.log_dir.c_str());
   std::fflush(stdout);
 
+  // The image models' schedule counts the steps taken (a checkpoint's global step): a skipped
+  // step does not advance it.
+  Updater update{.setup = setup,
+                 .optimizer = *optimizer,
+                 .scheduler = scheduler.get(),
+                 .policy = {.skip_nonfinite = o.skip_nonfinite,
+                            .skipped_steps_advance_schedule = false,
+                            .world = group.get(),
+                            .kept = "a --checkpoint holds the last finished epoch",
+                            .quiet = !lead}};
   EpochSetup epochs{.step = setup,
-                    .optimizer = *optimizer,
-                    .scheduler = scheduler.get(),
+                    .update = update,
                     .loader = loader,
                     .steps = steps,
                     .augment = *o.augment,
@@ -210,20 +219,14 @@ int run_train(const TrainOptions& flags) {
                     .interactive = progress_is_interactive(o.no_progress),
                     .metrics = metrics,
                     .quiet = !lead,
-                    .world = world,
-                    .skip_nonfinite = o.skip_nonfinite};
+                    .world = world};
   // --cuda-graphs: the step the epoch loop would run, optimizer included, as one graph.
   std::unique_ptr<GraphedStep> graphed;
   if (o.cuda_graphs) {
     graphed = std::make_unique<GraphedStep>(device, [&](const Tensor& x, const Tensor& y) {
       optimizer->zero_grad();
       const StepResult r = train_step(setup, x, y);
-      if (setup.scaler != nullptr && setup.scaler->is_enabled()) {
-        setup.scaler->step(*optimizer);
-        setup.scaler->update();
-      } else {
-        optimizer->step();
-      }
+      step_optimizer(setup, *optimizer);
       return std::pair{r.loss, r.logits};
     });
     epochs.graphed = graphed.get();
