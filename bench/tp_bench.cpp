@@ -199,7 +199,10 @@ void block_memory() {
     spawn_threads(
         [&](std::shared_ptr<Communicator> g) {
           const Device dev = Device::cpu(g->rank());
-          tp::ParallelBlock b(whole, {g, {.sequence_parallel = sp}, std::make_shared<Generator>()});
+          nn::Sequential one;
+          one.push_back("h", whole);
+          nn::Sequential cut = tp::parallelize(one, g, tp::block_plan(), {.sequence_parallel = sp});
+          nn::Block& b = cut.at<nn::Block>(0);
           b.to(dev);
           const int64_t mine = sp ? kS / 2 : kS;
           const Tensor in =

@@ -98,7 +98,7 @@ class Checkpointed : public Module {
   explicit Checkpointed(AnyModule module, ActivationCheckpointOptions options = {});
   Tensor forward(const Tensor& x);
   Tensor operator()(const Tensor& x) { return forward(x); }
-  void visit(Visitor& v) override { v("", module_.get()); }
+  void visit(Visitor& v) override { v.slot("", module_); }
   Module& module() { return module_.get(); }
   const ActivationCheckpointOptions& options() const { return options_; }
 

@@ -49,7 +49,7 @@ Module& ModuleList::operator[](std::string_view name) {
 }
 
 void ModuleList::visit(Visitor& v) {
-  for (NamedModule& m : items_) v(m.name, m.module.get());
+  for (NamedModule& m : items_) v.slot(m.name, m.module);
 }
 
 Sequential Sequential::slice(size_t begin, size_t end) const {

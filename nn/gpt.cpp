@@ -10,7 +10,7 @@ namespace tandem::nn {
 
 GPTEmbedding::GPTEmbedding(const GPTConfig& c)
     : block_size(c.block_size),
-      wte(c.vocab_size, c.n_embd, {.tensor = c.tensor}),
+      wte(Embedding(c.vocab_size, c.n_embd, {.tensor = c.tensor})),
       wpe(c.block_size, c.n_embd, {.tensor = c.tensor}),
       drop(c.dropout) {}
 
@@ -24,7 +24,7 @@ Tensor GPTEmbedding::forward(const Tensor& ids) const {
 }
 
 void GPTEmbedding::visit(Visitor& v) {
-  v("wte", wte);
+  v.slot("wte", wte);
   v("wpe", wpe);
   v("drop", drop);
 }
@@ -66,12 +66,12 @@ void init_like_nanogpt(Sequential& model, int64_t n_layer) {
 // the model is built and drawn as an unpadded one, so that its numbers are that model's.
 void pad_token_table(Sequential& model, int64_t rows) {
   NoGradGuard no_grad;
-  GPTEmbedding& embedding = model.at<GPTEmbedding>(0);
-  const Tensor& table = embedding.wte.weight;
+  Embedding& wte = model.at<GPTEmbedding>(0).wte.get<Embedding>();
+  const Tensor& table = wte.weight;
   Tensor padded = cat({table, zeros({rows - table.size(0), table.size(1)}, table.options())}, 0);
   padded.requires_grad_(table.requires_grad());
-  embedding.wte.weight = padded;
-  embedding.wte.num_embeddings = rows;
+  wte.weight = padded;
+  wte.num_embeddings = rows;
   model.at<LMHead>(model.size() - 1).weight = padded;
 }
 
@@ -85,7 +85,8 @@ Sequential gpt(const GPTConfig& c) {
                  "gpt: padded_vocab_size ", c.padded_vocab_size, " is less than vocab_size ",
                  c.vocab_size, " (0: no padding)");
   GPTEmbedding embedding(c);
-  LMHead head(embedding.wte.weight, c.vocab_size);  // the tie: one tensor, two names
+  LMHead head(embedding.wte.get<Embedding>().weight,
+              c.vocab_size);  // the tie: one tensor, two names
   Sequential model;
   model.push_back("transformer", std::move(embedding));
   for (int64_t i = 0; i < c.n_layer; ++i)

@@ -22,7 +22,8 @@ struct GPTEmbedding : Module {
   explicit GPTEmbedding(const GPTConfig& config);
 
   int64_t block_size;
-  Embedding wte, wpe;
+  AnyModule wte;  // nn::Embedding(vocab rows, C), in a slot: a plan may split it by rows
+  Embedding wpe;
   Dropout drop;
 
   Tensor forward(const Tensor& ids) const;

@@ -3,6 +3,7 @@
 
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/core/tensor_checks.h>
+#include <tandem/nn/any_module.h>
 #include <tandem/nn/module.h>
 #include <cstdlib>
 #include <map>
@@ -12,6 +13,9 @@
 #include <typeinfo>
 
 namespace tandem::nn {
+
+void Visitor::slot(std::string_view name, AnyModule& child) { (*this)(name, child.get()); }
+
 namespace {
 
 using TensorFn = std::function<void(const std::string&, Tensor&, bool)>;

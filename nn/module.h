@@ -15,16 +15,21 @@
 namespace tandem::nn {
 
 struct Module;
+class AnyModule;
 
 /// What a module's visit() talks to: v("weight", w), v.buffer("running_mean", m), v("fc", fc).
 /// A child visited under the empty name is transparent: its tensors' names are the parent's own
-/// (a wrapper such as Checkpointed keeps the wrapped module's names so).
+/// (a wrapper such as Checkpointed keeps the wrapped module's names so). A child held in an
+/// AnyModule is visited as a slot, v.slot("c_attn", c_attn): a visitor may put another module of
+/// the same interface there (a plan that swaps layers, as torch's setattr on a submodule); by
+/// default a slot is visited as the child it holds.
 class Visitor {
  public:
   virtual ~Visitor() = default;
   virtual void operator()(std::string_view name, Tensor& parameter) = 0;
   virtual void buffer(std::string_view name, Tensor& buffer) = 0;
   virtual void operator()(std::string_view name, Module& child) = 0;
+  virtual void slot(std::string_view name, AnyModule& child);
 };
 
 /// Named tensors in a fixed order (PyTorch's state_dict order: a module's own tensors, then its

@@ -4,9 +4,14 @@
 //   Block:  x = x + attn(ln_1(x));  x = x + mlp(ln_2(x))          (pre-LayerNorm, residual)
 //   CausalSelfAttention: c_attn (C -> 3C: q, k, v), n_head heads, causal fused attention, c_proj
 //   MLP:    c_fc (C -> 4C), GELU, c_proj (4C -> C), dropout
+//
+// The Linears are held in slots (AnyModule): a plan may put another layer of the same interface
+// there (tensor parallelism's column and row layers, parallel/tp/plan.h), and the attention then
+// runs the heads its c_attn gives it, read from c_attn's output width. The model is written once.
 #pragma once
 
 #include <tandem/autograd/ops/ops.h>
+#include <tandem/nn/any_module.h>
 #include <tandem/nn/dropout.h>
 #include <tandem/nn/layer_norm.h>
 #include <tandem/nn/linear.h>
@@ -35,12 +40,16 @@ struct GPTConfig {
 struct CausalSelfAttention : Module {
   explicit CausalSelfAttention(const GPTConfig& config);
 
-  int64_t n_head, n_embd;
-  double dropout;  // on the attention probabilities, in training
-  Linear c_attn, c_proj;
+  int64_t n_head, n_embd;  // of the whole layer
+  double dropout;          // on the attention probabilities, in training
+  // The probabilities' dropout stream; null: the device's generator.
+  std::shared_ptr<Generator> generator;
+  AnyModule c_attn;  // nn::Linear(C, 3C): q | k | v of every head (or of some, in a slot's layer)
+  AnyModule c_proj;  // nn::Linear(C, C): the heads' outputs back to C
   Dropout resid_dropout;
 
-  /// x [B, T, C] -> [B, T, C]
+  /// x [B, T, C] -> [B, T, C]: attention over the H' heads whose q, k, v c_attn's 3·H'·D outputs
+  /// hold (all n_head of them, unless a plan cut c_attn); c_proj's input is their H'·D outputs.
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
   void visit(Visitor& v) override;
@@ -49,9 +58,9 @@ struct CausalSelfAttention : Module {
 struct MLP : Module {
   explicit MLP(const GPTConfig& config);
 
-  Linear c_fc;
+  AnyModule c_fc;  // nn::Linear(C, 4C)
   GeluApproximate gelu;
-  Linear c_proj;
+  AnyModule c_proj;  // nn::Linear(4C, C)
   Dropout dropout;
 
   Tensor forward(const Tensor& x) const;

@@ -80,7 +80,10 @@ Wholes put_together(const HeldParts& mine, Communicator* world, Device device,
   Attempt& outcome = out.outcome;
   for (size_t r = 0; r < texts.size(); ++r) {
     const json theirs = json::parse(texts[r]);
-    for (const auto& [key, p] : theirs.items()) {
+    for (const auto& item : theirs.items()) {
+      // Named, not bound: the checks below capture them (clang 14 captures no bindings).
+      const std::string key = item.key();
+      const json& p = item.value();
       const int64_t n = p["elements"];
       Tensor part;
       if (n > 0 && r == 0) part = held.at(key).contiguous().reshape({n});
@@ -112,7 +115,9 @@ Wholes put_together(const HeldParts& mine, Communicator* world, Device device,
       });
     }
   }
-  for (const auto& [key, marks] : filled) {
+  for (const auto& entry : filled) {
+    const std::string& key = entry.first;
+    const std::vector<bool>& marks = entry.second;
     const auto gap = std::find(marks.begin(), marks.end(), false);
     if (!outcome.exception && gap != marks.end())
       outcome = attempt([&] {
@@ -244,7 +249,9 @@ void load_full_state_dict(const PlacementTable& table, nn::Module& model,
       copies.push_back(
           [&e, w, &table] { Tensor(e.local).copy_(cut_like(*w, e, table).to(e.local.device())); });
   const nn::StateDict buffers = model.named_buffers();
-  for (auto& [key, t] : model.state_dict()) {
+  for (const auto& named : model.state_dict()) {
+    const std::string& key = named.first;
+    const Tensor t = named.second;  // a handle: the copy below fills the module's tensor
     const bool buffer = std::any_of(buffers.begin(), buffers.end(),
                                     [&](const auto& b) { return b.second.is_same(t); });
     if (!buffer) {  // a tied weight's other name, or a parameter ZeRO trains in pieces

@@ -212,9 +212,10 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
                 "its own part at once (DIR/step-N/rank-R-of-W.safetensors and an index) "
                 "instead of rank 0 one whole file; --resume reads it under any layout");
   cmd->add_option("--tp", t.tp,
-                  "--model gpt: tensor parallelism (Megatron-LM's plan) over groups of N ranks of "
-                  "a `tandem launch` run: heads, MLP features and vocabulary split N ways; the "
-                  "ranks' other factor (world / N) is data parallel (DDP); implies --ddp")
+                  "tensor parallelism (Megatron-LM's plan, a table over the model's names) over "
+                  "groups of N ranks of a `tandem launch` run: gpt's heads, MLP features and "
+                  "vocabulary, mlp's and cnn's two Linears, split N ways; the ranks' other factor "
+                  "(world / N) is data parallel (DDP); implies --ddp")
       ->type_name("N");
   cmd->add_option("--pp", t.pp,
                   "--model gpt: pipeline parallelism over N ranks of a `tandem launch` run, each "

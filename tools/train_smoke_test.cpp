@@ -180,6 +180,29 @@ TEST(TrainCommand, Zero3TrainsAsDdpAndResumesOnAnotherNumberOfRanks) {
   runs.expect_close("a", "s");
 }
 
+// --tp 2 cuts the mlp by its plan (layer1.fc a column layer, layer2.fc a row layer): on 2 ranks
+// (dp 1) it trains as 1 rank does; on 4 (dp 2 × tp 2, ZeRO-1 over dp) its checkpoint resumes
+// under DDP over 2, ending where an uninterrupted DDP run does. cnn-bn is refused, naming its
+// batch norm.
+TEST(TrainCommand, TensorParallelMlpTrainsAsOneDeviceAndResumesUnderDdp) {
+  LaunchedRuns runs;
+  runs.run(1, "one", " --epochs 2");
+  const Result tp = runs.run(2, "tp", " --tp 2 --epochs 2");
+  EXPECT_NE(tp.output.find("tensor parallel: "), std::string::npos) << tp.output;
+  runs.expect_close("tp", "one");
+  runs.run(2, "ddp", " --epochs 2");
+  runs.run(4, "mesh", " --tp 2 --zero 1 --epochs 1");
+  const Result rest = runs.run(2, "mesh", " --epochs 2 --resume", "mesh2");
+  EXPECT_NE(rest.output.find("continuing at epoch 2 of 2"), std::string::npos) << rest.output;
+  runs.expect_close("mesh", "ddp");
+  const Result bn = tandem_cli("launch --standalone --nproc-per-node 2 -- " TANDEM_CLI
+                               " train --model cnn-bn --tp 2 --dataset " +
+                                   (runs.tmp / "data").string(),
+                               runs.tmp / "bn.txt");
+  EXPECT_NE(bn.code, 0);
+  EXPECT_NE(bn.output.find("the plan does not cut batch norm"), std::string::npos) << bn.output;
+}
+
 }  // namespace
 
 // --data-parallel trains the same model as one device: the same data, order and initial weights

@@ -174,4 +174,21 @@ Tensor reduce_scatter_to_sequence_parallel_region(const Tensor& x, const Group& 
                 });
 }
 
+Tensor scatter_to_sequence_parallel_region(const Tensor& x, const Group& group) {
+  constexpr const char* kOp = "scatter_to_sequence_parallel_region";
+  check_group(group, kOp);
+  Tensor mine;
+  {
+    NoGradGuard no_grad;
+    TD_CHECK_SHAPE(x.dim() >= 2, kOp, ": activations must be [B, T, ...], not ", x.shape());
+    const int64_t n =
+        divide(x.size(1), group->size(), tandem::str(kOp, ": the sequence length of ", x.shape()));
+    mine = x.detach().narrow(1, group->rank() * n, n).contiguous();
+  }
+  return record("sp_scatter_to_region", mine, {x}, {},
+                [group](const Tensor& dy, const NeedsGrad&, const Saved&) -> Grads {
+                  return {all_gathered_sequence(dy, *group, kOp)};
+                });
+}
+
 }  // namespace tandem::parallel::tp

@@ -15,6 +15,10 @@
 //
 //   gather_from_sequence_parallel_region     all-gather (dim 1)     reduce-scatter (dim 1)
 //   reduce_scatter_to_sequence_parallel_region reduce-scatter (dim 1) all-gather (dim 1)
+//   scatter_to_sequence_parallel_region      this rank's positions  all-gather (dim 1)
+//
+// (The last enters the split from a tensor every rank holds whole: the GPT's embedding, whose
+// learned positions are added before it, parallel/tp/plan.h.)
 //
 // A column-parallel Linear starts with f (every rank reads the whole input, so the input's
 // gradient is the sum of every rank's part); a row-parallel Linear ends with g (each rank's
@@ -39,6 +43,7 @@ Tensor scatter_to_tensor_parallel_region(const Tensor& x, const Group& group);
 Tensor gather_from_tensor_parallel_region(const Tensor& x, const Group& group);
 Tensor gather_from_sequence_parallel_region(const Tensor& x, const Group& group);
 Tensor reduce_scatter_to_sequence_parallel_region(const Tensor& x, const Group& group);
+Tensor scatter_to_sequence_parallel_region(const Tensor& x, const Group& group);
 
 /// An all-gather along the sequence in flight (for fused ops that compute while it travels):
 /// finish() waits and returns every rank's positions side by side, [B, T, ...].

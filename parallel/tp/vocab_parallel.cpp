@@ -8,6 +8,8 @@
 #include <tandem/autograd/record.h>
 #include <tandem/core/check.h>
 #include <tandem/parallel/tp/vocab_parallel.h>
+#include <algorithm>
+#include <limits>
 
 namespace tandem::parallel::tp {
 namespace {
@@ -42,6 +44,37 @@ VocabParallelEmbedding::VocabParallelEmbedding(const nn::Embedding& whole, Group
   weight = sliced_parameter(whole.weight, 0, vocab_start, rows);
   PlacementTable own;  // recorded even without a table, as the linear layers'
   (placements ? *placements : own).cut(weight, whole.weight.shape(), kDimension, group, Shard{0});
+}
+
+VocabParallelHead::VocabParallelHead(Tensor w, Group g, int64_t vocab_start, int64_t vocab_size,
+                                     bool sp)
+    : weight(std::move(w)), group(std::move(g)), sequence_parallel(sp) {
+  const int64_t rows = weight.size(0);
+  tokens = std::clamp(vocab_size - vocab_start, int64_t{0}, rows);
+  TD_CHECK_VALUE(tokens > 0, "VocabParallelHead: rank ", group->rank(), " of ", group->size(),
+                 " would hold no token of the ", vocab_size, "-token vocabulary (its rows ",
+                 vocab_start, "..", vocab_start + rows - 1,
+                 " are all padding); use fewer tensor-parallel ranks or less padding");
+}
+
+Tensor VocabParallelHead::forward(const Tensor& x) const {
+  // Every rank reads all of x, so x's gradient is the sum of every rank's part: f, or, with
+  // sequence parallelism, the all-gather whose backward reduce-scatters.
+  const Tensor whole = sequence_parallel ? gather_from_sequence_parallel_region(x, group)
+                                         : copy_to_tensor_parallel_region(x, group);
+  if (tokens == weight.size(0)) return linear(whole, weight, Tensor());
+  // The padding's columns: −∞, not computed from its rows (which so get no gradient); exp gives
+  // them 0 in the loss's sums. One device's head leaves them out (nn::LMHead); here every rank's
+  // part keeps its width, as the vocabulary-parallel loss reads them.
+  const Tensor logits = linear(whole, weight.narrow(0, 0, tokens), Tensor());
+  Shape pad = logits.shape();
+  pad.back() = weight.size(0) - tokens;
+  return cat({logits, full(pad, -std::numeric_limits<double>::infinity(), logits.options())}, -1);
+}
+
+std::string VocabParallelHead::extra_repr() const {
+  return tandem::str("rows=", weight.size(0), " of the table, tokens=", tokens,
+                     sequence_parallel ? ", sequence_parallel=True" : "");
 }
 
 Tensor VocabParallelEmbedding::partial(const Tensor& ids) const {

@@ -35,6 +35,25 @@ struct VocabParallelEmbedding : nn::Module {
   std::string extra_repr() const override;
 };
 
+/// The tied head over a VocabParallelEmbedding: x [B, T, C] (this rank's [B, T/t, C] with sequence
+/// parallelism, all-gathered first) -> this rank's logits [B, T, V/t], from its rows of the table
+/// (the same tensor as the embedding's), read by vocab_parallel_cross_entropy without gathering
+/// them. The columns of a padded table's rows (past `vocab_size`) are −∞: no probability, no
+/// gradient, so the loss is the unpadded model's and the padding stays zero.
+struct VocabParallelHead : nn::Module {
+  VocabParallelHead(Tensor weight, Group group, int64_t vocab_start, int64_t vocab_size,
+                    bool sequence_parallel);
+  Tensor weight;  // [V/t, C], the same tensor as the embedding's
+  Group group;
+  int64_t tokens;  // this rank's rows that are tokens; the rest (the last ranks') are padding
+  bool sequence_parallel;
+
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  void visit(nn::Visitor& v) override { v("weight", weight); }
+  std::string extra_repr() const override;
+};
+
 /// The mean cross entropy over the positions whose target is not `ignore_index`, from this rank's
 /// logits [..., V/t] (columns [vocab_start, vocab_start + V/t) of the whole [..., V]) and the
 /// targets [...] (every rank the same). Three all-reduces of one number per position (the row

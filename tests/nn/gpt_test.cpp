@@ -29,7 +29,8 @@ Tensor ids(const std::vector<int64_t>& v, int64_t b, int64_t t) { return from_ve
 
 bool tied(nn::Sequential& model) {
   return model.at<nn::GPTEmbedding>("transformer")
-      .wte.weight.is_same(model.at<nn::LMHead>("lm_head").weight);
+      .wte.get<nn::Embedding>()
+      .weight.is_same(model.at<nn::LMHead>("lm_head").weight);
 }
 
 }  // namespace

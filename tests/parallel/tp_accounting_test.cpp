@@ -37,8 +37,11 @@ void expect_block_costs(int world, bool sequence_parallel) {
   spawn_threads(
       [&](std::shared_ptr<Communicator> g) {
         const Device dev = Device::cpu(g->rank());
-        const Plan plan{g, {.sequence_parallel = sequence_parallel}, std::make_shared<Generator>()};
-        ParallelBlock block(whole, plan);
+        nn::Sequential one;
+        one.push_back("h", whole);
+        nn::Sequential cut =
+            parallelize(one, g, block_plan(), {.sequence_parallel = sequence_parallel});
+        nn::Block& block = cut.at<nn::Block>(0);
         block.to(dev);
         EXPECT_EQ(block.parameter_count(), (12 * kC * kC + 7 * kC) / world + 6 * kC)
             << "TP = " << world;

@@ -229,8 +229,10 @@ TrainOptions resolve_config(TrainOptions o) {
     o.ddp = true;  // a pipeline of ranks is a multi-process run, as --ddp's
   }
   if (o.tp > 1) {
-    TD_CHECK_VALUE(o.model == "gpt", "train: --tp ", o.tp, " needs --model gpt (Megatron's plan ",
-                   "splits its attention heads, MLP and vocabulary; ", o.model, " has no plan)");
+    TD_CHECK_VALUE(o.model != "cnn-bn", "train: --tp ", o.tp,
+                   " with --model cnn-bn: its BatchNorm1d normalises each of fc1's features, "
+                   "which the column cut splits over the ranks, and the plan does not cut batch "
+                   "norm; use --model mlp, cnn or gpt");
     o.ddp = true;  // a tensor-parallel run is a multi-process run, as --ddp's
   }
   TD_CHECK_VALUE(o.ddp_hook.empty() || o.ddp, "train: --ddp-hook ", o.ddp_hook,

@@ -127,11 +127,16 @@ int run_train_gpt(const TrainOptions& flags) {
   // processes would otherwise draw the same masks for different layers.
   if (o.pp > 1) manual_seed(o.seed + 100 * uint64_t(mesh->coordinate("pp")));
   auto placements = std::make_shared<parallel::PlacementTable>();  // every wrapper records here
-  if (mesh)  // every rank built the same whole GPT (same seed); each keeps its slices (all of
+  std::shared_ptr<Generator> tp_stream;  // --tp: this rank's own dropout stream (checkpointed)
+  if (mesh) {  // every rank built the same whole GPT (same seed); each keeps its slices (all of
     // the model's with --tp 1: a copy), and make_setup its stage's of those with --pp
-    model = std::make_shared<nn::Sequential>(parallel::tp::tensor_parallel_gpt(
-        *model, mesh->group("tp"),
-        {.sequence_parallel = o.sequence_parallel, .placements = placements}));
+    tp_stream = parallel::tp::rank_stream(mesh->group("tp"), model->parameters().front().device());
+    model = std::make_shared<nn::Sequential>(
+        parallel::tp::tensor_parallel_gpt(*model, mesh->group("tp"),
+                                          {.sequence_parallel = o.sequence_parallel,
+                                           .placements = placements,
+                                           .rank_stream = tp_stream}));
+  }
   Setup setup = make_setup(model, placement, o, mesh, placements);
   model = setup.model;  // with --pp, this rank's stage
   setup.loss = [](const Tensor& logits, const Tensor& y) { return nn::gpt_loss(logits, y); };
@@ -160,8 +165,7 @@ int run_train_gpt(const TrainOptions& flags) {
       default_generator(device).set_state(own);
     }
     if (setup.tp && state.tp_rank_stream_offset) {
-      const std::shared_ptr<Generator> stream = parallel::tp::rank_stream(*model);
-      stream->set_state({stream->get_state().seed, *state.tp_rank_stream_offset});
+      tp_stream->set_state({tp_stream->get_state().seed, *state.tp_rank_stream_offset});
     }
     iter = state.global_step;
     // The loop ends on reaching --max-iters: from past it, it would never end.
@@ -275,9 +279,7 @@ int run_train_gpt(const TrainOptions& flags) {
             .grad_scaler_json = scaler->is_enabled() ? optim::to_json(scaler->state_dict()) : "",
             .vocabulary = corpus.tokenizer.to_string(),
             .tp_rank_stream_offset =
-                setup.tp
-                    ? std::optional<uint64_t>(parallel::tp::rank_stream(*model)->get_state().offset)
-                    : std::nullopt};
+                setup.tp ? std::optional<uint64_t>(tp_stream->get_state().offset) : std::nullopt};
       };
       // The validation loss, or the training one when that is the non-finite one (rank 0's).
       check_evaluation_finite(std::isfinite(losses.first) ? losses.second : losses.first,

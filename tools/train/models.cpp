@@ -91,6 +91,15 @@ nn::Sequential make_model(const std::string& name, int64_t rows, int64_t cols, b
   detail::fail<ValueError>("train: unknown model \"", name, "\" (choose mlp, cnn or cnn-bn)");
 }
 
+parallel::tp::Plan tensor_parallel_plan(const std::string& name) {
+  using parallel::tp::Cut;
+  if (name == "mlp")
+    return {{.name = "layer1.fc", .cut = Cut::Column}, {.name = "layer2.fc", .cut = Cut::Row}};
+  if (name == "cnn") return {{.name = "fc1", .cut = Cut::Column}, {.name = "fc2", .cut = Cut::Row}};
+  detail::fail<ValueError>("train: --tp has no plan for --model ", name,
+                           " (plans: mlp, cnn and gpt)");
+}
+
 int64_t padded_vocab(const GptOptions& g, int64_t characters, int64_t tp) {
   return parallel::tp::padded_vocab_size(characters, tp, g.vocab_multiple);
 }

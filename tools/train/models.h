@@ -7,6 +7,8 @@
 // Each takes the image size, so a user directory of other-than-28×28 images still fits.
 #pragma once
 
+#include <tandem/parallel/tp/plan.h>
+
 #include <tandem/nn/nn.h>
 #include <cstdint>
 #include <string>
@@ -25,6 +27,12 @@ namespace tandem::tools {
 /// With `checkpointed`, each block recomputes its activations in backward. ValueError naming the
 /// choices for an unknown name, or when the images are too small for the model's pooling.
 nn::Sequential make_model(const std::string& name, int64_t rows, int64_t cols, bool checkpointed);
+
+/// --tp: the tensor-parallel plan of an image model (parallel/tp/plan.h), a column layer then a
+/// row layer, as Megatron cuts an MLP: mlp's layer1.fc and layer2.fc (its head replicated),
+/// cnn's fc1 and fc2 (the convolutions replicated). Every rank ends with the whole logits.
+/// ValueError for cnn-bn (its batch norm normalises the column layer's features).
+parallel::tp::Plan tensor_parallel_plan(const std::string& name);
 
 /// --model gpt: the GPT the flags describe, for a vocabulary of `characters` tokens in a table of
 /// `rows` (the padding never read: nn::GPTConfig::padded_vocab_size), initialised as nanoGPT's

@@ -83,6 +83,10 @@ int run_train(const TrainOptions& flags) {
   const Device device = placement.device;
   const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
   const bool lead = rank == 0;  // rank 0 logs, evaluates, checkpoints and reports
+  // --tp: a (dp, tp) mesh; the ranks of a tp group share their batch rows.
+  const std::shared_ptr<parallel::DeviceMesh> mesh = o.tp > 1 ? make_mesh(group, o) : nullptr;
+  const int replicas = mesh ? mesh->size("dp") : world,
+            replica = mesh ? mesh->coordinate("dp") : rank;
   check_device(device);
   for (const Device& d : placement.devices) check_device(d);
   // The checkpoint directory is checked before any work, not at the first save (rank 0 writes a
@@ -99,10 +103,12 @@ int run_train(const TrainOptions& flags) {
   // drop_last: a last batch of one image would break batch norm's training statistics.
   // With --ddp every rank takes its share of each epoch's permutation (DistributedSampler).
   auto sampler = o.ddp ? std::make_shared<data::DistributedSampler>(
-                             train_set.size(), data::DistributedSamplerOptions{.seed = o.seed})
+                             train_set.size(),
+                             data::DistributedSamplerOptions{
+                                 .num_replicas = replicas, .rank = replica, .seed = o.seed})
                        : nullptr;
   data::DataLoader loader(train_set,
-                          {.batch_size = o.batch_size / world,
+                          {.batch_size = o.batch_size / replicas,
                            .shuffle = !o.ddp,
                            .seed = o.seed,
                            .drop_last = true,
@@ -118,8 +124,13 @@ int run_train(const TrainOptions& flags) {
   manual_seed(o.seed);
   auto model =
       std::make_shared<nn::Sequential>(make_model(o.model, rows, cols, o.activation_checkpointing));
+  // --tp: each rank keeps its slices of the whole model every rank built (the same seed).
+  auto placements = std::make_shared<parallel::PlacementTable>();
+  if (mesh)
+    model = std::make_shared<nn::Sequential>(parallel::tp::parallelize(
+        *model, mesh->group("tp"), tensor_parallel_plan(o.model), {.placements = placements}));
   // Placed and wrapped for its mode before the optimizer, which holds the placed parameters.
-  Setup setup = make_setup(model, placement, o);
+  Setup setup = make_setup(model, placement, o, mesh, placements);
   std::unique_ptr<optim::Optimizer> optimizer = make_optimizer(o, model->parameters(), setup);
   std::unique_ptr<optim::LRScheduler> scheduler = make_scheduler(o, *optimizer, steps);
 
@@ -219,7 +230,7 @@ int run_train(const TrainOptions& flags) {
                     .interactive = progress_is_interactive(o.no_progress),
                     .metrics = metrics,
                     .quiet = !lead,
-                    .world = world};
+                    .world = replicas};
   // --cuda-graphs: the step the epoch loop would run, optimizer included, as one graph.
   std::unique_ptr<GraphedStep> graphed;
   if (o.cuda_graphs) {
@@ -234,7 +245,7 @@ int run_train(const TrainOptions& flags) {
   std::string memory;  // --ddp: this rank's memory after the first step, beside the formula
   if (o.ddp)
     epochs.after_first_step = [&] {
-      memory = memory_line(setup, o, world);
+      memory = memory_line(setup, o, replicas);
       if (lead)
         std::printf("memory per rank (rank 0, %s): %s\n", device.str().c_str(), memory.c_str());
     };
