@@ -89,7 +89,7 @@ class Applier : public nn::Visitor {
   M& as(nn::AnyModule& child, const LayerPlan& e, const std::string& full, const char* type) {
     M* m = dynamic_cast<M*>(&child.get());
     TD_CHECK_VALUE(m != nullptr, "tensor parallel plan: \"", e.name, "\" names ", full, ", a ",
-                   child.get().type_name(), "; its cut takes a ", type);
+                   child.get().type_name(), "; its cut takes ", type);
     return *m;
   }
 
@@ -99,19 +99,19 @@ class Applier : public nn::Visitor {
     switch (e.cut) {
       case Cut::Column:
         return ColumnParallelLinear(
-            as<nn::Linear>(child, e, full, "Linear"), group_,
+            as<nn::Linear>(child, e, full, "a Linear"), group_,
             {.stride = e.stride, .sequence_parallel = sp, .placements = table});
       case Cut::Row:
-        return RowParallelLinear(as<nn::Linear>(child, e, full, "Linear"), group_,
+        return RowParallelLinear(as<nn::Linear>(child, e, full, "a Linear"), group_,
                                  {.sequence_parallel = sp, .placements = table});
       case Cut::VocabRows: {
-        const nn::Embedding& whole = as<nn::Embedding>(child, e, full, "Embedding");
+        const nn::Embedding& whole = as<nn::Embedding>(child, e, full, "an Embedding");
         VocabParallelEmbedding rows(whole, group_, table);
         tables_[&whole.weight.impl()] = {rows.weight, rows.vocab_start};
         return rows;
       }
       case Cut::VocabHead: {
-        const nn::LMHead& head = as<nn::LMHead>(child, e, full, "LMHead");
+        const nn::LMHead& head = as<nn::LMHead>(child, e, full, "an LMHead");
         const auto it = tables_.find(&head.weight.impl());
         TD_CHECK_VALUE(it != tables_.end(), "tensor parallel plan: \"", e.name, "\" (", full,
                        ") reads the rows of the table it is tied to, and no VocabRows entry cut "
