@@ -7,6 +7,7 @@
 #include <tandem/core/trace.h>
 #include <tandem/parallel/pipeline/distributed_pipeline.h>
 #include <tandem/parallel/pipeline/split.h>
+#include <tandem/parallel/pipeline/stage_runner.h>
 #include <tandem/parallel/pipeline/tensor_message.h>
 #include <algorithm>
 #include <map>
@@ -79,6 +80,42 @@ std::vector<Tensor> DistributedPipeline::counted_elsewhere() {
   return out;
 }
 
+namespace {
+
+// The messages between stages on ranks: activations and gradients on two groups of their own,
+// posted in micro-batch order (the order the neighbour reads them), so that a forward's message
+// never waits behind a backward's.
+class MessageTransport : public StageTransport {
+ public:
+  MessageTransport(Communicator& activations, Communicator& gradients, int stage, Device device)
+      : activations_(activations), gradients_(gradients), k_(stage), device_(device) {}
+  Tensor take_activation(int64_t) override { return recv_tensor(activations_, k_ - 1, device_); }
+  void put_activation(int64_t, const Tensor& y) override {
+    send_tensor(activations_, y, k_ + 1, sends_);
+  }
+  Tensor take_gradient(int64_t, const Tensor& output) override {
+    Tensor g = empty(output.shape(), {.dtype = output.dtype(), .device = device_});
+    gradients_.recv(g, k_ + 1)->wait();
+    return g;
+  }
+  void put_gradient(int64_t, const Tensor& g) override {
+    sends_.push_back(gradients_.send(g, k_ - 1));
+  }
+  void wait_for_sends() {
+    for (const WorkPtr& w : sends_) w->wait();
+    sends_.clear();
+  }
+
+ private:
+  Communicator& activations_;
+  Communicator& gradients_;
+  int k_;
+  Device device_;
+  std::vector<WorkPtr> sends_;
+};
+
+}  // namespace
+
 DistributedPipelineResult DistributedPipeline::step(const Tensor& input, const Tensor& target,
                                                     const LossFn& loss, double loss_scale) {
   TD_CHECK_VALUE(GradMode::is_enabled(),
@@ -124,85 +161,44 @@ DistributedPipelineResult DistributedPipeline::run(const Tensor& input, const Te
   } else {
     for (int64_t i = 0; i < m; ++i) actions.push_back({PipelineAction::Forward, i});
   }
-  // Per micro-batch: the stage's input (a leaf, to read its gradient from) and the root its
-  // backward starts from (its output, or on the last stage the weighted loss).
-  std::vector<Tensor> stage_inputs(static_cast<size_t>(m)), roots(static_cast<size_t>(m)), outputs;
-  std::vector<WorkPtr> sends;  // waited for at the end: a send never holds up the schedule
-  Tensor loss_sum;  // on the device: reading it per micro-batch would wait for the GPU each time
-  double busy = 0;
+  StageStep mine{.first = is_first(),
+                 .last = is_last(),
+                 .training = training,
+                 .device = dev,
+                 .where = str("pipeline stage ", k, " of ", stages(), " on ", dev),
+                 .forward = [this](const Tensor& x, int64_t) { return stage_(x); },
+                 .inputs = std::move(inputs)};
+  if (is_last() && training) {
+    mine.targets = std::move(targets), mine.sizes = sizes, mine.batch = batch;
+    mine.loss = *loss, mine.loss_scale = loss_scale;
+  }
   std::map<std::string, Tensor> tied_before;  // to sum only what this step adds (see below)
   if (training)
     for (const auto& [name, p] : stage_.named_parameters())
       for (const Tied& t : tied_)
         if (t.name == name && p.grad().defined()) tied_before[name] = p.grad().clone();
   const int64_t start = trace::now_us();
-
-  for (const PipelineAction& a : actions) {
-    const size_t i = size_t(a.micro_batch);
-    const bool is_forward = a.kind == PipelineAction::Forward;
-    try {
-      if (is_forward) {
-        Tensor x = is_first() ? inputs[i].to(dev) : recv_tensor(*activations_, k - 1, dev);
-        const int64_t t0 = trace::now_us();
-        x = x.detach();
-        if (!is_first() && training) x.requires_grad_(true);
-        const Tensor y = stage_(x);
-        if (is_last()) {
-          outputs.push_back(y.detach());
-          if (training) {
-            const Tensor l = (*loss)(y, targets[i].to(dev));
-            TD_CHECK_SHAPE(l.numel() == 1, "the loss function returned shape ", l.shape(),
-                           " instead of one value (the micro-batch's mean)");
-            const double weight = double(sizes[i]) / double(batch);
-            roots[i] = (loss_scale == 1 ? l : l * loss_scale) * weight;
-            const Tensor part = l.detach().reshape({1}).to(kFloat64) * weight;
-            loss_sum = loss_sum.defined() ? loss_sum + part : part;
-          }
-        } else {
-          if (training) roots[i] = y;
-          send_tensor(*activations_, y.detach(), k + 1, sends);
-        }
-        if (training) stage_inputs[i] = x;
-        busy += double(trace::now_us() - t0) * 1e-6;
-      } else {
-        Tensor grad_output;
-        if (!is_last()) {
-          grad_output = empty(roots[i].shape(), {.dtype = roots[i].dtype(), .device = dev});
-          gradients_->recv(grad_output, k + 1)->wait();
-        }
-        const int64_t t0 = trace::now_us();
-        (void)autograd::backward(roots[i], {.grad_output = grad_output});
-        if (!is_first()) {
-          const Tensor g = stage_inputs[i].grad();
-          TD_CHECK_VALUE(g.defined(),
-                         "the stage's output does not depend on its input, so no "
-                         "gradient can flow to the stages before it");
-          sends.push_back(gradients_->send(g.contiguous(), k - 1));
-        }
-        stage_inputs[i] = Tensor();  // this micro-batch's activations on this stage are freed
-        roots[i] = Tensor();
-        busy += double(trace::now_us() - t0) * 1e-6;
-      }
-    } catch (...) {
-      std::rethrow_exception(::tandem::detail::with_context(
-          std::current_exception(),
-          str("pipeline stage ", k, " of ", stages(), " on ", dev, ", micro-batch ", i, " (",
-              is_forward ? "forward" : "backward", ")")));
-    }
-  }
-  for (const WorkPtr& w : sends) w->wait();
+  MessageTransport transport(*activations_, *gradients_, k, dev);
+  StageResult done = run_stage(actions, mine, transport);
+  transport.wait_for_sends();  // a send never holds up the schedule: waited for at the end
 
   DistributedPipelineResult result;
-  if (is_last()) result.output = cat(outputs);
+  if (is_last()) result.output = cat(done.outputs);
   if (training) {
     sum_tied_gradients(tied_before);
-    // The loss is the last stage's; every rank gets it, to log or to stop on.
-    Tensor l = is_last() ? loss_sum.contiguous() : empty({1}, {.dtype = kFloat64, .device = dev});
+    // The loss is the last stage's; every rank gets it, to log or to stop on. Summed on the
+    // device: reading it per micro-batch would wait for the GPU each time.
+    Tensor loss_sum = empty({1}, {.dtype = kFloat64, .device = dev});
+    if (is_last()) {
+      loss_sum.fill_(0);
+      for (const Tensor& part : done.losses) loss_sum = loss_sum + part.reshape({1}).to(kFloat64);
+    }
+    Tensor l = loss_sum.contiguous();
     group_->broadcast(l, stages() - 1)->wait();
     result.loss = l.reshape({});
   }
   result.seconds = double(trace::now_us() - start) * 1e-6;
-  result.busy_seconds = busy;
+  result.busy_seconds = done.busy_seconds;
   return result;
 }
 

@@ -9,6 +9,7 @@
 #include <tandem/nn/activation_checkpoint.h>
 #include <tandem/parallel/pipeline/exchange.h>
 #include <tandem/parallel/pipeline/pipeline.h>
+#include <tandem/parallel/pipeline/stage_runner.h>
 #include <algorithm>
 #include <exception>
 #include <mutex>
@@ -128,102 +129,70 @@ PipelineResult Pipeline::run(const Tensor& input, const Tensor* target, const Pi
   return result;
 }
 
+namespace {
+
+// The messages between stages of one process: through the Exchange, which a failed stage
+// aborts (every waiting stage wakes).
+class ExchangeTransport : public StageTransport {
+ public:
+  ExchangeTransport(Exchange& exchange, int64_t stage) : exchange_(exchange), k_(stage) {}
+  Tensor take_activation(int64_t i) override { return exchange_.take(Exchange::Activation, k_, i); }
+  void put_activation(int64_t i, const Tensor& y) override {
+    exchange_.put(Exchange::Activation, k_ + 1, i, y);
+  }
+  Tensor take_gradient(int64_t i, const Tensor&) override {
+    return exchange_.take(Exchange::Gradient, k_, i);
+  }
+  void put_gradient(int64_t i, const Tensor& g) override {
+    exchange_.put(Exchange::Gradient, k_ - 1, i, g);
+  }
+  bool aborted() override { return exchange_.aborted(); }
+
+ private:
+  Exchange& exchange_;
+  int64_t k_;
+};
+
+}  // namespace
+
 void Pipeline::run_stage(size_t k, Run& r) {
   Stage& stage = stages_[k];
-  const bool first = k == 0, last = k + 1 == stages_.size();
   const int64_t m = int64_t(r.sizes.size());
-  const bool defer = r.training && defers_weight_grads(options_);
-  autograd::DeferredWeightGrads deferred;  // every micro-batch's, for the W action
+  StageStep step{.first = k == 0,
+                 .last = k + 1 == stages_.size(),
+                 .training = r.training,
+                 .device = stage.device,
+                 .where = str("pipeline stage ", k, " on ", stage.device)};
+  step.defer_weight_grads = r.training && defers_weight_grads(options_);
+  // The stage object outlives the step, whose backward is where a checkpoint recomputes.
+  step.forward = [&](const Tensor& x, int64_t i) {
+    const bool checkpointed =
+        r.training && (options_.checkpoint == PipelineCheckpoint::Always ||
+                       (options_.checkpoint == PipelineCheckpoint::ExceptLast && i + 1 < m));
+    return checkpointed ? nn::activation_checkpoint(
+                              [&stage](const Tensor& v) { return stage.modules(v); }, x)
+                        : stage.modules(x);
+  };
+  if (step.first) step.inputs = r.inputs;
+  if (step.last && r.training) {
+    step.targets = r.targets, step.sizes = r.sizes, step.batch = r.batch;
+    step.loss = *r.loss_fn, step.loss_scale = r.loss_scale;
+  }
   std::vector<PipelineAction> actions;
   if (r.training) {
-    actions = stage_actions(options_.schedule, int64_t(k), int64_t(stages_.size()), m, defer);
+    actions = stage_actions(options_.schedule, int64_t(k), int64_t(stages_.size()), m,
+                            step.defer_weight_grads);
   } else {
     for (int64_t i = 0; i < m; ++i) actions.push_back({PipelineAction::Forward, i});
   }
-  // Per micro-batch: the stage's input (a leaf, to read its gradient from) and the root its
-  // backward starts from (its output, or on the last stage the weighted loss).
-  std::vector<Tensor> inputs(static_cast<size_t>(m)), roots(static_cast<size_t>(m));
-
-  auto forward = [&](size_t i, Tensor x) {
-    x = x.to(stage.device).detach();
-    if (!first && r.training) x.requires_grad_(true);
-    const bool checkpointed =
-        r.training &&
-        (options_.checkpoint == PipelineCheckpoint::Always ||
-         (options_.checkpoint == PipelineCheckpoint::ExceptLast && int64_t(i) + 1 < m));
-    // The stage object outlives the step, whose backward is where a checkpoint recomputes.
-    const Tensor y = checkpointed ? nn::activation_checkpoint(
-                                        [&stage](const Tensor& v) { return stage.modules(v); }, x)
-                                  : stage.modules(x);
-    if (last) {
-      r.outputs[i] = y.detach();
-      if (r.training) {
-        const Tensor l = (*r.loss_fn)(y, r.targets[i].to(stage.device));
-        TD_CHECK_SHAPE(l.numel() == 1, "the loss function returned shape ", l.shape(),
-                       " instead of one value (the micro-batch's mean)");
-        const double weight = double(r.sizes[i]) / double(r.batch);
-        roots[i] = (r.loss_scale == 1 ? l : l * r.loss_scale) * weight;
-        r.losses[i] = r.loss_scale == 1 ? roots[i].detach() : (l * weight).detach();
-      }
-    } else {
-      if (r.training) roots[i] = y;
-      r.exchange.put(Exchange::Activation, int64_t(k + 1), int64_t(i), y.detach());
-    }
-    if (r.training) inputs[i] = x;
-  };
-  auto backward = [&](size_t i, const Tensor& grad_output) {
-    deferred.append(
-        autograd::backward(roots[i], {.grad_output = last ? Tensor() : grad_output.to(stage.device),
-                                      .defer_weight_grads = defer}));
-    if (!first) {
-      const Tensor g = inputs[i].grad();
-      TD_CHECK_VALUE(g.defined(),
-                     "the stage's output does not depend on its input, so no "
-                     "gradient can flow to the stages before it");
-      r.exchange.put(Exchange::Gradient, int64_t(k - 1), int64_t(i), g);
-    }
-    inputs[i] = Tensor();  // this micro-batch's activations on this stage are freed here
-    roots[i] = Tensor();
-  };
-
-  const int64_t baseline = memory_stats(stage.device).allocated_bytes;
-  for (const PipelineAction& a : actions) {
-    if (r.exchange.aborted()) return;
-    const size_t i = size_t(a.micro_batch);
-    const bool is_forward = a.kind == PipelineAction::Forward;
-    try {
-      // The neighbour's message first: the wait is idle time, outside the action's span.
-      Tensor received;
-      if (is_forward) {
-        received =
-            first ? r.inputs[i] : r.exchange.take(Exchange::Activation, int64_t(k), int64_t(i));
-      } else if (a.kind == PipelineAction::Backward && !last) {
-        received = r.exchange.take(Exchange::Gradient, int64_t(k), int64_t(i));
-      }
-      const int64_t start = trace::now_us();
-      {
-        trace::Scope span("pipeline", to_string(a));
-        if (is_forward) {
-          forward(i, std::move(received));
-        } else if (a.kind == PipelineAction::Backward) {
-          backward(i, received);
-        } else {
-          deferred.run();  // W: every micro-batch's Linear weight gradients into .grad
-        }
-      }
-      r.busy_us[k] += trace::now_us() - start;
-    } catch (const Exchange::Aborted&) {
-      throw;
-    } catch (...) {
-      std::rethrow_exception(::tandem::detail::with_context(
-          std::current_exception(),
-          a.kind == PipelineAction::Weight
-              ? str("pipeline stage ", k, " on ", stage.device, ", weight gradients (W)")
-              : str("pipeline stage ", k, " on ", stage.device, ", micro-batch ", i, " (",
-                    is_forward ? "forward" : "backward", ")")));
-    }
-    r.peak[k] = std::max(r.peak[k], memory_stats(stage.device).allocated_bytes - baseline);
+  ExchangeTransport transport(r.exchange, int64_t(k));
+  StageResult done = parallel::run_stage(actions, step, transport);
+  if (step.last) {
+    r.outputs = std::move(done.outputs);
+    if (r.training) r.losses = std::move(done.losses);
   }
+  r.peak[k] = done.peak_bytes;
+  r.busy_us[k] = int64_t(done.busy_seconds * 1e6);
 }
 
 }  // namespace tandem::parallel

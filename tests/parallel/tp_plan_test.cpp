@@ -36,18 +36,25 @@ nn::Sequential mlp() {
 const Plan kMlpPlan = {{.name = "layer1.fc", .cut = Cut::Column},
                        {.name = "layer2.fc", .cut = Cut::Row}};
 
-std::pair<Tensor, Tensor> batch(int step) {
-  manual_seed(uint64_t(100 + step));
-  const std::vector<int64_t> labels = {step % 3 == 0 ? 0 : 1, 2, 0, 1, 2};
-  return {randn({5, 12}, {.dtype = kFloat64}), from_vector(labels, {5})};
+// Drawn once, before any rank thread starts (manual_seed reseeds every device's generator).
+const std::vector<std::pair<Tensor, Tensor>>& batches() {
+  static const std::vector<std::pair<Tensor, Tensor>> all = [] {
+    std::vector<std::pair<Tensor, Tensor>> out;
+    manual_seed(100);
+    for (int step = 0; step < 3; ++step) {
+      const std::vector<int64_t> labels = {step % 3 == 0 ? 0 : 1, 2, 0, 1, 2};
+      out.emplace_back(randn({5, 12}, {.dtype = kFloat64}), from_vector(labels, {5}));
+    }
+    return out;
+  }();
+  return all;
 }
 
 // Three clipped AdamW steps; `clip` returns the norm before clipping.
 template <typename Forward, typename Clip>
 void train(nn::Module& model, Forward&& forward, Clip&& clip) {
   optim::AdamW opt(model.parameters(), {.lr = 1e-2, .weight_decay = 0.1});
-  for (int s = 0; s < 3; ++s) {
-    const auto [x, y] = batch(s);
+  for (const auto& [x, y] : batches()) {
     opt.zero_grad();
     cross_entropy(forward(x), y).backward();
     EXPECT_GT(clip(), kClip) << "the clip must bite";
@@ -60,6 +67,7 @@ double relative_error(const Tensor& a, const Tensor& b) {
 }
 
 TEST(TensorParallelPlan, AnImageMlpUnderItsTwoRowPlanTrainsAsOneDevice) {
+  batches();
   nn::Sequential one = mlp();
   train(
       one, [&](const Tensor& x) { return one(x); },
