@@ -66,6 +66,19 @@ HeldParts held_parts(const PlacementTable& table, const nn::StateDict& buffers,
   return w;
 }
 
+HeldParts held_gradients(const PlacementTable& table, std::string_view by) {
+  using sharded_index::to_json;
+  HeldParts w;
+  for (const PlacedTensor& e : table.entries()) {
+    TD_CHECK_VALUE(!e.name.empty(), by, ": a ", e.local.shape(),
+                   " tensor of the placement table has no name");
+    if (!gives(e, table)) continue;
+    const Tensor g = e.local.grad().defined() ? e.local.grad() : zeros_like(e.local);
+    w.add("grad." + e.name, g, e.whole, to_json(applied_placements(e, table)));
+  }
+  return w;
+}
+
 int64_t ranks_of(const PlacementTable& table) {
   int64_t n = 1;
   for (const PlacementTable::Dimension& d : table.dimensions()) n *= d.group->size();

@@ -40,6 +40,10 @@ struct HeldParts {
 HeldParts held_parts(const PlacementTable& table, const nn::StateDict& buffers,
                      const optim::Optimizer* optimizer, std::string_view by);
 
+/// The same for the gradients of the table's tensors ("grad.<name>", zeros where a tensor has
+/// none), cut as the tensors are.
+HeldParts held_gradients(const PlacementTable& table, std::string_view by);
+
 /// The product of the table's dimensions' sizes: the ranks whose parts make the whole model.
 int64_t ranks_of(const PlacementTable& table);
 

@@ -172,6 +172,18 @@ nn::StateDict full_state_dict(const PlacementTable& table, nn::Module& model, Co
   return out;
 }
 
+nn::StateDict full_gradients(const PlacementTable& table, Communicator* world) {
+  check_world(table, world, "full_gradients");
+  const Device device = device_of(table);
+  HeldParts mine;
+  agree(world, device, attempt([&] { mine = held_gradients(table, "full_gradients"); }));
+  Wholes wholes = put_together(mine, world, device, "full_gradients");
+  agree(world, device, wholes.outcome);
+  nn::StateDict out;
+  for (const auto& [key, t] : wholes.tensors) out.emplace_back(key.substr(5), t);  // "grad."
+  return out;
+}
+
 optim::OptimizerState full_optimizer_state(const PlacementTable& table, nn::Module& model,
                                            const optim::Optimizer& optimizer, Communicator* world) {
   check_world(table, world, "full_optimizer_state");

@@ -52,6 +52,11 @@ void load_full_optimizer_state(const PlacementTable& table, nn::Module& model,
                                optim::Optimizer& optimizer, const optim::OptimizerState& whole,
                                Communicator* world);
 
+/// Every tensor's whole gradient on rank 0 of `world` (empty on the others), on the CPU, under one
+/// device's names in name order: what one device's `.grad` would hold, from any layout (zeros
+/// where a tensor has none). To compare a layout's step with one device's, or two steps' drift.
+nn::StateDict full_gradients(const PlacementTable& table, Communicator* world);
+
 /// Rank 0's `state` on every rank of `world`, on the CPU (the others' argument is ignored): a
 /// whole state every rank holds, as PyTorch's full state dict without rank0_only. Collective;
 /// the tensors travel on `device` (the communicator's: CUDA for NCCL).

@@ -3,11 +3,14 @@
 // one device does. Data parallelism {none, DDP, ZeRO-1, ZeRO-2, fully_shard} over 2 ranks × {no TP,
 // TP 2, TP 2 + SP} × {no PP, PP 2 with GPipe, with 1F1B} × {activation checkpointing off, on},
 // built as `tandem train` stacks them (stacked_layouts.h): for 3 AdamW steps with a clip that
-// bites, each step's loss and gradient norm, and the parameters and AdamW state after them (read
-// back whole from the run's sharded checkpoint), are one device's, ≤ 1e-10 relative. Not here:
-// fully_shard under a pipeline (refused: not built), and bf16 autocast (not a float64 run).
+// bites, each step's loss and gradient norm, the last step's clipped gradients (put together
+// whole, parallel::full_gradients), and the parameters and AdamW state after them (read back
+// whole from the run's sharded checkpoint), are one device's, ≤ 1e-10 relative; a tied weight's
+// copies on a pipeline's first and last stages are bit-identical. Not here: fully_shard under a
+// pipeline (refused: not built), and bf16 autocast (not a float64 run).
 #include <gtest/gtest.h>
 #include <tandem/parallel/sharded_checkpoint.h>
+#include <tandem/parallel/whole_state.h>
 
 #include <cmath>
 #include <map>
@@ -37,6 +40,7 @@ double relative_error(double a, double b) {
 
 struct Reference {
   std::vector<StepOutcome> steps;
+  nn::StateDict grads;  // the last step's, clipped
   nn::StateDict params;
   optim::OptimizerState state;
 };
@@ -45,6 +49,7 @@ Reference one_device() {
   Reference out;
   Member m = tandem::testing::stacked::build(Stack{}, make_thread_group(1)[0]);
   for (int s = 0; s < kSteps; ++s) out.steps.push_back(m.step(s));
+  out.grads = full_gradients(*m.table, nullptr);
   out.params = m.model->named_parameters();
   out.state = m.local->state_dict();
   return out;
@@ -73,6 +78,9 @@ std::vector<Stack> every_stack() {
 TEST(EquivalenceMatrix, EveryStackTrainsAsOneDevice) {
   const Reference want = one_device();
   for (int s = 0; s < kSteps; ++s) EXPECT_GT(want.steps[size_t(s)].norm, 0.3) << "must bite";
+  double squares = 0;  // the gradients compared are the clipped ones, not zeros
+  for (const auto& [name, g] : want.grads) squares += sum(g * g).item();
+  EXPECT_NEAR(std::sqrt(squares), 0.3, 1e-5);  // clip_grad_norm_: max / (norm + 1e-6)
   tandem::testing::TempDir tmp;
   const std::vector<Stack> stacks = every_stack();
   EXPECT_EQ(stacks.size(), 76u);
@@ -80,6 +88,7 @@ TEST(EquivalenceMatrix, EveryStackTrainsAsOneDevice) {
   for (const Stack& stack : stacks) {
     const std::string what = stack.str(), dir = tmp.file("run-" + std::to_string(i++));
     std::vector<StepOutcome> got(kSteps);
+    nn::StateDict grads;
     spawn_threads(
         [&](std::shared_ptr<Communicator> world) {
           Member m = tandem::testing::stacked::build(stack, world);
@@ -87,6 +96,9 @@ TEST(EquivalenceMatrix, EveryStackTrainsAsOneDevice) {
             const StepOutcome o = m.step(s);
             if (world->rank() == 0) got[size_t(s)] = o;
           }
+          EXPECT_EQ(m.tied_difference(), 0.0) << what << ": the tied weight's copies";
+          nn::StateDict whole = full_gradients(*m.table, world.get());
+          if (world->rank() == 0) grads = std::move(whole);
           save_sharded_checkpoint(dir, kSteps, *world, *m.table, m.model->named_buffers(), m.local);
         },
         stack.world());
@@ -95,6 +107,12 @@ TEST(EquivalenceMatrix, EveryStackTrainsAsOneDevice) {
           << what << ": the loss of step " << s;
       EXPECT_LE(relative_error(got[size_t(s)].norm, want.steps[size_t(s)].norm), kTolerance)
           << what << ": the gradient norm of step " << s;
+    }
+    ASSERT_EQ(grads.size(), want.grads.size()) << what;
+    for (size_t k = 0; k < want.grads.size(); ++k) {
+      EXPECT_EQ(grads[k].first, want.grads[k].first) << what;
+      EXPECT_LE(relative_error(grads[k].second, want.grads[k].second), kTolerance)
+          << what << ": the gradient of " << want.grads[k].first;
     }
     // The run's parameters and AdamW state, read whole on one process.
     Member whole = tandem::testing::stacked::build(Stack{}, make_thread_group(1)[0]);

@@ -62,6 +62,9 @@ struct Member {
   optim::Optimizer* local = nullptr;
   std::function<StepOutcome(int step)> step;
   std::function<void()> after_load = [] {};
+  // The largest difference between a tied weight's copies (a pipeline's first and last stages'),
+  // on every rank; collective. 0 without copies.
+  std::function<double()> tied_difference = [] { return 0.0; };
   std::vector<std::shared_ptr<void>> keep;  // the mesh and the wrappers, alive for the run
 };
 
@@ -110,6 +113,18 @@ inline Member build(const Stack& s, std::shared_ptr<parallel::Communicator> worl
         DistributedPipelineOptions{.chunks = 2, .schedule = s.schedule, .placements = m.table});
     m.model = std::shared_ptr<nn::Sequential>(pipe, &pipe->stage());
     m.keep.push_back(pipe);
+    m.tied_difference = [pipe] {
+      NoGradGuard no_grad;
+      double worst = 0;
+      for (const DistributedPipeline::Tied& t : pipe->tied())
+        for (const auto& [name, p] : pipe->stage().named_parameters()) {
+          if (name != t.name) continue;
+          Tensor first = p.detach().clone();
+          t.group->broadcast(first, 0)->wait();  // the first stage's copy
+          worst = std::max(worst, abs(first - p.detach()).max().item());
+        }
+      return worst;
+    };
   } else {
     m.model = std::make_shared<nn::Sequential>(std::move(model));
   }
