@@ -273,7 +273,7 @@ TEST(GptCommand, TensorParallelTrainsAsOneDeviceAndResumesAtAnySize) {
 // DistributedPipeline), alone, with tensor parallelism and with data parallelism, trains one
 // device's model up to float32 rounding; its checkpoint is one device's (the stages' tensors and
 // AdamW's state gathered on rank 0) and resumes on one process, and one process's on 4 stages;
-// with ZeRO-1/2 over each stage's data-parallel ranks too.
+// with ZeRO-1/2 and fully_shard over each stage's data-parallel ranks too.
 TEST(GptCommand, PipelineParallelTrainsAsOneDeviceAndResumesOnAnyLayout) {
   CheckpointedRuns runs;
   runs.run("", 10, "one", "");
@@ -287,7 +287,11 @@ TEST(GptCommand, PipelineParallelTrainsAsOneDeviceAndResumesOnAnyLayout) {
   // one reduce-scatter into each rank's pieces.
   const Result zero = runs.run(runs.four, 10, "pp-zero", " --pp 2 --dp 2 --zero 2 --chunks 2");
   EXPECT_NE(zero.output.find("ZeRO stage 2 over dp)"), std::string::npos) << zero.output;
-  for (const char* mode : {"pp-tp", "dp-pp", "pp-tp-ac", "pp-zero"})
+  // fully_shard over each stage's data-parallel ranks: every micro-batch's forward gathers its
+  // units, one reduce-scatter per unit once the micro-batches' gradients are all in.
+  const Result fsdp = runs.run(runs.four, 10, "pp-fsdp", " --pp 2 --dp 2 --zero 3 --chunks 2");
+  EXPECT_NE(fsdp.output.find("fully sharded over dp"), std::string::npos) << fsdp.output;
+  for (const char* mode : {"pp-tp", "dp-pp", "pp-tp-ac", "pp-zero", "pp-fsdp"})
     for (const char* file : {"model.safetensors", "optimizer.safetensors"})
       runs.expect_close("one", mode, file);
   for (const char* dir : {"one", "pp-tp"})
@@ -303,7 +307,6 @@ TEST(GptCommand, PipelineParallelTrainsAsOneDeviceAndResumesOnAnyLayout) {
   for (const auto& [launcher, flags, message] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {runs.two, " --pp 4", "--pp 4: the run has 2 ranks, which is not dp x pp x tp"},
-           {"", " --pp 2 --zero 3", "--pp with --zero 3 is not built"},
            {"", " --pp 2 --pipeline cpu:0,cpu:1", "--pp (a stage per rank) and --pipeline"}}) {
     const Result r = tandem_cli(launcher + gpt_flags(runs.tmp / "text.txt", 5) + " --log-dir " +
                                     (runs.tmp / "log-bad").string() + flags,

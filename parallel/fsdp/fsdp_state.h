@@ -35,6 +35,9 @@ struct FullyShardedModule::State {
   std::vector<size_t> order;                        // reduce-scatter order: last unit first
   std::mutex mutex;  // forward on the caller's thread, backward on the device's
   std::atomic<bool> sync{true};
+  // Whether the next backward is the step's last (set_is_last_backward): only then are units
+  // whose gradients did not all arrive reduced anyway, and the iteration's counts forgotten.
+  std::atomic<bool> last_backward{true};
   bool callback_queued = false;  // in a backward pass: end_of_backward() is queued
   size_t next_launch = 0;        // into `order`
   std::deque<size_t> reducing;   // units whose reduce-scatter is on the wire, oldest first

@@ -134,6 +134,7 @@ const std::vector<std::shared_ptr<ShardedUnit>>& FullyShardedModule::units() con
 }
 
 FullyShardedModule::NoSync::NoSync(FullyShardedModule& m) : m_(&m) { m.state_->sync = false; }
+void FullyShardedModule::set_is_last_backward(bool last) { state_->last_backward = last; }
 FullyShardedModule::NoSync::~NoSync() { m_->state_->sync = true; }
 
 Tensor FullyShardedModule::forward(const Tensor& input) {
@@ -322,14 +323,15 @@ void FullyShardedModule::State::launch_ready(bool all) {
 void FullyShardedModule::State::end_of_backward() {
   std::lock_guard lk(mutex);
   callback_queued = false;
+  const bool last = last_backward;
   if (sync) {
-    launch_ready(true);
+    launch_ready(/*all=*/last);  // before the last backward, a unit may wait for another's
     for (size_t u : reducing) units[u]->finish_reduce_scatter();
     reducing.clear();
   }
   for (auto& unit : units) {
     unit->reshard();
-    unit->end_iteration();
+    if (last) unit->end_iteration();
   }
   for (size_t k = 0; k < item_slots.size(); ++k) restore(k);
   next_launch = 0;

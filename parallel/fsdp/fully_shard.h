@@ -94,6 +94,13 @@ class FullyShardedModule : public nn::Module {
   };
   [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
 
+  /// Whether the next backward is the step's last (FSDP2's set_is_last_backward). A pipeline
+  /// runs several micro-batches' forwards before their backwards (GPipe: all of them): after a
+  /// backward that is not the last, a unit still waiting for another micro-batch's gradients
+  /// keeps them (its reduce-scatter sums every micro-batch's), and the step's counts stay;
+  /// after the last, every unit is reduced and the step ends. Default true: one backward a step.
+  void set_is_last_backward(bool last);
+
   /// Where each shard lies in the whole model (the table of FullyShardOptions::placements): what
   /// parallel::clip_grad_norm_ reads.
   const std::shared_ptr<PlacementTable>& placements() const;

@@ -161,13 +161,15 @@ DistributedPipelineResult DistributedPipeline::run(const Tensor& input, const Te
   } else {
     for (int64_t i = 0; i < m; ++i) actions.push_back({PipelineAction::Forward, i});
   }
-  StageStep mine{.first = is_first(),
-                 .last = is_last(),
-                 .training = training,
-                 .device = dev,
-                 .where = str("pipeline stage ", k, " of ", stages(), " on ", dev),
-                 .forward = [this](const Tensor& x, int64_t) { return stage_(x); },
-                 .inputs = std::move(inputs)};
+  StageStep mine{
+      .first = is_first(),
+      .last = is_last(),
+      .training = training,
+      .device = dev,
+      .where = str("pipeline stage ", k, " of ", stages(), " on ", dev),
+      .forward = [this](const Tensor& x, int64_t) { return forward_ ? forward_(x) : stage_(x); },
+      .inputs = std::move(inputs),
+      .before_backward = before_backward_};
   if (is_last() && training) {
     mine.targets = std::move(targets), mine.sizes = sizes, mine.batch = batch;
     mine.loss = *loss, mine.loss_scale = loss_scale;

@@ -88,6 +88,16 @@ class DistributedPipeline {
   Tensor evaluate(const Tensor& input);
 
   nn::Sequential& stage() { return stage_; }
+  /// Runs the stage's forward through `forward` from now on: a wrapper of stage() that must see
+  /// every micro-batch, such as fully_shard's (parallel/fsdp/fully_shard.h), which gathers a
+  /// unit's shards in its own forward and reduce-scatters the micro-batches' gradients into
+  /// them; `before_backward(last)` is told before each backward whether it is the step's last
+  /// (fully_shard's set_is_last_backward). Null: the stage's modules themselves.
+  void run_through(std::function<Tensor(const Tensor&)> forward,
+                   std::function<void(bool last)> before_backward = nullptr) {
+    forward_ = std::move(forward);
+    before_backward_ = std::move(before_backward);
+  }
   int stage_index() const { return group_->rank(); }
   int stages() const { return group_->size(); }
   bool is_first() const { return stage_index() == 0; }
@@ -117,6 +127,8 @@ class DistributedPipeline {
   std::shared_ptr<Communicator> group_, activations_, gradients_;
   DistributedPipelineOptions options_;
   std::vector<Tied> tied_;
+  std::function<Tensor(const Tensor&)> forward_;  // run_through's; null: stage_ itself
+  std::function<void(bool)> before_backward_;
 };
 
 }  // namespace tandem::parallel

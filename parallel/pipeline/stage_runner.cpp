@@ -59,6 +59,8 @@ StageResult run_stage(const std::vector<PipelineAction>& actions, const StageSte
     roots[i] = Tensor();
   };
 
+  size_t backwards = 0;  // left in the step
+  for (const PipelineAction& a : actions) backwards += a.kind == PipelineAction::Backward;
   const int64_t baseline = memory_stats(dev).allocated_bytes;
   for (const PipelineAction& a : actions) {
     if (transport.aborted()) return result;
@@ -76,9 +78,10 @@ StageResult run_stage(const std::vector<PipelineAction>& actions, const StageSte
         const trace::Scope span("pipeline", trace::enabled() ? to_string(a) : "");
         if (is_forward)
           forward(i, std::move(received));
-        else if (a.kind == PipelineAction::Backward)
+        else if (a.kind == PipelineAction::Backward) {
+          if (step.before_backward) step.before_backward(--backwards == 0);
           backward(i, received);
-        else
+        } else
           deferred.run();  // W: every micro-batch's Linear weight gradients into .grad
       }
       result.busy_seconds += double(trace::now_us() - start) * 1e-6;

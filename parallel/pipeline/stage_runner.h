@@ -54,6 +54,10 @@ struct StageStep {
   std::function<Tensor(const Tensor& output, const Tensor& target)> loss;
   double loss_scale = 1;
   bool defer_weight_grads = false;  // backward leaves the Linears' weight gradients to W
+  // Called before each backward, with whether it is the stage's last of the step (null: none):
+  // for a wrapper that must know when the micro-batches' gradients are all in (fully_shard's
+  // set_is_last_backward).
+  std::function<void(bool last)> before_backward;
 };
 
 struct StageResult {

@@ -132,10 +132,13 @@ inline Member build(const Stack& s, std::shared_ptr<parallel::Communicator> worl
   move_to(*m.model, dev, *m.table);
   std::shared_ptr<DistributedDataParallel<nn::Sequential>> ddp;
   std::shared_ptr<FullyShardedModule> fsdp;
-  if (s.dp > 1 && s.data == Data::FullyShard)
+  if (s.dp > 1 && s.data == Data::FullyShard) {
     fsdp = std::make_shared<FullyShardedModule>(
         m.model, FullyShardOptions{.group = mesh->group("dp"), .placements = m.table});
-  else if (s.dp > 1)
+    if (pipe)
+      pipe->run_through([f = fsdp.get()](const Tensor& x) { return (*f)(x); },
+                        [f = fsdp.get()](bool last) { f->set_is_last_backward(last); });
+  } else if (s.dp > 1)
     ddp = std::make_shared<DistributedDataParallel<nn::Sequential>>(
         *m.model, DDPOptions{.group = mesh->group("dp"),
                              .bucket_cap_mb = 0.01,

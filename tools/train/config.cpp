@@ -219,10 +219,6 @@ TrainOptions resolve_config(TrainOptions o) {
   if (o.pp > 1) {
     TD_CHECK_VALUE(o.model == "gpt", "train: --pp ", o.pp, " needs --model gpt (", o.model,
                    " runs its pipelines in one process: --pipeline DEVICES)");
-    TD_CHECK_VALUE(o.zero != 3,
-                   "train: --pp with --zero 3 is not built: fully_shard gathers a "
-                   "unit's parameters in its own forward, and a stage's micro-batches run its "
-                   "modules directly; --zero 1 or 2 shard a stage's optimizer state over dp");
     TD_CHECK_VALUE(o.pipeline.empty(),
                    "train: --pp (a stage per rank) and --pipeline (stages on one process's "
                    "devices) are two pipelines; choose one");

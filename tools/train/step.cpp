@@ -59,13 +59,13 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
   Setup s{.mode = p.mode, .model = std::move(model), .device = p.device};
   s.placements = placements ? std::move(placements) : std::make_shared<parallel::PlacementTable>();
   if (o.pp > 1) {  // this rank keeps its stage: the model's other modules are let go
-    s.stages = std::make_unique<parallel::DistributedPipeline>(
+    s.stages = std::make_shared<parallel::DistributedPipeline>(
         *s.model, mesh->group("pp"),
         parallel::DistributedPipelineOptions{
             .chunks = o.chunks,
             .schedule = parallel::parse_schedule(o.pipeline_schedule),
             .placements = s.placements});
-    s.model = std::shared_ptr<nn::Sequential>(std::shared_ptr<void>(), &s.stages->stage());
+    s.model = std::shared_ptr<nn::Sequential>(s.stages, &s.stages->stage());
   }
   parallel::move_to(*s.model, p.device, *s.placements);  // the cuts' records follow
   if (mesh) {
@@ -82,6 +82,9 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
         s.fsdp = std::make_unique<parallel::FullyShardedModule>(
             s.model, parallel::FullyShardOptions{.group = s.mesh ? s.mesh->group("dp") : nullptr,
                                                  .placements = s.placements});
+        if (s.stages)  // each micro-batch through fully_shard, reduced once all are in
+          s.stages->run_through([f = s.fsdp.get()](const Tensor& x) { return (*f)(x); },
+                                [f = s.fsdp.get()](bool last) { f->set_is_last_backward(last); });
         break;
       }
       s.ddp = std::make_unique<parallel::DistributedDataParallel<nn::Sequential>>(
@@ -165,6 +168,7 @@ std::string describe_parallelism(Setup& s, const TrainOptions& o,
                " parallel: ", s.mesh->str(), " (", group->backend(), ", ", o.pipeline_schedule,
                ", ", o.chunks, " chunks; this stage ", s.model->size(), " modules",
                s.sequence_parallel ? ", sequence parallel" : "",
+               s.fsdp ? ", fully sharded over dp" : "",
                s.ddp && o.zero ? str(", ZeRO stage ", o.zero, " over dp") : "", ")");
   else if (s.tp)
     line = str(", tensor parallel: ", s.mesh->str(), " (", group->backend(),

@@ -56,8 +56,8 @@ struct Setup {
   parallel::tp::Group tp;
   bool sequence_parallel = false;
   // --pp: this rank's stage of the pipeline over the mesh's "pp" group; `model` is then the
-  // stage's modules (the rest of the whole model was dropped).
-  std::unique_ptr<parallel::DistributedPipeline> stages;
+  // stage's modules (the rest of the whole model was dropped), and holds the pipeline alive.
+  std::shared_ptr<parallel::DistributedPipeline> stages;
   // What this rank trains and how each tensor lies in the whole model, as every wrapper above
   // recorded it (parallel/placement.h): what the gradient norm and the partial-gradient
   // reduction read, whatever the mode.
