@@ -48,10 +48,11 @@ Tensor column_parallel_linear(const Tensor& x, const Tensor& w, const Tensor& b,
     y = linear(x, w, b);  // f is the identity in forward
   }
   const int64_t in = w.size(1), out = w.size(0);
-  auto backward = [group, in, out, x_shape = x.shape()](const Tensor& dy, const NeedsGrad& need,
-                                                        const Saved& s) -> Grads {
+  auto backward = [group, in, out, x_shape = x.shape(), dtype = w.dtype()](
+                      const Tensor& dy, const NeedsGrad& need, const Saved& s) -> Grads {
     NoGradGuard no_grad;
-    const Tensor dy2 = dy.contiguous().reshape({-1, out});
+    // In the inputs' dtype (autocast's bfloat16, say), whatever the gradient arrived in.
+    const Tensor dy2 = dy.contiguous().reshape({-1, out}).to(dtype);
     Grads g(3);
     WorkPtr reduce;
     if (need[0]) {  // dX = dY·W, summed over the group (every rank read all of X): started now
@@ -59,7 +60,7 @@ Tensor column_parallel_linear(const Tensor& x, const Tensor& w, const Tensor& b,
       reduce = group->all_reduce(g[0]);
     }
     if (need[1]) g[1] = matmul(dy2.transpose(0, 1), s[0].contiguous().reshape({-1, in}));
-    if (need[2]) g[2] = sum(dy2, {0});
+    if (need[2]) g[2] = sum(dy2, {0}).to(dtype);
     if (reduce) reduce->wait();
     return g;
   };
@@ -77,12 +78,12 @@ Tensor sequence_parallel_column_linear(const Tensor& x, const Tensor& w, const T
     y = linear(start_sequence_gather(x, *group, kOp).finish(), w, b);
   }
   const int64_t in = w.size(1), out = w.size(0);
-  auto backward = [group, in, out](const Tensor& dy, const NeedsGrad& need,
-                                   const Saved& s) -> Grads {
+  auto backward = [group, in, out, dtype = w.dtype()](const Tensor& dy, const NeedsGrad& need,
+                                                      const Saved& s) -> Grads {
     NoGradGuard no_grad;
     std::optional<SequenceGather> x_all;  // this rank's positions of X, gathered again
     if (need[1]) x_all = start_sequence_gather(s[0], *group, kOp);
-    const Tensor dy2 = dy.contiguous().reshape({-1, out});
+    const Tensor dy2 = dy.contiguous().reshape({-1, out}).to(dtype);  // the inputs' dtype
     Grads g(3);
     std::optional<SequenceReduceScatter> dx;  // dX = dY·W, each rank's positions of the sum
     if (need[0]) {
@@ -91,7 +92,7 @@ Tensor sequence_parallel_column_linear(const Tensor& x, const Tensor& w, const T
       dx = start_sequence_reduce_scatter(matmul(dy2, s[1]).reshape(whole), *group, kOp);
     }
     if (need[1]) g[1] = matmul(dy2.transpose(0, 1), x_all->finish().reshape({-1, in}));
-    if (need[2]) g[2] = sum(dy2, {0});
+    if (need[2]) g[2] = sum(dy2, {0}).to(dtype);
     if (dx) g[0] = dx->finish();
     return g;
   };

@@ -6,6 +6,7 @@
 // takes this rank's rows of the global batch, clips (a norm that bites) and updates with AdamW.
 #pragma once
 
+#include <tandem/autograd/autocast.h>
 #include <tandem/parallel/clip_grad_norm.h>
 #include <tandem/tandem.h>
 
@@ -31,6 +32,7 @@ struct Stack {
   bool sp = false;  // sequence parallelism (with tp > 1)
   parallel::PipelineSchedule schedule = parallel::PipelineSchedule::OneFOneB;
   bool checkpointed = false;  // every block in nn::Checkpointed
+  bool bf16 = false;          // float32 weights, the forward and loss under bfloat16 autocast
   int world() const { return dp * tp * pp; }
   std::string str() const {
     const char* data_names[] = {"DDP", "ZeRO-1", "ZeRO-2", "fully_shard"};
@@ -39,7 +41,7 @@ struct Stack {
     if (pp > 1)
       out +=
           str_of(" x PP ", pp, schedule == parallel::PipelineSchedule::GPipe ? " GPipe" : " 1F1B");
-    return out + (checkpointed ? ", checkpointed" : "");
+    return out + (checkpointed ? ", checkpointed" : "") + (bf16 ? ", bf16 autocast" : "");
   }
 
  private:
@@ -97,6 +99,7 @@ inline Member build(const Stack& s, std::shared_ptr<parallel::Communicator> worl
   if (!sizes.empty()) mesh = std::make_shared<DeviceMesh>(world, sizes, names);
   m.keep.push_back(mesh);
   nn::Sequential whole = gpt(s.checkpointed);
+  if (s.bf16) whole.to(kFloat32);  // autocast turns float32 products into bfloat16 ones
   std::function<Tensor(const Tensor&, const Tensor&)> loss = [](const Tensor& o, const Tensor& y) {
     return nn::gpt_loss(o, y);
   };
@@ -172,13 +175,18 @@ inline Member build(const Stack& s, std::shared_ptr<parallel::Communicator> worl
     if (pipe && ddp) {  // the micro-batches accumulate; one reduction over dp after them
       {
         const auto quiet = ddp->no_sync();
+        const AutocastGuard autocast(DeviceType::CPU, kBFloat16, s.bf16);  // --amp bf16's scope
         l = pipe->step(x, y, loss).loss;
       }
       ddp->reduce_gradients();
     } else if (pipe) {
+      const AutocastGuard autocast(DeviceType::CPU, kBFloat16, s.bf16);
       l = pipe->step(x, y, loss).loss;
     } else {
-      l = loss(fsdp ? (*fsdp)(x) : ddp ? (*ddp)(x) : (*module)(x), y);
+      {
+        const AutocastGuard autocast(DeviceType::CPU, kBFloat16, s.bf16);  // forward and loss
+        l = loss(fsdp ? (*fsdp)(x) : ddp ? (*ddp)(x) : (*module)(x), y);
+      }
       l.backward();
     }
     reduce_partial_gradients(*table);
