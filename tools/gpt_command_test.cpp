@@ -367,4 +367,23 @@ TEST(GptCommand, BadInputIsAClearError) {
   }
 }
 
+// A resume in the same layout is bit-identical to an uninterrupted run whatever the layout: the
+// whole state of any layout (parallel/whole_state.h) gives every rank back what it held.
+TEST(GptCommand, ResumeInTheSameLayoutIsBitIdenticalUnderEveryLayout) {
+  CheckpointedRuns runs;
+  int i = 0;
+  for (const auto& [launcher, flags] : std::vector<std::pair<std::string, std::string>>{
+           {runs.four, " --tp 2 --pp 2 --chunks 2"},
+           {runs.two, " --ddp --zero 1"},
+           {runs.four, " --pp 2 --dp 2 --zero 3 --chunks 2"}}) {
+    const std::string whole = "whole-" + std::to_string(i), halves = "halves-" + std::to_string(i);
+    ++i;
+    runs.run(launcher, 20, whole, flags);
+    runs.run(launcher, 10, halves, flags);
+    runs.run(launcher, 20, halves, flags + " --resume");
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+      expect_same_tensors(runs.tmp / whole / file, runs.tmp / halves / file);
+  }
+}
+
 }  // namespace
