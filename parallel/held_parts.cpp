@@ -27,17 +27,30 @@ void HeldParts::add(const std::string& key, const Tensor& t, const Shape& whole,
   if (t.numel() > 0) tensors.emplace_back(key, t);
 }
 
-HeldParts held_parts(const PlacementTable& table, const nn::StateDict& buffers,
-                     const optim::Optimizer* optimizer, std::string_view by) {
-  using sharded_index::to_json;
-  HeldParts w;
+namespace {
+
+// `value(e)` of every entry this rank gives, as "<prefix><name>", cut as the entry is.
+template <typename Value>
+void add_entries(HeldParts& w, const PlacementTable& table, const std::string& prefix,
+                 Value&& value, std::string_view by) {
   for (const PlacedTensor& e : table.entries()) {
     TD_CHECK_VALUE(!e.name.empty(), by, ": a ", e.local.shape(),
                    " tensor of the placement table has no name; record it with its name in one "
                    "device's model");
     if (gives(e, table))
-      w.add("model." + e.name, e.local, e.whole, to_json(applied_placements(e, table)));
+      w.add(prefix + e.name, value(e), e.whole,
+            sharded_index::to_json(applied_placements(e, table)));
   }
+}
+
+}  // namespace
+
+HeldParts held_parts(const PlacementTable& table, const nn::StateDict& buffers,
+                     const optim::Optimizer* optimizer, std::string_view by) {
+  using sharded_index::to_json;
+  HeldParts w;
+  add_entries(
+      w, table, "model.", [](const PlacedTensor& e) { return e.local; }, by);
   if (gives(PlacedTensor{}, table))  // a replicated tensor's giver
     for (const auto& [name, b] : buffers) w.add("model." + name, b, b.shape(), json::array());
   if (optimizer == nullptr) return w;
@@ -67,15 +80,13 @@ HeldParts held_parts(const PlacementTable& table, const nn::StateDict& buffers,
 }
 
 HeldParts held_gradients(const PlacementTable& table, std::string_view by) {
-  using sharded_index::to_json;
   HeldParts w;
-  for (const PlacedTensor& e : table.entries()) {
-    TD_CHECK_VALUE(!e.name.empty(), by, ": a ", e.local.shape(),
-                   " tensor of the placement table has no name");
-    if (!gives(e, table)) continue;
-    const Tensor g = e.local.grad().defined() ? e.local.grad() : zeros_like(e.local);
-    w.add("grad." + e.name, g, e.whole, to_json(applied_placements(e, table)));
-  }
+  add_entries(
+      w, table, "grad.",
+      [](const PlacedTensor& e) {
+        return e.local.grad().defined() ? e.local.grad() : zeros_like(e.local);
+      },
+      by);
   return w;
 }
 

@@ -221,12 +221,17 @@ optim::OptimizerState full_optimizer_state(const PlacementTable& table, nn::Modu
 
 namespace {
 
-// This rank's elements of `whole` (shaped as e's whole tensor), as e's local tensor is cut.
-Tensor cut_like(const Tensor& whole, const PlacedTensor& e, const PlacementTable& table) {
+// Which elements of its whole tensor e's local tensor holds (computed once per entry: it walks
+// an index table of the whole's size).
+std::vector<int64_t> elements_of(const PlacedTensor& e, const PlacementTable& table) {
+  return held_elements(e.whole, applied_placements(e, table), e.local.numel(), e.name);
+}
+
+// The elements `at` of `whole` (shaped as e's whole tensor), shaped as e's local tensor is.
+Tensor cut_like(const Tensor& whole, const PlacedTensor& e, const std::vector<int64_t>& at) {
   const Tensor src = whole.to(Device::cpu()).contiguous().reshape({whole.numel()});
   Tensor part = zeros({e.local.numel()}, {.dtype = src.dtype()});
-  take_elements(src, held_elements(e.whole, applied_placements(e, table), e.local.numel(), e.name),
-                part);
+  take_elements(src, at, part);
   return part.reshape(e.local.shape());
 }
 
@@ -258,8 +263,9 @@ void load_full_state_dict(const PlacementTable& table, nn::Module& model,
   };
   for (const PlacedTensor& e : table.entries())  // what this rank trains, as it holds it
     if (const Tensor* w = need(e.name, e.whole))
-      copies.push_back(
-          [&e, w, &table] { Tensor(e.local).copy_(cut_like(*w, e, table).to(e.local.device())); });
+      copies.push_back([&e, w, &table] {
+        Tensor(e.local).copy_(cut_like(*w, e, elements_of(e, table)).to(e.local.device()));
+      });
   const nn::StateDict buffers = model.named_buffers();
   for (const auto& named : model.state_dict()) {
     const std::string& key = named.first;
@@ -332,14 +338,16 @@ void load_full_optimizer_state(const PlacementTable& table, nn::Module& model,
       TD_CHECK_VALUE(e != nullptr, "load_full_optimizer_state: the optimizer's parameter ", i,
                      " is not in the placement table (", table.str(), ")");
       const int64_t j = numbering.index.at(e->name);
+      std::vector<int64_t> at;  // e's elements, once for all its per-element states
       for (const auto& [what, t] : of[j]) {
         const bool per_element = t.dim() > 0;
         TD_CHECK_AS(DataError, !per_element || t.shape() == e->whole,
                     "load_full_optimizer_state: the state \"", what, "\" of \"", e->name, "\" is ",
                     t.shape(), ", the parameter ", e->whole);
+        if (per_element && at.empty()) at = elements_of(*e, table);
         local.tensors.emplace_back(
             str("state.", i, ".", what),
-            (per_element ? cut_like(t, *e, table) : t.clone()).to(e->local.device()));
+            (per_element ? cut_like(t, *e, at) : t.clone()).to(e->local.device()));
       }
     }
     optimizer.load_state_dict(local);

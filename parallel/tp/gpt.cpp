@@ -45,7 +45,7 @@ nn::Sequential tensor_parallel_gpt(const nn::Sequential& gpt, const Group& group
                                    TensorParallelOptions options) {
   TD_CHECK_VALUE(group != nullptr, "tensor_parallel_gpt: no tensor-parallel group");
   Heads heads;
-  const_cast<nn::Sequential&>(gpt).visit(heads);  // reads only
+  for (const nn::NamedModule& item : gpt.items()) heads("", item.module.get());
   TD_CHECK_VALUE(heads.n_head > 0,
                  "tensor_parallel_gpt: the model has no CausalSelfAttention; "
                  "the plan is nn::gpt's (tp::parallelize takes a plan of any model's)");
