@@ -7,10 +7,10 @@
 //   gpt   the `tandem train --model gpt` default (4 layers, 4 heads, 128 wide, context 64),
 //         batch 16 per rank, vocabulary 65;
 //   wide  4 × Linear(2048, 2048) with ReLU between (16.8 M parameters), batch 32 per rank.
-// ZeRO-1/2's extra work per step: a reduce-scatter instead of an all-reduce (the same bytes in two
-// halves), copying pieces into the all-gather's input, and the all-gather's copy-out. ZeRO-3's:
-// the parameters all-gathered twice (forward and backward: 1.5× DDP's bytes), the copy-outs, and
-// the gradients' copy into the reduce-scatter's layout.
+// ZeRO-1/2 replace the all-reduce by a reduce-scatter and an all-gather (the same bytes in two
+// halves; over shared memory both where the tensors lie, ZeRO-1 adding the copy into its bucket
+// buffers) and step 1/N of the model. ZeRO-3 (fully_shard) gathers the parameters twice (forward
+// and backward: 1.5× DDP's bytes) and copies each unit's own rows into its whole tensors.
 //   build/bench/zero_bench [--rounds N] [--quick]
 // ZERO_BENCH_TRACE=DIR also writes ZeRO-3 traces (bench/trace_overlap.py reads them);
 // ZERO_BENCH_BACKEND=gloo (or shm, mpi) picks the transport.

@@ -68,25 +68,24 @@ void Communicator::check_all_reduce(const Tensor& t, ReduceOp op) const {
                  " all_reduce: mean needs a floating tensor, but got int64");
 }
 
-void Communicator::check_all_reduce_coalesced(const std::vector<Tensor>& tensors,
-                                              ReduceOp op) const {
-  TD_CHECK_VALUE(!tensors.empty(), backend(), " all_reduce_coalesced: no tensors");
-  check_reduce_op(op, "all_reduce_coalesced");
+int64_t Communicator::check_one_array(const std::vector<Tensor>& tensors,
+                                      const std::string& what) const {
+  TD_CHECK_VALUE(!tensors.empty(), backend(), " ", what, ": no tensors");
+  int64_t total = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];  // the message names the tensor: built only for an error
     if (!t.defined() || !t.is_contiguous() || t.dtype() == kBool)
-      check_tensor(t, str("all_reduce_coalesced (tensor ", i, ")"));
-    TD_CHECK_DTYPE(op != ReduceOp::Mean || tensors[i].dtype() != DType::i64, backend(),
-                   " all_reduce_coalesced: mean needs floating tensors, but got int64");
-    TD_CHECK_DTYPE(tensors[i].dtype() == tensors[0].dtype(), backend(),
-                   " all_reduce_coalesced: tensor ", i, " is ", ::tandem::describe(tensors[i]),
-                   " but tensor 0 is ", ::tandem::describe(tensors[0]), "; one dtype for all");
-    TD_CHECK_DEVICE(tensors[i].device() == tensors[0].device(), backend(),
-                    " all_reduce_coalesced: tensor ", i, " is on ", tensors[i].device(),
-                    " but tensor 0 is on ", tensors[0].device(), "; one device for all");
+      check_tensor(t, str(what, " (tensor ", i, ")"));
+    TD_CHECK_DTYPE(t.dtype() == tensors[0].dtype(), backend(), " ", what, ": tensor ", i, " is ",
+                   ::tandem::describe(t), " but tensor 0 is ", ::tandem::describe(tensors[0]),
+                   "; one dtype for all");
+    TD_CHECK_DEVICE(t.device() == tensors[0].device(), backend(), " ", what, ": tensor ", i,
+                    " is on ", t.device(), " but tensor 0 is on ", tensors[0].device(),
+                    "; one device for all");
+    total += t.numel();
   }
-  // Overlapping tensors would be reduced twice where they overlap: sorted by address, each must
-  // begin where every earlier one has ended.
+  // Overlapping tensors would hold one element twice: sorted by address, each must begin where
+  // every earlier one has ended.
   std::vector<size_t> order;
   for (size_t i = 0; i < tensors.size(); ++i)
     if (tensors[i].nbytes() > 0) order.push_back(i);
@@ -94,15 +93,78 @@ void Communicator::check_all_reduce_coalesced(const std::vector<Tensor>& tensors
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return begin(a) < begin(b); });
   for (size_t k = 1, last = order.empty() ? 0 : order[0]; k < order.size(); ++k) {
     const size_t i = order[k];
-    TD_CHECK_VALUE(begin(last) + tensors[last].nbytes() <= begin(i), backend(),
-                   " all_reduce_coalesced: tensors ", std::min(last, i), " and ", std::max(last, i),
+    TD_CHECK_VALUE(begin(last) + tensors[last].nbytes() <= begin(i), backend(), " ", what,
+                   ": tensors ", std::min(last, i), " and ", std::max(last, i),
                    " overlap in memory; each element must be in one tensor");
     last = i;
   }
+  return total;
+}
+
+void Communicator::check_all_reduce_coalesced(const std::vector<Tensor>& tensors,
+                                              ReduceOp op) const {
+  check_reduce_op(op, "all_reduce_coalesced");
+  check_one_array(tensors, "all_reduce_coalesced");
+  TD_CHECK_DTYPE(op != ReduceOp::Mean || tensors[0].dtype() != DType::i64, backend(),
+                 " all_reduce_coalesced: mean needs floating tensors, but got int64");
 }
 
 WorkPtr Communicator::all_reduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op) {
   check_all_reduce_coalesced(tensors, op);  // the same errors whether or not a backend has it
+  return nullptr;
+}
+
+void Communicator::check_reduce_scatter_coalesced(const Tensor& output,
+                                                  const std::vector<Tensor>& inputs,
+                                                  ReduceOp op) const {
+  const std::string what = "reduce_scatter_coalesced";
+  check_reduce_op(op, what);
+  check_tensor(output, what + " (output)");
+  const int64_t total = check_one_array(inputs, what);
+  TD_CHECK_DTYPE(inputs[0].dtype() == output.dtype() && inputs[0].device() == output.device(),
+                 backend(), " ", what, ": the output is ", ::tandem::describe(output),
+                 " but the inputs are ", ::tandem::describe(inputs[0]), "; one dtype and device");
+  TD_CHECK_DTYPE(op != ReduceOp::Mean || output.dtype() != DType::i64, backend(), " ", what,
+                 ": mean needs floating tensors, but got int64");
+  const int64_t chunk = output.numel();
+  TD_CHECK_SHAPE(total <= chunk * size_, backend(), " ", what, ": the inputs hold ", total,
+                 " elements, more than ", size_, " chunks shaped like the output ",
+                 ::tandem::describe(output));
+  // The output may be this rank's chunk of the inputs itself, and nothing else of them.
+  const size_t es = element_size(output.dtype());
+  const char* out = static_cast<const char*>(output.data_ptr());
+  int64_t start = 0;  // where input k begins in the array
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const char* in = static_cast<const char*>(inputs[k].data_ptr());
+    const int64_t n = inputs[k].numel();
+    if (chunk > 0 && n > 0 && out < in + size_t(n) * es && in < out + size_t(chunk) * es) {
+      const auto at = (out - in) / std::ptrdiff_t(es);  // the output's place in input k
+      TD_CHECK_VALUE(out >= in && (out - in) % std::ptrdiff_t(es) == 0 &&
+                         start + at == rank_ * chunk && at + chunk <= n,
+                     backend(), " ", what, ": the output overlaps input ", k,
+                     " but is not this rank's chunk of the inputs (elements [", rank_ * chunk, ", ",
+                     (rank_ + 1) * chunk, ") of the array); it must be that or apart");
+    }
+    start += n;
+  }
+}
+
+WorkPtr Communicator::reduce_scatter_coalesced(Tensor& output, std::vector<Tensor>& inputs,
+                                               ReduceOp op) {
+  check_reduce_scatter_coalesced(output, inputs, op);
+  return nullptr;
+}
+
+void Communicator::check_all_gather_in_place(const std::vector<Tensor>& tensors,
+                                             int64_t chunk) const {
+  const int64_t total = check_one_array(tensors, "all_gather_in_place");
+  TD_CHECK_VALUE(chunk >= 0 && total <= chunk * size_, backend(),
+                 " all_gather_in_place: the tensors hold ", total, " elements, more than ", size_,
+                 " chunks of ", chunk);
+}
+
+WorkPtr Communicator::all_gather_in_place(std::vector<Tensor>& tensors, int64_t chunk) {
+  check_all_gather_in_place(tensors, chunk);
   return nullptr;
 }
 

@@ -118,6 +118,20 @@ class Communicator {
   /// reduction, over ranks, of chunk rank().
   virtual WorkPtr reduce_scatter(Tensor& output, const Tensor& input,
                                  ReduceOp op = ReduceOp::Sum) = 0;
+  /// A reduce-scatter of several tensors read as one array, as all_reduce_coalesced reads them,
+  /// padded with zeros to size() chunks of output.numel(): `output` receives the reduction of
+  /// chunk rank(). It may be that chunk itself where it lies in one input: the reduction then
+  /// lands in place (NCCL's in-place reduce-scatter). ZeRO-2 reduces a bucket's gradients where
+  /// they lie with it, ZeRO-1 its bucket buffer in place. Null (the default) where a backend has
+  /// no such collective: the caller then packs the tensors into one for reduce_scatter.
+  virtual WorkPtr reduce_scatter_coalesced(Tensor& output, std::vector<Tensor>& inputs,
+                                           ReduceOp op = ReduceOp::Sum);
+  /// An all-gather in place over several tensors read as one array of size() chunks of `chunk`
+  /// elements (the tail past their end is padding: sent as zeros, dropped on receipt): each
+  /// rank's chunk reaches the same place in every other rank's tensors (NCCL's in-place
+  /// all-gather). ZeRO gathers its updated pieces straight into the parameters with it. Null
+  /// (the default) where a backend has none: the caller gathers into a buffer with all_gather.
+  virtual WorkPtr all_gather_in_place(std::vector<Tensor>& tensors, int64_t chunk);
   /// `input` is size() equal chunks along dim 0, chunk j for rank j; `output` (shaped like
   /// input) receives, as its chunk i, rank i's chunk rank().
   virtual WorkPtr all_to_all(Tensor& output, const Tensor& input) = 0;
@@ -149,6 +163,12 @@ class Communicator {
   void check_broadcast(const Tensor& t, int root) const;
   void check_all_gather(const std::vector<Tensor>& outputs, const Tensor& input) const;
   void check_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) const;
+  void check_reduce_scatter_coalesced(const Tensor& output, const std::vector<Tensor>& inputs,
+                                      ReduceOp op) const;
+  void check_all_gather_in_place(const std::vector<Tensor>& tensors, int64_t chunk) const;
+  /// The checks of a list read as one array (the coalesced collectives): defined, contiguous,
+  /// one dtype and device, no element in two tensors. Returns their elements in all.
+  int64_t check_one_array(const std::vector<Tensor>& tensors, const std::string& what) const;
   /// A Work for collective `op` #seq on `t` (its input), counted in stats(): every backend makes
   /// its Works here.
   WorkPtr new_work(const std::string& op, uint64_t seq, const Tensor* t, const std::string& extra,

@@ -5,7 +5,6 @@
 // 2 ranks, those two copies cost as much as the all-reduce itself; bench/RESULTS.md).
 #include <tandem/parallel/comm/dtype_dispatch.h>
 #include <tandem/parallel/comm/shm_communicator.h>
-#include <tandem/parallel/comm/shm_reduce.h>
 #include <algorithm>
 #include <array>
 #include <vector>
@@ -14,37 +13,8 @@ namespace tandem::parallel {
 
 using detail::ShmPiece;
 
-namespace {
-
-// Calls fn(address, index, n) for each stretch of the elements [lo, hi) of the array that lies
-// within one piece: its first element's address and index in the array, and its length.
-template <typename Fn>
-void for_each_stretch(std::span<const ShmPiece> pieces, size_t element_size, int64_t lo, int64_t hi,
-                      Fn fn) {
-  int64_t start = 0;  // the index of the piece's first element
-  for (const ShmPiece& p : pieces) {
-    if (start >= hi) break;
-    const int64_t end = start + p.count;
-    const int64_t a = std::max(lo, start), b = std::min(hi, end);
-    if (a < b) fn(p.data + size_t(a - start) * element_size, a, b - a);
-    start = end;
-  }
-}
-
-// Elements [lo, hi) of the pieces to contiguous bytes at `out`, and back.
-void gather(std::span<const ShmPiece> pieces, size_t es, int64_t lo, int64_t hi, char* out) {
-  for_each_stretch(pieces, es, lo, hi, [&](char* at, int64_t i, int64_t n) {
-    detail::shm_copy(out + size_t(i - lo) * es, at, size_t(n) * es);
-  });
-}
-
-void scatter(std::span<const ShmPiece> pieces, size_t es, int64_t lo, int64_t hi, const char* in) {
-  for_each_stretch(pieces, es, lo, hi, [&](char* at, int64_t i, int64_t n) {
-    detail::shm_copy(at, in + size_t(i - lo) * es, size_t(n) * es);
-  });
-}
-
-}  // namespace
+using detail::shm_pack;
+using detail::shm_unpack;
 
 void ShmCommunicator::all_reduce_pieces(std::span<const ShmPiece> pieces, int64_t count,
                                         DType dtype, ReduceOp op) {
@@ -63,14 +33,14 @@ void ShmCommunicator::all_reduce_direct(std::span<const ShmPiece> pieces, int64_
   const int64_t cap = capacity(es);
   for (int64_t off = 0; off < std::max<int64_t>(count, 1); off += cap) {
     const int64_t m = std::min(cap, count - off);
-    gather(pieces, es, off, off + m, buffer(rank_));
+    shm_pack(pieces, es, off, off + m, buffer(rank_));
     step();
     detail::by_dtype(dtype, [&]<typename T>(T*) {
       // The sources on the stack up to 8 ranks: an allocation is a few percent of a 4 KB call.
       std::array<const T*, 8> few;
       std::vector<const T*> many(size_ > 8 ? size_t(size_) : 0);
       const T** srcs = size_ > 8 ? many.data() : few.data();
-      for_each_stretch(pieces, es, off, off + m, [&](char* at, int64_t i, int64_t n) {
+      detail::for_each_stretch(pieces, es, off, off + m, [&](char* at, int64_t i, int64_t n) {
         for (int r = 0; r < size_; ++r) srcs[r] = reinterpret_cast<const T*>(buffer(r)) + (i - off);
         detail::shm_reduce(reinterpret_cast<T*>(at), srcs, size_, n, op);
       });
@@ -91,21 +61,22 @@ void ShmCommunicator::all_reduce_large(std::span<const ShmPiece> pieces, int64_t
     auto lo = [&](int r) { return off + m * r / size_; };  // rank r's slice: [lo(r), lo(r + 1))
     auto in_buffer = [&](int r, int64_t i) { return buffer(r) + size_t(i - off) * es; };
     for (int r = 0; r < size_; ++r)
-      if (r != rank_) gather(pieces, es, lo(r), lo(r + 1), in_buffer(rank_, lo(r)));
+      if (r != rank_) shm_pack(pieces, es, lo(r), lo(r + 1), in_buffer(rank_, lo(r)));
     step();
     detail::by_dtype(dtype, [&]<typename T>(T*) {  // in rank order, the same bits on every rank
       std::vector<const T*> srcs(size_t(size_), nullptr);
-      for_each_stretch(pieces, es, lo(rank_), lo(rank_ + 1), [&](char* at, int64_t i, int64_t n) {
-        T* mine = reinterpret_cast<T*>(at);
-        for (int r = 0; r < size_; ++r)
-          srcs[size_t(r)] = r == rank_ ? mine : reinterpret_cast<const T*>(in_buffer(r, i));
-        detail::shm_reduce(mine, srcs.data(), size_, n, op,
-                           reinterpret_cast<T*>(in_buffer(rank_, i)));
-      });
+      detail::for_each_stretch(
+          pieces, es, lo(rank_), lo(rank_ + 1), [&](char* at, int64_t i, int64_t n) {
+            T* mine = reinterpret_cast<T*>(at);
+            for (int r = 0; r < size_; ++r)
+              srcs[size_t(r)] = r == rank_ ? mine : reinterpret_cast<const T*>(in_buffer(r, i));
+            detail::shm_reduce(mine, srcs.data(), size_, n, op,
+                               reinterpret_cast<T*>(in_buffer(rank_, i)));
+          });
     });
     step();
     for (int r = 0; r < size_; ++r)
-      if (r != rank_) scatter(pieces, es, lo(r), lo(r + 1), in_buffer(r, lo(r)));
+      if (r != rank_) shm_unpack(pieces, es, lo(r), lo(r + 1), in_buffer(r, lo(r)));
     ++rounds_;
   }
 }

@@ -204,25 +204,48 @@ WorkPtr ShmCommunicator::reduce_scatter(Tensor& output, const Tensor& input, Red
       "reduce_scatter", &input, name(op), [this, in = input, out = output, op]() mutable {
         const Tensor host_in = staged(in);
         Tensor host_out = staged(out);
-        const size_t es = element_size(in.dtype());
-        const int64_t chunk = out.numel();
-        const int64_t piece = capacity(es) / size_;  // of every chunk, per round
-        for (int64_t off = 0; off < chunk; off += piece) {
-          const int64_t m = std::min(piece, chunk - off);
-          for (int j = 0; j < size_; ++j)  // the round's piece of every chunk, side by side
-            shm_copy(buffer(rank_) + size_t(j * m) * es,
-                     bytes_of(host_in) + size_t(j * chunk + off) * es, size_t(m) * es);
-          step();
-          by_dtype(in.dtype(), [&]<typename T>(T*) {
-            std::vector<const T*> srcs;
-            for (int r = 0; r < size_; ++r)
-              srcs.push_back(reinterpret_cast<const T*>(buffer(r)) + rank_ * m);
-            ::tandem::parallel::detail::shm_reduce(host_out.data<T>() + off, srcs.data(), size_, m,
-                                                   op);
-          });
-          ++rounds_;
-        }
+        const detail::ShmPiece whole{bytes_of(host_in), host_in.numel()};
+        reduce_scatter_pieces({&whole, 1}, out.numel(), in.dtype(), op, bytes_of(host_out));
         unstage(out, host_out);
+      });
+}
+
+WorkPtr ShmCommunicator::reduce_scatter_coalesced(Tensor& output, std::vector<Tensor>& inputs,
+                                                  ReduceOp op) {
+  check_reduce_scatter_coalesced(output, inputs, op);
+  if (!output.device().is_cpu()) return nullptr;
+  std::vector<detail::ShmPiece> pieces;
+  for (const Tensor& t : inputs) pieces.push_back({bytes_of(t), t.numel()});
+  const int64_t count = output.numel() * size_;
+  const DType dtype = output.dtype();
+  const std::string extra = str(name(op), ", ", inputs.size(), " tensors");
+  return enqueue_as(
+      [&](uint64_t seq) {
+        return new_work("reduce_scatter", seq, count, dtype, extra, timeout_ + kWorkGrace);
+      },
+      size_t(count) * element_size(dtype),
+      // The inputs are held until it is done: they are read in place.
+      [this, ins = inputs, out = output, pieces = std::move(pieces), dtype, op]() mutable {
+        reduce_scatter_pieces(pieces, out.numel(), dtype, op, bytes_of(out));
+        unstage(out, out);  // a new version, as for reduce_scatter
+      });
+}
+
+WorkPtr ShmCommunicator::all_gather_in_place(std::vector<Tensor>& tensors, int64_t chunk) {
+  check_all_gather_in_place(tensors, chunk);
+  if (!tensors.front().device().is_cpu()) return nullptr;
+  std::vector<detail::ShmPiece> pieces;
+  for (const Tensor& t : tensors) pieces.push_back({bytes_of(t), t.numel()});
+  const DType dtype = tensors.front().dtype();
+  const std::string extra = str(tensors.size(), " tensors in place");
+  return enqueue_as(
+      [&](uint64_t seq) {
+        return new_work("all_gather", seq, chunk, dtype, extra, timeout_ + kWorkGrace);
+      },
+      size_t(chunk * size_) * element_size(dtype),
+      [this, ts = tensors, pieces = std::move(pieces), chunk, dtype]() mutable {
+        all_gather_pieces(pieces, chunk, dtype);
+        for (Tensor& t : ts) unstage(t, t);
       });
 }
 

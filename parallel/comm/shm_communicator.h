@@ -15,6 +15,7 @@
 #pragma once
 
 #include <tandem/parallel/comm/communicator.h>
+#include <tandem/parallel/comm/shm_pieces.h>
 #include <tandem/parallel/comm/shm_segment.h>
 #include <tandem/parallel/store/store.h>
 #include <functional>
@@ -24,15 +25,6 @@
 namespace tandem::parallel {
 
 class CollectiveQueue;
-
-namespace detail {
-/// `count` elements at `data`: an all-reduce reads a list of these as one array (one for
-/// all_reduce, one per tensor for all_reduce_coalesced).
-struct ShmPiece {
-  char* data;
-  int64_t count;
-};
-}  // namespace detail
 
 struct ShmOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
@@ -67,6 +59,11 @@ class ShmCommunicator : public Communicator {
   WorkPtr broadcast(Tensor& tensor, int root = 0) override;
   WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
   WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) override;
+  /// Host tensors, reduced and gathered where they lie (shm_scatter_gather.cpp); null for a
+  /// GPU's, as all_reduce_coalesced.
+  WorkPtr reduce_scatter_coalesced(Tensor& output, std::vector<Tensor>& inputs,
+                                   ReduceOp op = ReduceOp::Sum) override;
+  WorkPtr all_gather_in_place(std::vector<Tensor>& tensors, int64_t chunk) override;
   WorkPtr all_to_all(Tensor& output, const Tensor& input) override;
   WorkPtr barrier() override;
   WorkPtr send(const Tensor& tensor, int dst) override;
@@ -99,6 +96,13 @@ class ShmCommunicator : public Communicator {
                          ReduceOp op);
   void all_reduce_large(std::span<const detail::ShmPiece> pieces, int64_t count, DType dtype,
                         ReduceOp op);
+
+  // The reduce-scatter of the array of `pieces`, padded with zeros to size() chunks of `chunk`:
+  // `out` (chunk elements; it may be the array's own chunk) receives chunk rank()'s reduction.
+  void reduce_scatter_pieces(std::span<const detail::ShmPiece> pieces, int64_t chunk, DType dtype,
+                             ReduceOp op, char* out);
+  // The all-gather in place of the array of `pieces`, size() chunks of `chunk`.
+  void all_gather_pieces(std::span<const detail::ShmPiece> pieces, int64_t chunk, DType dtype);
 
   const ShmOptions options_;
   std::shared_ptr<Store> store_;

@@ -39,6 +39,29 @@ Tensor reduce_in_rank_order(int size, ReduceOp op, Device device, Part part) {
 
 Tensor flat(const Tensor& t) { return t.reshape({t.numel()}); }
 
+// Elements [lo, lo + n) of `tensors` read as one array, in a new tensor on `device` (zeros past
+// the array's end), and the other way: `src` into elements [lo, lo + src.numel()), dropping those
+// past the end.
+Tensor pack_range(const std::vector<Tensor>& tensors, int64_t lo, int64_t n, Device device) {
+  Tensor out = zeros({n}, {.dtype = tensors.front().dtype(), .device = device});
+  int64_t start = 0;
+  for (const Tensor& t : tensors) {
+    const int64_t a = std::max(lo, start), b = std::min(lo + n, start + t.numel());
+    if (a < b) out.narrow(0, a - lo, b - a).copy_(flat(t).narrow(0, a - start, b - a));
+    start += t.numel();
+  }
+  return out;
+}
+
+void unpack_range(std::vector<Tensor>& tensors, int64_t lo, const Tensor& src) {
+  int64_t start = 0;
+  for (Tensor& t : tensors) {
+    const int64_t a = std::max(lo, start), b = std::min(lo + src.numel(), start + t.numel());
+    if (a < b) flat(t).narrow(0, a - start, b - a).copy_(src.narrow(0, a - lo, b - a));
+    start += t.numel();
+  }
+}
+
 std::string signature(const std::string& op, const Tensor* t, const std::string& extra) {
   std::string s = op;
   if (!extra.empty()) s += " " + extra;
@@ -156,6 +179,32 @@ WorkPtr ThreadCommunicator::reduce_scatter(Tensor& output, const Tensor& input, 
         });
         out.copy_(mine.reshape(out.shape()));
         world_->sync(*m, 1, d);  // the inputs are read until here
+        world_->leave(seq, *m);
+      });
+}
+
+// Packed at the call, as all_reduce_coalesced: the reduction reads the packed copies, so an
+// output that is this rank's own chunk of the inputs is simply written.
+WorkPtr ThreadCommunicator::reduce_scatter_coalesced(Tensor& output, std::vector<Tensor>& inputs,
+                                                     ReduceOp op) {
+  check_reduce_scatter_coalesced(output, inputs, op);
+  const Tensor packed = pack_range(inputs, 0, output.numel() * size_, output.device());
+  return reduce_scatter(output, packed, op);
+}
+
+// This rank's chunk packed at the call; the peers' copied out of their packed chunks.
+WorkPtr ThreadCommunicator::all_gather_in_place(std::vector<Tensor>& tensors, int64_t chunk) {
+  check_all_gather_in_place(tensors, chunk);
+  const Tensor mine = pack_range(tensors, rank_ * chunk, chunk, tensors.front().device());
+  const std::string extra = str(tensors.size(), " tensors in place");
+  const std::string call = signature("all_gather", &mine, extra);
+  return enqueue(
+      "all_gather", &mine, extra,
+      [this, mine, ts = tensors, chunk, call](uint64_t seq, const std::string& d) mutable {
+        auto m = world_->arrive(seq, rank_, mine, call, d);
+        for (int k = 0; k < size_; ++k)
+          if (k != rank_) unpack_range(ts, k * chunk, m->inputs[size_t(k)]);
+        world_->sync(*m, 1, d);  // the packed chunks are read until here
         world_->leave(seq, *m);
       });
 }

@@ -37,6 +37,9 @@ class ThreadCommunicator : public Communicator {
   WorkPtr broadcast(Tensor& tensor, int root = 0) override;
   WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
   WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) override;
+  WorkPtr reduce_scatter_coalesced(Tensor& output, std::vector<Tensor>& inputs,
+                                   ReduceOp op = ReduceOp::Sum) override;
+  WorkPtr all_gather_in_place(std::vector<Tensor>& tensors, int64_t chunk) override;
   WorkPtr all_to_all(Tensor& output, const Tensor& input) override;
   WorkPtr barrier() override;
   WorkPtr send(const Tensor& tensor, int dst) override;

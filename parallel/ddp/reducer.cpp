@@ -26,8 +26,8 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
       find_unused_(find_unused_parameters),
       grad_as_view_(grad_as_bucket_view),
       // Host gradients only: a GPU's go to NCCL, which packs, and their path stays the one
-      // measured on GPUs.
-      try_in_place_(!zero_ && !grad_as_bucket_view &&
+      // measured on GPUs. ZeRO-1 keeps its buffers (the whole gradient between steps).
+      try_in_place_((!zero_ || zero_->stage() == 2) && !grad_as_bucket_view &&
                     std::all_of(params_.begin(), params_.end(),
                                 [](const Tensor& p) { return p.device().is_cpu(); })) {
   for (auto& indices : buckets) {
@@ -135,9 +135,9 @@ void Reducer::launch(size_t index) {
   if (trace::enabled()) trace::instant("bucket " + std::to_string(index) + " launched", "ddp");
 }
 
-// The bucket's gradients to the hook as they lie. False, with nothing launched, if the hook
-// declines: every bucket is packed from then on (the same on every rank: it is the backend's or
-// the hook's answer, not the data's).
+// The bucket's gradients to the hook (ZeRO-2: to the reduce-scatter) as they lie. False, with
+// nothing launched, if it declines: every bucket is packed from then on (the same on every rank:
+// it is the backend's or the hook's answer, not the data's).
 bool Reducer::launch_in_place(Bucket& b) {
   for (size_t i : b.params) {
     Tensor g = params_[i].grad();
@@ -149,7 +149,14 @@ bool Reducer::launch_in_place(Bucket& b) {
     }
     b.in_place.push_back(std::move(g));
   }
-  b.work = hook_->start_in_place(*comm_, b.in_place);
+  if (zero_) {
+    b.work = zero_->reduce_scatter_gradients(b.view.index, b.in_place);
+    // The bucket holds them until they are reduced; this rank's chunk comes back (ZeRO-2).
+    if (b.work)
+      for (size_t i : b.params) params_[i].set_grad(Tensor());
+  } else {
+    b.work = hook_->start_in_place(*comm_, b.in_place);
+  }
   if (b.work) return true;
   try_in_place_ = false;
   b.in_place.clear();
@@ -166,6 +173,7 @@ void Reducer::release_reduced_buckets(size_t launched) {
     if (launched - released_ < kInFlight && !b.work->is_completed()) break;
     b.work->wait();
     b.view.buffer = Tensor();
+    b.in_place.clear();  // the gradients reduced where they lay
     ++released_;
   }
 }

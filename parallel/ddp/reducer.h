@@ -8,10 +8,10 @@
 // .grad. Where the hook can reduce the gradients where they lie (the default hooks over shared
 // memory or threads: CommHook::start_in_place), nothing is copied and the buffer is never
 // allocated; the first bucket it declines turns that off. Under ZeRO (zero_shards.h) a bucket is
-// reduce-scattered instead, and finalize() hands each rank's averaged chunk to its optimizer's
-// pieces. If backward fails part-way, the buckets already launched still write their averages
-// (into .grad, where reduced in place) until the next forward waits for them: call zero_grad()
-// before trying the step again.
+// reduce-scattered instead (ZeRO-2's where the gradients lie, as DDP's all-reduce), and
+// finalize() hands each rank's averaged chunk to its optimizer's pieces. If backward fails
+// part-way, the buckets already launched still write their averages (into .grad, where reduced in
+// place) until the next forward waits for them: call zero_grad() before trying the step again.
 #pragma once
 
 #include <tandem/parallel/comm/communicator.h>
@@ -51,7 +51,7 @@ class Reducer {
 
   size_t bucket_count() const { return buckets_.size(); }
   /// True while buckets are reduced where the gradients lie (no bucket buffer): from the start
-  /// for host parameters without ZeRO or gradient_as_bucket_view, until a hook or the
+  /// for host parameters without ZeRO-1 or gradient_as_bucket_view, until a hook or the
   /// communicator declines, which the first backward shows. Read it between steps.
   bool reduces_in_place() const { return try_in_place_; }
   /// The parameter indices of bucket `b`, in the order they sit in its buffer.

@@ -67,7 +67,14 @@ ZeroShards::ZeroShards(int stage, std::vector<Tensor> params, std::vector<std::s
 
 WorkPtr ZeroShards::reduce_scatter(size_t bucket, const Tensor& buffer) {
   if (stage_ == 1) {
-    // Into a scratch chunk, copied into the buffer's own chunk by publish_gradients(): a
+    // In place where the group can: the averaged chunk lands in the buffer's own chunk.
+    Tensor mine = buffer.narrow(0, group_->rank() * chunk_[bucket], chunk_[bucket]);
+    std::vector<Tensor> whole{buffer};
+    if (WorkPtr work = group_->reduce_scatter_coalesced(mine, whole, ReduceOp::Mean)) {
+      grad_chunk_[bucket] = mine;
+      return work;
+    }
+    // Else into a scratch chunk, copied into the buffer's own chunk by publish_gradients(): a
     // collective's output must not overlap its input, and the buffer stays between steps anyway,
     // so the averaged chunk costs nothing more once the scratch is gone.
     grad_chunk_[bucket] =
@@ -77,9 +84,15 @@ WorkPtr ZeroShards::reduce_scatter(size_t bucket, const Tensor& buffer) {
   return group_->reduce_scatter(grad_chunk_[bucket], buffer, ReduceOp::Mean);
 }
 
+WorkPtr ZeroShards::reduce_scatter_gradients(size_t bucket, std::vector<Tensor>& grads) {
+  TD_CHECK_VALUE(stage_ == 2, "ZeRO: only stage 2 reduces gradients where they lie");
+  return group_->reduce_scatter_coalesced(grad_chunk_[bucket], grads, ReduceOp::Mean);
+}
+
 void ZeroShards::publish_gradients(const Tensor& used) {
   if (stage_ == 1) {
     for (size_t b = 0; b < buckets_.size(); ++b) {
+      if (!bucket_buffer_[b].defined()) continue;  // reduced in place
       Tensor mine = bucket_buffer_[b].narrow(0, group_->rank() * chunk_[b], chunk_[b]);
       mine.copy_(grad_chunk_[b]);
       grad_chunk_[b] = mine;  // the scratch is freed
@@ -137,6 +150,21 @@ Tensor ZeroShards::all_gather_bucket(size_t b, const std::vector<Tensor>& values
 void ZeroShards::gather_parameters() {
   NoGradGuard no_grad;
   const trace::Scope span("zero", trace::enabled() ? "all-gather parameters" : "");
+  // Straight into the parameters where the group can: every bucket at once, as nothing is held
+  // but the parameters themselves. (The group answers alike for every bucket: its device.)
+  std::vector<WorkPtr> in_place;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    std::vector<Tensor> flat;
+    for (size_t i : buckets_[b]) flat.push_back(params_[i].detach().reshape({params_[i].numel()}));
+    WorkPtr work = group_->all_gather_in_place(flat, chunk_[b]);
+    if (!work) break;
+    in_place.push_back(std::move(work));
+  }
+  for (const WorkPtr& w : in_place) w->wait();
+  if (in_place.empty()) gather_through_buffers();
+}
+
+void ZeroShards::gather_through_buffers() {
   std::vector<Tensor> values;  // every piece: the updated parameters this rank sends
   for (const Piece& p : pieces_) values.push_back(p.view);
   // Two buckets on the wire at a time: overlap without holding a second copy of the model.

@@ -19,9 +19,10 @@
 // to the pieces exactly what it would do to the whole. Parameter groups keep their options.
 //
 // Stage 1 keeps every bucket's flat gradient buffer between steps (DDP's 4 bytes per parameter in
-// float32), this rank's averaged chunk in place in it; stage 2 allocates a bucket's buffer when
-// its first gradient arrives and frees it once the bucket is reduced, keeping only the averaged
-// chunk. In both, a parameter's .grad is freed as soon as it is copied into its bucket.
+// float32), this rank's averaged chunk in place in it; stage 2 keeps only the averaged chunk,
+// reducing the gradients where they lie (host tensors) or through a buffer allocated when the
+// bucket's first gradient arrives (a GPU's), freed, like the gradients, once the bucket is
+// reduced. In both, a parameter's .grad is freed as soon as its bucket takes it.
 #pragma once
 
 #include <tandem/parallel/comm/communicator.h>
@@ -46,7 +47,12 @@ class ZeroShards {
 
   // ---- backward (the reducer) ----
   /// Starts the mean reduce-scatter of bucket b's padded flat gradients into this rank's chunk.
+  /// Stage 1 reduces in the buffer's own chunk where the group can (reduce_scatter_coalesced).
   WorkPtr reduce_scatter(size_t bucket, const Tensor& buffer);
+  /// Stage 2: the same from the gradients where they lie (bucket b's, in its order, each whole;
+  /// zeros for a parameter without one), with no buffer. Null where the group cannot (a GPU's):
+  /// the caller then packs them into a buffer for reduce_scatter().
+  WorkPtr reduce_scatter_gradients(size_t bucket, std::vector<Tensor>& grads);
   /// After every bucket's reduce-scatter completed: each piece's .grad is its part of the chunk.
   /// `used` (find_unused_parameters; undefined otherwise): float32 [params] on the host, 0 for a
   /// parameter that got a gradient on no rank; its pieces get none.
@@ -56,7 +62,8 @@ class ZeroShards {
   /// This rank's pieces of `params` (in their order; a parameter this rank owns no element of has
   /// none). ValueError naming a tensor that is not one of the module's parameters.
   std::vector<Tensor> pieces_of(const std::vector<Tensor>& params) const;
-  /// All-gathers every bucket's parameters: each rank's updated pieces reach every rank.
+  /// All-gathers every bucket's parameters: each rank's updated pieces reach every rank,
+  /// straight into the parameters where the group can (all_gather_in_place).
   void gather_parameters();
   /// Bucket b's padded flat tensor of every rank's chunk, this rank's chunk made of `values`
   /// (one per piece of piece_list(), each [len] or undefined for zeros; those of other buckets are
@@ -88,6 +95,7 @@ class ZeroShards {
     WorkPtr work;
   };
   Gather start_gather(size_t bucket, const std::vector<Tensor>& values);
+  void gather_through_buffers();  // gather_parameters() where the group has no in-place gather
 
   int stage_;
   std::vector<Tensor> params_;

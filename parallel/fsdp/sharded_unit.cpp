@@ -42,6 +42,7 @@ ShardedUnit::ShardedUnit(std::string name, const std::vector<Tensor>& params,
         p.reshape({l.rows, l.row}).narrow(0, std::min(rank * l.chunk, l.rows), mine[0]).clone();
     shards_.push_back(rows.reshape(mine).requires_grad_(p.requires_grad()));
   }
+  grads_.resize(params.size());
 }
 
 Tensor ShardedUnit::flat_of(const std::vector<Tensor>& values, DType dtype) const {
@@ -63,14 +64,42 @@ Tensor ShardedUnit::whole_from(const Tensor& all, size_t i) const {
   return whole;
 }
 
+std::vector<Tensor> ShardedUnit::rank_major(const std::vector<Tensor>& padded) const {
+  std::vector<Tensor> slices;
+  for (int64_t r = 0; r < group_->size(); ++r)
+    for (size_t i = 0; i < layout_.size(); ++i) {
+      const Layout& l = layout_[i];
+      slices.push_back(padded[i].narrow(0, r * l.chunk * l.row, l.chunk * l.row));
+    }
+  return slices;
+}
+
 void ShardedUnit::start_gather() {
   if (gather_work_ || gathered()) return;
   NoGradGuard no_grad;
+  const int64_t world = group_->size(), rank = group_->rank();
+  if (in_place_) {
+    // Each whole parameter with its padding rows (W·c), this rank's rows copied in from its
+    // shard: the peers' rows are gathered straight into it, with nothing to copy out.
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      const Layout& l = layout_[i];
+      Tensor whole =
+          empty({world * l.chunk * l.row}, {.dtype = param_dtype_, .device = shards_[i].device()});
+      Tensor mine = whole.narrow(0, rank * l.chunk * l.row, l.chunk * l.row);
+      mine.narrow(0, 0, shards_[i].numel()).copy_(shards_[i].reshape({-1}));
+      mine.narrow(0, shards_[i].numel(), mine.numel() - shards_[i].numel()).fill_(0);  // padding
+      padded_.push_back(std::move(whole));
+    }
+    std::vector<Tensor> slices = rank_major(padded_);
+    gather_work_ = group_->all_gather_in_place(slices, flat_);
+    if (gather_work_) return;
+    in_place_ = false;  // the group's answer for its device: the same every time
+    padded_.clear();
+  }
   const Tensor mine = flat_of(shards_, param_dtype_);
-  gathered_ = empty({group_->size() * flat_}, {.dtype = param_dtype_, .device = mine.device()});
+  gathered_ = empty({world * flat_}, {.dtype = param_dtype_, .device = mine.device()});
   std::vector<Tensor> outputs;
-  for (int64_t r = 0; r < group_->size(); ++r)
-    outputs.push_back(gathered_.narrow(0, r * flat_, flat_));
+  for (int64_t r = 0; r < world; ++r) outputs.push_back(gathered_.narrow(0, r * flat_, flat_));
   gather_work_ = group_->all_gather(outputs, mine);
 }
 
@@ -83,10 +112,12 @@ void ShardedUnit::finish_gather(bool record) {
   }
   gather_work_ = nullptr;
   for (size_t i = 0; i < shards_.size(); ++i) {
+    const Layout& l = layout_[i];
     Tensor whole;
     {
       NoGradGuard no_grad;
-      whole = whole_from(gathered_, i);
+      whole = padded_.empty() ? whole_from(gathered_, i)
+                              : padded_[i].narrow(0, 0, l.rows * l.row).view(l.shape);
     }
     if (record && any_requires_grad({shards_[i]})) {
       // The shard is the op's input so that the graph knows a parameter is reached, but its
@@ -105,6 +136,7 @@ void ShardedUnit::finish_gather(bool record) {
     full_.push_back(std::move(whole));
   }
   gathered_ = Tensor();
+  padded_.clear();  // the whole parameters hold their storage
 }
 
 void ShardedUnit::reshard() {
@@ -112,6 +144,7 @@ void ShardedUnit::reshard() {
   if (gather_work_) gather_work_->wait();
   gather_work_ = nullptr;
   gathered_ = Tensor();
+  padded_.clear();
 }
 
 void ShardedUnit::abandon_gradients() {
@@ -121,7 +154,8 @@ void ShardedUnit::abandon_gradients() {
   } catch (const std::exception&) {  // the failure being recovered from, already reported
   }
   reduce_work_ = nullptr;
-  grad_flat_ = reduced_ = Tensor();
+  reduced_ = Tensor();
+  grads_.assign(grads_.size(), Tensor());
   end_iteration();
 }
 
@@ -134,27 +168,45 @@ std::optional<size_t> ShardedUnit::owner_of(const Tensor& t) const {
 bool ShardedUnit::add_gradient(size_t i, const Tensor& grad) {
   std::lock_guard lk(mutex_);
   NoGradGuard no_grad;
-  const Layout& l = layout_[i];
-  const int64_t world = group_->size();
-  if (!grad_flat_.defined())
-    grad_flat_ = zeros({world * flat_}, {.dtype = reduce_dtype_, .device = grad.device()});
-  Tensor rows = grad.reshape({l.rows, l.row});
-  for (int64_t r = 0; r < world; ++r)
-    if (const int64_t n = l.rows_of(r); n > 0)
-      grad_flat_.narrow(0, r * flat_ + l.at, n * l.row)
-          .add_(rows.narrow(0, r * l.chunk, n).reshape({n * l.row}).to(reduce_dtype_));
+  // Held as it is until the reduce-scatter reads it (the engine never writes a gradient it has
+  // handed on); a second pass (no_sync, a second use) adds to it out of place.
+  const Tensor g = grad.to(reduce_dtype_).contiguous();
+  grads_[i] = grads_[i].defined() ? grads_[i] + g : g;
   return --pending_ == 0;
+}
+
+Tensor ShardedUnit::padded_gradient(size_t i) const {
+  const Layout& l = layout_[i];
+  const int64_t padded = group_->size() * l.chunk * l.row;
+  const Tensor& g = grads_[i];
+  if (g.defined() && g.numel() == padded) return g.reshape({padded});  // its rows divide by W
+  Tensor p = zeros({padded}, {.dtype = reduce_dtype_, .device = shards_[i].device()});
+  if (g.defined()) p.narrow(0, 0, g.numel()).copy_(g.reshape({g.numel()}));
+  return p;
 }
 
 void ShardedUnit::start_reduce_scatter() {
   std::lock_guard lk(mutex_);
   if (reduce_work_) return;
+  NoGradGuard no_grad;
   const Tensor& first = shards_.front();
-  if (!grad_flat_.defined())  // every gradient of the unit was zero (or unused) on this rank
-    grad_flat_ =
-        zeros({group_->size() * flat_}, {.dtype = reduce_dtype_, .device = first.device()});
+  const int64_t world = group_->size();
   reduced_ = empty({flat_}, {.dtype = reduce_dtype_, .device = first.device()});
-  reduce_work_ = group_->reduce_scatter(reduced_, grad_flat_, ReduceOp::Mean);
+  std::vector<Tensor> padded;  // zeros where no gradient arrived (unused on this rank)
+  for (size_t i = 0; i < layout_.size(); ++i) padded.push_back(padded_gradient(i));
+  grads_.assign(grads_.size(), Tensor());
+  if (in_place_) {  // from the gradients where they lie (the collective holds them until done)
+    std::vector<Tensor> slices = rank_major(padded);
+    reduce_work_ = group_->reduce_scatter_coalesced(reduced_, slices, ReduceOp::Mean);
+    if (reduce_work_) return;
+    in_place_ = false;
+  }
+  Tensor flat = empty({world * flat_}, {.dtype = reduce_dtype_, .device = first.device()});
+  std::vector<Tensor> slices = rank_major(padded);
+  for (int64_t r = 0, k = 0; r < world; ++r)
+    for (size_t i = 0; i < layout_.size(); ++i, ++k)
+      flat.narrow(0, r * flat_ + layout_[i].at, slices[size_t(k)].numel()).copy_(slices[size_t(k)]);
+  reduce_work_ = group_->reduce_scatter(reduced_, flat, ReduceOp::Mean);
 }
 
 void ShardedUnit::finish_reduce_scatter() {
@@ -163,7 +215,6 @@ void ShardedUnit::finish_reduce_scatter() {
     reduce_work_->wait();
   }
   reduce_work_ = nullptr;
-  grad_flat_ = Tensor();
   NoGradGuard no_grad;
   for (size_t i = 0; i < shards_.size(); ++i) {
     if (!shards_[i].requires_grad()) continue;

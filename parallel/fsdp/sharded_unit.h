@@ -11,6 +11,13 @@
 //   all-gather       [rank 0: p0 p1 … | rank 1: p0 p1 … | …]  (W·L)  → copy out each parameter
 //   reduce-scatter   the same layout of the gradients          (W·L)  → this rank's L, averaged
 //
+// Where the group can (host tensors: reduce_scatter_coalesced, all_gather_in_place), that
+// layout is not a buffer but a list of slices of the whole tensors, [rank 0: p0's rows of rank 0,
+// p1's, … | rank 1: …]: each whole parameter is allocated with W·c rows (its padding rows after
+// the real ones, never seen), the peers' rows gathered straight into it, and each gradient
+// reduced where backward left it (copied only where its rows do not divide by W). Elsewhere
+// (NCCL, Gloo) the flat buffers are packed and unpacked by copies.
+//
 // The whole parameters exist only between an all-gather and the following reshard(); the
 // optimizer sees the shards, which are leaves, and never the whole tensors.
 #pragma once
@@ -64,10 +71,9 @@ class ShardedUnit : public std::enable_shared_from_this<ShardedUnit> {
   // ---- gradients ----
   /// Called (on backward's thread) when add_gradient completes the unit.
   std::function<void()> on_complete;
-  /// Called with the whole gradient of parameter i from backward: added into the unit's flat
-  /// gradient buffer (kept across backward passes until a reduce-scatter, so that no_sync
-  /// accumulates). Returns true once every parameter gathered with `record` has had its
-  /// gradient in this iteration.
+  /// Called with the whole gradient of parameter i from backward: kept (summed over backward
+  /// passes until a reduce-scatter, so that no_sync accumulates). Returns true once every
+  /// parameter gathered with `record` has had its gradient in this iteration.
   bool add_gradient(size_t i, const Tensor& grad);
   /// Recorded unshard ops whose gradient has not arrived (0 when the unit is complete).
   int pending() const { return pending_; }
@@ -102,6 +108,10 @@ class ShardedUnit : public std::enable_shared_from_this<ShardedUnit> {
   Tensor flat_of(const std::vector<Tensor>& values, DType dtype) const;
   // Parameter i's whole tensor from every rank's flat buffers [W·L].
   Tensor whole_from(const Tensor& all, size_t i) const;
+  // The flat layout as slices of `padded` (one per parameter, [W·c·row]): rank-major.
+  std::vector<Tensor> rank_major(const std::vector<Tensor>& padded) const;
+  // Parameter i's gradient as [W·c·row] (zeros where padded, or where none arrived).
+  Tensor padded_gradient(size_t i) const;
 
   std::string name_;
   std::vector<std::string> names_;
@@ -111,11 +121,13 @@ class ShardedUnit : public std::enable_shared_from_this<ShardedUnit> {
   int64_t flat_ = 0;
   std::shared_ptr<Communicator> group_;
   DType param_dtype_, reduce_dtype_, shard_dtype_;
+  bool in_place_ = true;  // until the group declines an in-place collective
   // In flight.
-  Tensor gathered_;  // [W·L]
+  Tensor gathered_;             // [W·L], packed
+  std::vector<Tensor> padded_;  // in place: per parameter [W·c·row], the whole with its padding
   WorkPtr gather_work_;
-  Tensor grad_flat_;  // [W·L] in reduce_dtype: the gradients, summed over this rank's passes
-  Tensor reduced_;    // [L]: this rank's averaged part
+  std::vector<Tensor> grads_;  // per parameter, in reduce_dtype: summed over this rank's passes
+  Tensor reduced_;             // [L]: this rank's averaged part
   WorkPtr reduce_work_;
   std::mutex mutex_;  // add_gradient may run on a device's backward thread
   int pending_ = 0, recorded_ = 0;

@@ -184,4 +184,70 @@ inline bool check_coalesced(parallel::Communicator& comm, int64_t large = 100'00
   return true;
 }
 
+/// reduce_scatter_coalesced and all_gather_in_place, for a backend that has them (false: they
+/// returned null). The reduce-scatter gives the bits of reduce_scatter on the tensors packed and
+/// zero-padded, into a separate output and in place (the output this rank's chunk of the input);
+/// the all-gather puts each rank's chunk in every rank's tensors and leaves the padding alone.
+inline bool check_scatter_gather_in_place(parallel::Communicator& comm, int64_t large = 100'003) {
+  const int n = comm.size(), rank = comm.rank();
+  const std::vector<int64_t> sizes{0, 1, 13, large, 0, 7};
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  for (DType dt : {kFloat32, kFloat64, kInt64, kBFloat16, kFloat16}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min}) {
+      if (op == ReduceOp::Mean && dt == kInt64) continue;
+      for (int64_t pad : {int64_t(0), int64_t(5)}) {  // the chunks padded to the world, or more
+        const int64_t chunk = (total + n - 1) / n + pad;
+        const std::string what = str(name(op), ", ", dt, ", chunk ", chunk);
+        std::vector<Tensor> inputs;
+        for (size_t k = 0; k < sizes.size(); ++k) {
+          manual_seed(uint64_t(1000 * rank + k));
+          inputs.push_back((randn({sizes[k]}) * (dt == kInt64 ? 1000.0 : 1.0)).to(dt));
+        }
+        Tensor packed = zeros({chunk * n}, {.dtype = dt});
+        packed.narrow(0, 0, total).copy_(cat(inputs, 0));
+        Tensor expected = empty({chunk}, {.dtype = dt});
+        comm.reduce_scatter(expected, packed, op)->wait();
+        Tensor out = full({chunk}, 3.0, {.dtype = dt});
+        parallel::WorkPtr work = comm.reduce_scatter_coalesced(out, inputs, op);
+        if (!work) return false;
+        work->wait();
+        require(out.to_vector<double>() == expected.to_vector<double>(),
+                "reduce_scatter_coalesced, " + what + ": not the bits of reduce_scatter");
+        // In place: the output is this rank's chunk of the one input.
+        std::vector<Tensor> whole{packed.clone()};
+        Tensor mine = whole[0].narrow(0, rank * chunk, chunk);
+        comm.reduce_scatter_coalesced(mine, whole, op)->wait();
+        require(mine.to_vector<double>() == expected.to_vector<double>(),
+                "reduce_scatter_coalesced in place, " + what);
+      }
+    }
+    // The all-gather: element i of chunk k is k·10 + i % 7 on every rank afterwards (exact in
+    // 16 bits), whatever the tensors held outside this rank's chunk before.
+    const int64_t chunk = (total + n - 1) / n + 3;
+    auto value = [&](int64_t i) { return double((i / chunk) * 10 + (i % chunk) % 7); };
+    std::vector<Tensor> tensors;
+    int64_t at = 0;
+    for (int64_t s : sizes) {
+      std::vector<double> v(size_t(s), -1.0);
+      for (int64_t i = 0; i < s; ++i)
+        if ((at + i) / chunk == rank) v[size_t(i)] = value(at + i);
+      tensors.push_back(from_vector(v, {s}).to(dt));
+      at += s;
+    }
+    parallel::WorkPtr work = comm.all_gather_in_place(tensors, chunk);
+    if (!work) return false;
+    work->wait();
+    at = 0;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      const std::vector<double> got = tensors[k].to_vector<double>();
+      for (int64_t i = 0; i < sizes[k]; ++i)
+        require(got[size_t(i)] == value(at + i), str("all_gather_in_place, ", dt, ", tensor ", k,
+                                                     " element ", i, ": ", got[size_t(i)]));
+      at += sizes[k];
+    }
+  }
+  return true;
+}
+
 }  // namespace tandem::testing

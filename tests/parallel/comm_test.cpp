@@ -35,6 +35,7 @@ TEST_P(Collectives, PassTheCollectiveSuiteOverGloo) {
         tandem::testing::check_collectives(*comm);
         // No coalesced all-reduce over Gloo: null, and the caller (DDP) packs the tensors.
         require(!tandem::testing::check_coalesced(*comm), "Gloo has no all_reduce_coalesced");
+        require(!tandem::testing::check_scatter_gather_in_place(*comm), "nor these two");
         destroy_process_group();
       },
       n);

@@ -224,10 +224,13 @@ TEST(FullyShard, WholeStateDictsResumeOnAnotherWorldSize) {
 
 // The same over processes, through each CPU backend's all-gather and reduce-scatter (a backend
 // that summed where a mean is asked for would double every step: PyTorch once shipped FSDP so).
-class FullyShardOverProcesses : public ::testing::TestWithParam<std::string> {};
+// Over shared memory, in place: on 3 ranks rows that do not divide are padded.
+class FullyShardOverProcesses : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
-TEST_P(FullyShardOverProcesses, TwoRanksTrainAsOneDevice) {
-  const auto data = tandem::testing::synthetic_data(2 * kAccountingBatch * 2);
+TEST_P(FullyShardOverProcesses, TrainsAsOneDevice) {
+  const auto& [backend, world] = GetParam();
+  const int64_t n = world * kAccountingBatch;  // the global batch
+  const auto data = tandem::testing::synthetic_data(2 * n);
   const Tensor x = data.first.to(kFloat64), y = data.second;
   manual_seed(0);
   nn::Sequential reference = mlp();
@@ -235,16 +238,14 @@ TEST_P(FullyShardOverProcesses, TwoRanksTrainAsOneDevice) {
   optim::Adam ref_opt(reference.parameters(), {.lr = 1e-2});
   for (int s = 0; s < 2; ++s) {
     ref_opt.zero_grad();
-    cross_entropy(reference(x.narrow(0, s * 2 * kAccountingBatch, 2 * kAccountingBatch)),
-                  y.narrow(0, s * 2 * kAccountingBatch, 2 * kAccountingBatch))
-        .backward();
+    cross_entropy(reference(x.narrow(0, s * n, n)), y.narrow(0, s * n, n)).backward();
     ref_opt.step();
   }
   tandem::testing::TempDir dir;
   const std::string out = dir.file("params.bin");
   spawn(
       [&](int rank) {
-        init_process_group({.backend = GetParam(), .timeout = 60s});
+        init_process_group({.backend = backend, .timeout = 60s});
         manual_seed(rank == 0 ? 0 : 5);
         nn::Sequential model = mlp();
         model.to(kFloat64);
@@ -252,7 +253,7 @@ TEST_P(FullyShardOverProcesses, TwoRanksTrainAsOneDevice) {
         optim::Adam opt(fsdp.parameters(), {.lr = 1e-2});
         for (int s = 0; s < 2; ++s) {
           opt.zero_grad();
-          const int64_t at = s * 2 * kAccountingBatch + rank * kAccountingBatch;
+          const int64_t at = s * n + rank * kAccountingBatch;
           cross_entropy(fsdp(x.narrow(0, at, kAccountingBatch)), y.narrow(0, at, kAccountingBatch))
               .backward();
           opt.step();
@@ -266,11 +267,13 @@ TEST_P(FullyShardOverProcesses, TwoRanksTrainAsOneDevice) {
         }
         destroy_process_group();
       },
-      2);
+      world);
   tandem::testing::expect_same_params(tandem::testing::read_doubles(out), flat_params(reference));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, FullyShardOverProcesses, ::testing::Values("shm", "gloo"));
+INSTANTIATE_TEST_SUITE_P(Backends, FullyShardOverProcesses,
+                         ::testing::Combine(::testing::Values("shm", "gloo"),
+                                            ::testing::Values(2, 3)));
 
 TEST(FullyShard, AStateDictThatDoesNotFitIsOneErrorNamingEveryProblem) {
   auto models = mlps(2, kFloat32);

@@ -62,11 +62,15 @@ TEST_P(ShmCollectives, PassTheCollectiveSuiteWithManyRoundsPerTensor) {
                                 .inline_when_idle = direct != 0});
           tandem::testing::check_collectives(comm);
           tandem::testing::require(tandem::testing::check_coalesced(comm), "coalesced on shm");
+          tandem::testing::require(tandem::testing::check_scatter_gather_in_place(comm),
+                                   "reduce-scatter and all-gather in place on shm");
         }
         // The default sizes too: 4.8 MB, 19 rounds of the 256 KiB buffers.
         ShmCommunicator big(std::make_shared<PrefixStore>("big", store), rank, n, {.timeout = 60s});
         tandem::testing::check_collectives(big, 1'200'001);
         tandem::testing::require(tandem::testing::check_coalesced(big, 1'200'001), "coalesced");
+        tandem::testing::require(tandem::testing::check_scatter_gather_in_place(big, 1'200'001),
+                                 "in place");
       },
       n);
   EXPECT_TRUE(tandem_segments().empty());
@@ -144,6 +148,26 @@ TEST(ShmCollectives, RejectBadTensorsNamingTheCall) {
   EXPECT_THAT(
       tandem::testing::error_message<ValueError>([&] { comm.all_reduce_coalesced(overlapping); }),
       ::testing::HasSubstr("tensors 0 and 1 overlap in memory"));
+  // The reduce-scatter's output may be this rank's chunk of the inputs, and nothing else of them;
+  // the all-gather writes, so its tensors must not overlap either.
+  std::vector<Tensor> front{base.narrow(0, 0, 4)};
+  Tensor shifted = base.narrow(0, 2, 4), short_out = zeros({3});
+  EXPECT_THAT(tandem::testing::error_message<ValueError>(
+                  [&] { comm.reduce_scatter_coalesced(shifted, front); }),
+              ::testing::HasSubstr("the output overlaps input 0 but is not this rank's chunk"));
+  EXPECT_THAT(tandem::testing::error_message<ShapeError>(
+                  [&] { comm.reduce_scatter_coalesced(short_out, front); }),
+              ::testing::HasSubstr("the inputs hold 4 elements, more than 1 chunks"));
+  Tensor wide_out = zeros({4}, {.dtype = kFloat64});
+  EXPECT_THAT(tandem::testing::error_message<DTypeError>(
+                  [&] { comm.reduce_scatter_coalesced(wide_out, front); }),
+              ::testing::HasSubstr("one dtype and device"));
+  EXPECT_THAT(tandem::testing::error_message<ValueError>(
+                  [&] { comm.all_gather_in_place(overlapping, 11); }),
+              ::testing::HasSubstr("all_gather_in_place: tensors 0 and 1 overlap"));
+  EXPECT_THAT(
+      tandem::testing::error_message<ValueError>([&] { comm.all_gather_in_place(front, 3); }),
+      ::testing::HasSubstr("hold 4 elements, more than 1 chunks of 3"));
   // One rank alone: every collective is the identity.
   comm.all_reduce(one)->wait();
   EXPECT_EQ(one.to_vector<float>(), std::vector<float>({1, 1}));

@@ -23,6 +23,7 @@ TEST_P(ThreadCollectives, PassTheCollectiveSuite) {
         require(group->backend() == "threads", "backend");
         tandem::testing::check_collectives(*group);
         require(tandem::testing::check_coalesced(*group), "all_reduce_coalesced on threads");
+        require(tandem::testing::check_scatter_gather_in_place(*group), "in place on threads");
       },
       GetParam());
 }

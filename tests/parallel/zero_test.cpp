@@ -192,22 +192,23 @@ TEST(Zero, UnusedParametersGetNoUpdateAsOnOneDevice) {
       {.world = 3, .stage = 2, .optimizer = Recipe::kAdamWGroups, .unused = true});
 }
 
-// The same over processes, through each CPU backend's reduce-scatter and all-gather.
-class ZeroOverProcesses : public ::testing::TestWithParam<std::string> {};
+// The same over processes, through each CPU backend's reduce-scatter and all-gather (over shared
+// memory: where the gradients and parameters lie, with no bucket buffers).
+class ZeroOverProcesses : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
-TEST_P(ZeroOverProcesses, Stage2WithAdamWGroupsOnThreeRanksTrainsAsOneDevice) {
-  const Recipe r{.world = 3, .stage = 2, .optimizer = Recipe::kAdamWGroups, .clip = true};
+// Rank 0's parameters after r under DDP (stage 0) or ZeRO, over processes on `backend`.
+std::vector<double> over_processes(const Recipe& r, const std::string& backend) {
   tandem::testing::TempDir dir;
   const std::string out = dir.file("params.bin");
   spawn(
       [&](int rank) {
-        init_process_group({.backend = GetParam(), .timeout = 60s});
+        init_process_group({.backend = backend, .timeout = 60s});
         manual_seed(rank == 0 ? 0 : 100 + rank);
         Mlp model;
         model.to(kFloat64);
         DistributedDataParallel ddp(
             model, {.bucket_cap_mb = 0.05, .first_bucket_mb = 0.01, .zero_stage = r.stage});
-        auto opt = make(r, model, Sharded{&ddp});
+        auto opt = r.stage ? make(r, model, Sharded{&ddp}) : make(r, model, OneDevice{});
         train(
             r, data_for(r), *opt, rank, kZeroBatch, Device::cpu(),
             [&](const Tensor& x, const Tensor& y, bool) { cross_entropy(ddp(x), y).backward(); },
@@ -216,10 +217,28 @@ TEST_P(ZeroOverProcesses, Stage2WithAdamWGroupsOnThreeRanksTrainsAsOneDevice) {
         destroy_process_group();
       },
       r.world);
-  tandem::testing::expect_same_params(tandem::testing::read_doubles(out), one_device<Mlp>(r));
+  return tandem::testing::read_doubles(out);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ZeroOverProcesses, ::testing::Values("shm", "gloo"));
+TEST_P(ZeroOverProcesses, WithAdamWGroupsAndClippingOnThreeRanksTrainsAsOneDevice) {
+  const auto& [backend, stage] = GetParam();
+  const Recipe r{.world = 3, .stage = stage, .optimizer = Recipe::kAdamWGroups, .clip = true};
+  tandem::testing::expect_same_params(over_processes(r, backend), one_device<Mlp>(r));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ZeroOverProcesses,
+                         ::testing::Combine(::testing::Values("shm", "gloo"),
+                                            ::testing::Values(1, 2)));
+
+// Over shared memory the reduce-scatter adds in rank order, as the all-reduce does: DDP's bits.
+TEST(Zero, OverSharedMemoryThreeRanksReachDdpsParametersBitForBit) {
+  const Recipe r{.world = 3, .stage = 0, .optimizer = Recipe::kAdamWGroups};
+  const std::vector<double> ddp = over_processes(r, "shm");
+  EXPECT_EQ(over_processes({.world = 3, .stage = 1, .optimizer = Recipe::kAdamWGroups}, "shm"),
+            ddp);
+  EXPECT_EQ(over_processes({.world = 3, .stage = 2, .optimizer = Recipe::kAdamWGroups}, "shm"),
+            ddp);
+}
 
 // Reduce-scatter then all-gather adds the same two numbers in the same order as all-reduce, and
 // an element-wise optimizer does the same arithmetic on a piece as on the whole.
