@@ -228,7 +228,9 @@ TEST(FullyShard, WholeStateDictsResumeOnAnotherWorldSize) {
 class FullyShardOverProcesses : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(FullyShardOverProcesses, TrainsAsOneDevice) {
-  const auto& [backend, world] = GetParam();
+  // Not a structured binding: clang 14 (the sanitizer builds) cannot capture one in a lambda.
+  const std::string backend = std::get<0>(GetParam());
+  const int world = std::get<1>(GetParam());
   const int64_t n = world * kAccountingBatch;  // the global batch
   const auto data = tandem::testing::synthetic_data(2 * n);
   const Tensor x = data.first.to(kFloat64), y = data.second;
