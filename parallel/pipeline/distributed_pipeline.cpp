@@ -9,6 +9,7 @@
 #include <tandem/parallel/pipeline/split.h>
 #include <tandem/parallel/pipeline/stage_runner.h>
 #include <tandem/parallel/pipeline/tensor_message.h>
+#include <tandem/parallel/pipeline/tied.h>
 #include <algorithm>
 #include <map>
 #include <set>
@@ -204,27 +205,15 @@ DistributedPipelineResult DistributedPipeline::run(const Tensor& input, const Te
   return result;
 }
 
-// Each tied copy's gradient becomes the sum over its holders of what they gained this step. A
-// gradient already accumulated before the step is equal on every holder (it was summed then),
-// so only the step's part is summed: accumulating over steps counts each copy once.
+// Each tied copy's gradient becomes the sum over its holders of what they gained this step
+// (tied.h's rule, shared with the in-process pipeline): accumulating over steps counts each copy
+// once.
 void DistributedPipeline::sum_tied_gradients(const std::map<std::string, Tensor>& before) {
-  NoGradGuard no_grad;
   for (const auto& [name, p] : stage_.named_parameters())
     for (const Tied& t : tied_) {
       if (t.name != name) continue;
-      Tensor g = p.grad();
-      if (!g.defined()) {
-        g = zeros(p.shape(), {.dtype = p.dtype(), .device = p.device()});
-        p.set_grad(g);
-      }
       const auto it = before.find(name);
-      if (it == before.end()) {
-        t.group->all_reduce(g)->wait();
-      } else {
-        Tensor gained = g - it->second;
-        t.group->all_reduce(gained)->wait();
-        g.copy_(it->second + gained);
-      }
+      sum_tied_copies({p}, {it == before.end() ? Tensor() : it->second}, t.group.get());
     }
 }
 

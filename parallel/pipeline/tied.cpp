@@ -22,13 +22,6 @@ std::map<std::string, std::vector<Tensor>> copies_by_name(std::vector<Stage>& st
   return out;
 }
 
-// Each copy after the first takes the first's gradient.
-void copy_first_gradient(const std::vector<Tensor>& copies) {
-  const Tensor g = copies[0].grad();
-  for (size_t i = 1; i < copies.size(); ++i)
-    copies[i].set_grad(g.defined() ? g.to(copies[i].device()) : Tensor());
-}
-
 }  // namespace
 
 TiedGradients tied_gradients_before(std::vector<Stage>& stages) {
@@ -40,23 +33,41 @@ TiedGradients tied_gradients_before(std::vector<Stage>& stages) {
   return out;
 }
 
-void sum_tied_gradients(std::vector<Stage>& stages, const TiedGradients& before) {
+void sum_tied_copies(const std::vector<Tensor>& copies, const std::vector<Tensor>& before,
+                     Communicator* across) {
   NoGradGuard no_grad;
+  const Device dev = copies[0].device();
+  Tensor total;  // what the copies gained, summed on the first copy's device
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const Tensor g = copies[i].grad();
+    if (!g.defined()) continue;
+    Tensor gain = g.to(dev);
+    if (before[i].defined()) gain = gain - before[i].to(dev);
+    total = total.defined() ? total + gain : gain;
+  }
+  if (across != nullptr) {
+    if (!total.defined())
+      total = zeros(copies[0].shape(), {.dtype = copies[0].dtype(), .device = dev});
+    across->all_reduce(total)->wait();
+  }
+  if (!total.defined()) return;  // no copy gained anything: they stay as they were
+  const Tensor sum = before[0].defined() ? before[0].to(dev) + total : total;
+  for (const Tensor& c : copies) {
+    Tensor g = c.grad();
+    if (!g.defined()) {
+      c.set_grad(sum.to(c.device()).clone());  // its own tensor: .grad never aliases another
+    } else if (g.data_ptr() != sum.data_ptr()) {
+      g.copy_(sum);
+    }
+  }
+}
+
+void sum_tied_gradients(std::vector<Stage>& stages, const TiedGradients& before) {
   for (auto& [name, copies] : copies_by_name(stages)) {
     if (copies.size() < 2) continue;
     const auto it = before.find(name);
-    const std::vector<Tensor> none(copies.size());
-    const std::vector<Tensor>& held = it == before.end() ? none : it->second;
-    // What the copies held (all alike, after the last sum), plus each copy's gain since.
-    Tensor sum = held[0].defined() ? held[0].clone() : Tensor();
-    for (size_t i = 0; i < copies.size(); ++i) {
-      if (!copies[i].grad().defined()) continue;
-      Tensor gain = copies[i].grad().to(copies[0].device());
-      if (held[i].defined()) gain = gain - held[i].to(copies[0].device());
-      sum = sum.defined() ? sum + gain : gain.clone();
-    }
-    copies[0].set_grad(sum);
-    copy_first_gradient(copies);
+    sum_tied_copies(copies, it == before.end() ? std::vector<Tensor>(copies.size()) : it->second,
+                    nullptr);
   }
 }
 

@@ -10,6 +10,7 @@
 //   optimizer.step();                                 // holds every copy: model.parameters()
 #pragma once
 
+#include <tandem/parallel/comm/communicator.h>
 #include <tandem/parallel/pipeline/split.h>
 #include <tandem/parallel/placement.h>
 #include <map>
@@ -23,6 +24,15 @@ namespace tandem::parallel {
 /// sum_tied_gradients must not count once per copy again.
 using TiedGradients = std::map<std::string, std::vector<Tensor>>;
 TiedGradients tied_gradients_before(std::vector<Stage>& stages);
+
+/// The one rule both pipelines follow for a weight that several stages hold: every copy ends
+/// with what the copies held before the backward (`before`, one per copy, alike after the last
+/// sum; undefined where none) plus the sum over all copies of what each gained since. `copies`:
+/// those in this process (distinct tensors); `across`: the stages in other processes that hold
+/// the others (DistributedPipeline's tied group; null when every copy is here). Collective over
+/// `across`, where a copy that gained nothing takes part with zeros.
+void sum_tied_copies(const std::vector<Tensor>& copies, const std::vector<Tensor>& before,
+                     Communicator* across);
 
 /// Gives every copy of each tied parameter the sum of what the copies' gradients gained since
 /// `before` (moved between their devices), added to what they held then. Pipeline::step calls it
