@@ -1,0 +1,118 @@
+// tools/train/setup.cpp — placing the model for its mode: the process group and mesh it joins,
+// and the wrappers applied in order (pipeline stage, then DDP, ZeRO or fully_shard over "dp"),
+// all writing one placement table.
+#include <tandem/core/check.h>
+#include <tandem/parallel/process_group.h>
+
+#include "setup.h"
+
+namespace tandem::tools {
+
+Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, const TrainOptions& o,
+                 std::shared_ptr<parallel::DeviceMesh> mesh,
+                 std::shared_ptr<parallel::PlacementTable> placements) {
+  Setup s{.mode = p.mode, .model = std::move(model), .device = p.device};
+  s.placements = placements ? std::move(placements) : std::make_shared<parallel::PlacementTable>();
+  if (o.pp > 1) {  // this rank keeps its stage: the model's other modules are let go
+    s.stages = std::make_shared<parallel::DistributedPipeline>(
+        *s.model, mesh->group("pp"),
+        parallel::DistributedPipelineOptions{
+            .chunks = o.chunks,
+            .schedule = parallel::parse_schedule(o.pipeline_schedule),
+            .placements = s.placements});
+    s.model = std::shared_ptr<nn::Sequential>(s.stages, &s.stages->stage());
+  }
+  parallel::move_to(*s.model, p.device, *s.placements);  // the cuts' records follow
+  if (mesh) {
+    s.tp = mesh->group("tp");
+    s.sequence_parallel = o.sequence_parallel;
+    s.mesh = std::move(mesh);
+  }
+  switch (p.mode) {
+    case Parallelism::None:
+      break;
+    case Parallelism::DDP:
+      if (s.mesh && s.mesh->size("dp") == 1) break;  // tensor or pipeline parallel alone
+      if (o.zero == 3) {
+        s.fsdp = std::make_unique<parallel::FullyShardedModule>(
+            s.model, parallel::FullyShardOptions{.group = s.mesh ? s.mesh->group("dp") : nullptr,
+                                                 .placements = s.placements});
+        if (s.stages)  // each micro-batch through fully_shard, reduced once all are in
+          s.stages->run_through([f = s.fsdp.get()](const Tensor& x) { return (*f)(x); },
+                                [f = s.fsdp.get()](bool last) { f->set_is_last_backward(last); });
+        break;
+      }
+      s.ddp = std::make_unique<parallel::DistributedDataParallel<nn::Sequential>>(
+          *s.model,
+          parallel::DDPOptions{
+              .group = s.mesh ? s.mesh->group("dp") : nullptr,
+              .comm_hook = o.ddp_hook.empty() ? nullptr : parallel::comm_hook_named(o.ddp_hook),
+              .zero_stage = o.zero,
+              .placements = s.placements});
+      break;
+    case Parallelism::DataParallel:  // holds the model itself: train()/eval() on it are seen
+      s.dp = std::make_unique<parallel::DataParallel>(
+          nn::AnyModule(s.model), parallel::DataParallelOptions{.device_ids = p.devices});
+      break;
+    case Parallelism::Pipeline:  // the model's own modules move to the stages' devices
+      s.pipe = std::make_unique<parallel::Pipeline>(
+          parallel::split(*s.model, p.devices),
+          parallel::PipelineOptions{.chunks = o.chunks,
+                                    .schedule = parallel::parse_schedule(o.pipeline_schedule)});
+      *s.placements = parallel::placements(s.pipe->stages());  // a tied copy counted once
+      break;
+  }
+  // No wrapper cut anything (one device, DataParallel's replicas): the model's own parameters.
+  if (s.placements->entries().empty()) s.placements->keep_only(s.model->named_parameters());
+  return s;
+}
+
+std::shared_ptr<parallel::Communicator> join_ddp_group(Placement& p, const TrainOptions& o) {
+  if (p.device.is_cuda()) p.device = parallel::local_device();  // LOCAL_RANK
+  auto group = parallel::init_process_group({.device = p.device});
+  if (o.tp == 1)
+    TD_CHECK_VALUE(o.batch_size % group->size() == 0, "train --ddp: --batch-size ", o.batch_size,
+                   " (the global batch) does not split evenly over ", group->size(), " ranks");
+  return group;
+}
+
+std::shared_ptr<parallel::DeviceMesh> make_mesh(std::shared_ptr<parallel::Communicator> world,
+                                                const TrainOptions& o) {
+  const int n = world->size(), model_ranks = o.tp * o.pp;
+  const int dp = o.dp > 0 ? o.dp : n / model_ranks;
+  const std::string flags =
+      str(o.tp > 1 ? str("--tp ", o.tp) : "", o.tp > 1 && o.pp > 1 ? " " : "",
+          o.pp > 1 ? str("--pp ", o.pp) : "", o.dp > 0 ? str(" --dp ", o.dp) : "");
+  const std::string shape = o.pp > 1 ? "dp x pp x tp" : "dp x tp";
+  TD_CHECK_VALUE(n % model_ranks == 0 && dp * model_ranks == n, "train ", flags, ": the run has ",
+                 n, " ranks, which is not ", shape, " (launch ", shape, " processes)");
+  TD_CHECK_VALUE(o.batch_size % dp == 0, "train ", flags, ": --batch-size ", o.batch_size,
+                 " (the global batch) does not split evenly over ", dp, " data-parallel ranks");
+  TD_CHECK_VALUE(o.zero == 0 || dp > 1, "train ", flags, " --zero ", o.zero, ": ZeRO shards over ",
+                 "the data-parallel ranks, and this run has one (", n, " ranks = ", shape,
+                 " with dp = 1); launch more ranks, or leave --zero out");
+  TD_CHECK_VALUE(o.pp == 1 || o.batch_size / dp >= o.chunks, "train ", flags, ": --chunks ",
+                 o.chunks, " is more than the ", o.batch_size / dp,
+                 " rows of a data-parallel rank's batch; every micro-batch needs one");
+  if (o.pp > 1)
+    return std::make_shared<parallel::DeviceMesh>(std::move(world),
+                                                  std::vector<int>{dp, o.pp, o.tp},
+                                                  std::vector<std::string>{"dp", "pp", "tp"});
+  return std::make_shared<parallel::DeviceMesh>(std::move(world), std::vector<int>{dp, o.tp},
+                                                std::vector<std::string>{"dp", "tp"});
+}
+
+std::unique_ptr<optim::GradScaler> make_grad_scaler(DType amp, parallel::Communicator* group,
+                                                    Device device) {
+  std::function<void(Tensor&)> all_reduce;
+  if (group)
+    all_reduce = [group, device](Tensor& t) {
+      Tensor d = t.to(device);
+      group->all_reduce(d)->wait();
+      t.copy_(d);
+    };
+  return std::make_unique<optim::GradScaler>(
+      optim::GradScalerOptions{.enabled = amp == kFloat16, .all_reduce = all_reduce});
+}
+
+}  // namespace tandem::tools
