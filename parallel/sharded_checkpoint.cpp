@@ -106,6 +106,15 @@ std::map<std::string, std::string> sharded_checkpoint_metadata(const std::string
   return metadata_of(read_index(fs::path(dir) / latest_step(dir) / "index.json"));
 }
 
+Shape sharded_checkpoint_shape(const std::string& dir, const std::string& name) {
+  const fs::path path = fs::path(dir) / latest_step(dir) / "index.json";
+  const json index = read_index(path);
+  const std::string key = "model." + name;
+  TD_CHECK_AS(DataError, index["tensors"].contains(key), "sharded checkpoint: ", path.string(),
+              " has no \"", key, "\"");
+  return index["tensors"][key]["shape"].get<Shape>();
+}
+
 bool is_sharded_checkpoint(const std::string& dir) {
   std::error_code ec;
   return fs::is_regular_file(fs::path(dir) / "latest", ec);

@@ -61,6 +61,10 @@ nn::StateDict load_sharded_model_state(const std::string& dir);
 /// The metadata of the step `dir/latest` names, read from its index alone (no shard is opened).
 std::map<std::string, std::string> sharded_checkpoint_metadata(const std::string& dir);
 
+/// The whole shape of the model's tensor `name` (one device's name) in the step `dir/latest`
+/// names, from its index alone. DataError naming the index when it holds no such tensor.
+Shape sharded_checkpoint_shape(const std::string& dir, const std::string& name);
+
 /// Whether `dir` holds a sharded checkpoint (its `latest`), rather than nothing or other files.
 bool is_sharded_checkpoint(const std::string& dir);
 

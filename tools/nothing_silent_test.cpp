@@ -230,3 +230,29 @@ TEST(NothingSilent, AnOddVocabularyResumesUnderTensorParallelism) {
 }
 
 }  // namespace
+
+// The same through a sharded checkpoint, which holds the table as the run pads it: saved with no
+// tensor parallelism (before: 21 rows), it resumes under --tp 2 and back under ZeRO-3 (rows that
+// every tensor-parallel size divides, whatever the saving layout).
+TEST(NothingSilent, AnOddVocabularysShardedCheckpointResumesUnderAnyLayout) {
+  TempDir tmp;
+  write_text(tmp / "text.txt", 300);
+  std::ofstream(tmp / "text.txt", std::ios::app) << "!";  // an odd count of characters
+  const std::string two = "launch --standalone --nproc-per-node 2 -- " + std::string(TANDEM_CLI);
+  const auto run = [&](int iters, const std::string& extra, const std::string& log) {
+    return tandem_cli(
+        two + " " + gpt_flags(tmp / "text.txt", iters, {{"--log-dir", (tmp / log).string()}}) +
+            " --checkpoint " + (tmp / "ckpt").string() + extra,
+        tmp / (log + ".txt"));
+  };
+  const Result saved = run(10, " --ddp --zero 3 --sharded-checkpoint", "a");
+  ASSERT_EQ(saved.code, 0) << saved.output;
+  const Shape rows =
+      parallel::sharded_checkpoint_shape((tmp / "ckpt").string(), "transformer.wte.weight");
+  EXPECT_EQ(rows[0] % 2, 0) << "the table splits over every tensor-parallel size";
+  const Result tp = run(20, " --tp 2 --sharded-checkpoint --resume", "b");
+  ASSERT_EQ(tp.code, 0) << tp.output;
+  EXPECT_NE(tp.output.find("resuming from"), std::string::npos) << tp.output;
+  const Result back = run(30, " --ddp --zero 3 --resume", "c");
+  EXPECT_EQ(back.code, 0) << back.output;
+}

@@ -114,8 +114,7 @@ int run_train_gpt(const TrainOptions& flags) {
   data::check_fits_windows(corpus, g.block_size);
   // The table's rows: the characters, padded for --vocab-multiple and for --tp's equal parts
   // (padding the model never reads: it computes what the unpadded one does).
-  const int64_t characters = corpus.tokenizer.vocab_size(),
-                vocab = padded_vocab(g, characters, o.tp);
+  const int64_t characters = corpus.tokenizer.vocab_size(), vocab = table_rows(g, characters, o);
 
   // ---- model, optimizer (decay on matrices only), schedule.
   manual_seed(o.seed);

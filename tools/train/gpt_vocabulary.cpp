@@ -7,8 +7,10 @@
 #include <tandem/nn/optim/param_groups.h>
 #include <tandem/parallel/fsdp/sharded_checkpoint.h>
 #include <filesystem>
+#include <numeric>
 
 #include "gpt_vocabulary.h"
+#include "models.h"
 
 namespace tandem::tools {
 namespace fs = std::filesystem;
@@ -44,6 +46,24 @@ data::CharTokenizer saved_vocabulary(const std::string& dir) {
   TD_CHECK_AS(DataError, it != meta.end(), "train: --resume: ", path,
               " has no vocabulary: it is not a checkpoint of `tandem train --model gpt`");
   return data::CharTokenizer::from_string(it->second, path);
+}
+
+int64_t table_rows(const GptOptions& g, int64_t characters, const TrainOptions& o) {
+  const bool from_shards = o.resume && resumes_sharded(o.checkpoint);
+  if (from_shards) {
+    const int64_t saved =
+        parallel::sharded_checkpoint_shape(o.checkpoint, "transformer.wte.weight")[0];
+    TD_CHECK_AS(DataError, saved >= characters && saved % o.tp == 0,
+                "train: --resume: the sharded "
+                "checkpoint in ",
+                o.checkpoint, " holds a token table of ", saved, " rows, which ",
+                saved < characters ? str("is fewer than its ", characters, " characters")
+                                   : str("does not split into --tp ", o.tp, " equal parts"),
+                "\n  hint: resume it under a tensor-parallel size that divides ", saved);
+    return saved;
+  }
+  const bool cut = o.tp > 1 || o.sharded_checkpoint;
+  return padded_vocab(g, characters, cut ? std::lcm(g.n_head, int64_t(o.tp)) : 1);
 }
 
 VocabularyRows vocabulary_rows(nn::Module& whole, int64_t tokens) {
