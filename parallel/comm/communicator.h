@@ -122,8 +122,9 @@ class Communicator {
   /// padded with zeros to size() chunks of output.numel(): `output` receives the reduction of
   /// chunk rank(). It may be that chunk itself where it lies in one input: the reduction then
   /// lands in place (NCCL's in-place reduce-scatter). ZeRO-2 reduces a bucket's gradients where
-  /// they lie with it, ZeRO-1 its bucket buffer in place. Null (the default) where a backend has
-  /// no such collective: the caller then packs the tensors into one for reduce_scatter.
+  /// they lie with it, ZeRO-1 its bucket buffer in place. The collective holds the inputs until
+  /// it has read them, so a caller may let go of its own handles at once. Null (the default)
+  /// where a backend has no such collective: the caller then packs them for reduce_scatter.
   virtual WorkPtr reduce_scatter_coalesced(Tensor& output, std::vector<Tensor>& inputs,
                                            ReduceOp op = ReduceOp::Sum);
   /// An all-gather in place over several tensors read as one array of size() chunks of `chunk`

@@ -151,9 +151,12 @@ bool Reducer::launch_in_place(Bucket& b) {
   }
   if (zero_) {
     b.work = zero_->reduce_scatter_gradients(b.view.index, b.in_place);
-    // The bucket holds them until they are reduced; this rank's chunk comes back (ZeRO-2).
-    if (b.work)
+    // Only this rank's chunk comes back (ZeRO-2): the gradients go as soon as the collective,
+    // which holds what it reads until it is done, has reduced them.
+    if (b.work) {
       for (size_t i : b.params) params_[i].set_grad(Tensor());
+      b.in_place.clear();
+    }
   } else {
     b.work = hook_->start_in_place(*comm_, b.in_place);
   }
