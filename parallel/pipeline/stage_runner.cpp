@@ -1,6 +1,7 @@
 // parallel/pipeline/stage_runner.cpp — a stage's loop over its actions.
 #include <tandem/autograd/deferred_weight_grads.h>
 #include <tandem/autograd/engine.h>
+#include <tandem/autograd/ops/ops.h>
 #include <tandem/core/check.h>
 #include <tandem/core/memory_stats.h>
 #include <tandem/core/trace.h>
