@@ -32,7 +32,8 @@ struct RingAttentionOptions {
 /// q, k, v: this rank's positions, [..., T/cp, D] (the split's chunks side by side; v may have
 /// its own head dim), the same shape on every rank of `group`. Returns this rank's positions of
 /// scaled_dot_product_attention over the whole sequence, differentiable (q, k and v get their
-/// gradients). Collective over `group`, in forward and in backward.
+/// gradients). Collective over `group`, in forward and in backward: every rank calls it in the
+/// same order, and the group must outlive the backward pass, which sends and receives through it.
 Tensor ring_attention(const Tensor& q, const Tensor& k, const Tensor& v, Communicator& group,
                       const RingAttentionOptions& options = {});
 
