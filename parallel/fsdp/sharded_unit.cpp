@@ -192,20 +192,30 @@ void ShardedUnit::start_reduce_scatter() {
   const Tensor& first = shards_.front();
   const int64_t world = group_->size();
   reduced_ = empty({flat_}, {.dtype = reduce_dtype_, .device = first.device()});
-  std::vector<Tensor> padded;  // zeros where no gradient arrived (unused on this rank)
-  for (size_t i = 0; i < layout_.size(); ++i) padded.push_back(padded_gradient(i));
-  grads_.assign(grads_.size(), Tensor());
   if (in_place_) {  // from the gradients where they lie (the collective holds them until done)
+    std::vector<Tensor> padded;  // zeros where no gradient arrived (unused on this rank)
+    for (size_t i = 0; i < layout_.size(); ++i) padded.push_back(padded_gradient(i));
     std::vector<Tensor> slices = rank_major(padded);
     reduce_work_ = group_->reduce_scatter_coalesced(reduced_, slices, ReduceOp::Mean);
-    if (reduce_work_) return;
+    if (reduce_work_) {
+      grads_.assign(grads_.size(), Tensor());
+      return;
+    }
     in_place_ = false;
   }
-  Tensor flat = empty({world * flat_}, {.dtype = reduce_dtype_, .device = first.device()});
-  std::vector<Tensor> slices = rank_major(padded);
-  for (int64_t r = 0, k = 0; r < world; ++r)
-    for (size_t i = 0; i < layout_.size(); ++i, ++k)
-      flat.narrow(0, r * flat_ + layout_[i].at, slices[size_t(k)].numel()).copy_(slices[size_t(k)]);
+  // Packed: each gradient's rows of rank r at r·L + its offset; zeros for padding and for a
+  // parameter that got none.
+  Tensor flat = zeros({world * flat_}, {.dtype = reduce_dtype_, .device = first.device()});
+  for (size_t i = 0; i < layout_.size(); ++i) {
+    if (!grads_[i].defined()) continue;
+    const Layout& l = layout_[i];
+    const Tensor rows = grads_[i].reshape({l.rows, l.row});
+    for (int64_t r = 0; r < world; ++r)
+      if (const int64_t n = l.rows_of(r); n > 0)
+        flat.narrow(0, r * flat_ + l.at, n * l.row)
+            .copy_(rows.narrow(0, r * l.chunk, n).reshape({n * l.row}));
+  }
+  grads_.assign(grads_.size(), Tensor());
   reduce_work_ = group_->reduce_scatter(reduced_, flat, ReduceOp::Mean);
 }
 
