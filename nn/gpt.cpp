@@ -17,10 +17,10 @@ GPTEmbedding::GPTEmbedding(const GPTConfig& c)
 Tensor GPTEmbedding::forward(const Tensor& ids) const {
   TD_CHECK_SHAPE(ids.dim() == 2, "GPT: token ids must be [B, T], not ", ids.shape());
   const int64_t T = ids.size(1);
+  if (positions) return drop(wte(ids) + wpe(positions(T, ids.device())));  // it checks T
   TD_CHECK_SHAPE(T <= block_size, "GPT: a sequence of ", T,
                  " tokens is longer than the block size ", block_size);
-  const Tensor positions = arange(double(T), {.dtype = kInt64, .device = ids.device()});
-  return drop(wte(ids) + wpe(positions));  // [B, T, C] + [T, C]
+  return drop(wte(ids) + wpe(arange(double(T), {.dtype = kInt64, .device = ids.device()})));
 }
 
 void GPTEmbedding::visit(Visitor& v) {

@@ -14,6 +14,7 @@
 #include <tandem/nn/container.h>
 #include <tandem/nn/embedding.h>
 #include <tandem/nn/transformer.h>
+#include <functional>
 
 namespace tandem::nn {
 
@@ -22,6 +23,9 @@ struct GPTEmbedding : Module {
   explicit GPTEmbedding(const GPTConfig& config);
 
   int64_t block_size;
+  // The positions of the T ids (int64 [T]); null: 0, 1, …, T−1. A context-parallel plan gives
+  // this rank's positions of the whole sequence here (parallel/cp/plan.h).
+  std::function<Tensor(int64_t T, Device device)> positions;
   AnyModule wte;  // nn::Embedding(vocab rows, C), in a slot: a plan may split it by rows
   Embedding wpe;
   Dropout drop;

@@ -29,7 +29,8 @@ Tensor CausalSelfAttention::forward(const Tensor& x) const {
                  "] (q, k and v of H heads of ", D, ")");
   const double p = is_training() ? dropout : 0.0;
   const Tensor y = with_generator(p > 0 ? generator : nullptr, x.device(), [&] {
-    return scaled_dot_product_attention_packed(qkv, H, {.causal = true, .dropout_p = p});
+    const AttentionOptions options{.causal = true, .dropout_p = p};
+    return attend ? attend(qkv, H, options) : scaled_dot_product_attention_packed(qkv, H, options);
   });
   // The heads side by side again: [B, H, T, D] -> [B, T, H·D].
   return resid_dropout(c_proj(y.transpose(1, 2).reshape({B, T, H * D})));

@@ -10,11 +10,13 @@
 // runs the heads its c_attn gives it, read from c_attn's output width. The model is written once.
 #pragma once
 
+#include <tandem/autograd/ops/nn_ops.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/nn/any_module.h>
 #include <tandem/nn/dropout.h>
 #include <tandem/nn/layer_norm.h>
 #include <tandem/nn/linear.h>
+#include <functional>
 
 namespace tandem::nn {
 
@@ -44,6 +46,13 @@ struct CausalSelfAttention : Module {
   double dropout;          // on the attention probabilities, in training
   // The probabilities' dropout stream; null: the device's generator.
   std::shared_ptr<Generator> generator;
+  // How the heads attend: qkv [B, T, 3·H·D] as c_attn gives it, H, and the options (causal, the
+  // dropout in training) -> [B, H, T, D]. Null: scaled_dot_product_attention_packed over the T
+  // positions x holds. A context-parallel plan puts its attention here (parallel/cp/plan.h):
+  // x then holds this rank's positions of a longer sequence, and the heads attend over all of it.
+  using Attend =
+      std::function<Tensor(const Tensor& qkv, int64_t heads, const AttentionOptions& options)>;
+  Attend attend;
   AnyModule c_attn;  // nn::Linear(C, 3C): q | k | v of every head (or of some, in a slot's layer)
   AnyModule c_proj;  // nn::Linear(C, C): the heads' outputs back to C
   Dropout resid_dropout;

@@ -51,6 +51,37 @@ size_t DeviceMesh::dim(const std::string& name) const {
 const std::shared_ptr<Communicator>& DeviceMesh::group(const std::string& name) const {
   return groups_[dim(name)];
 }
+std::shared_ptr<Communicator> DeviceMesh::flatten(const std::vector<std::string>& names) {
+  TD_CHECK_VALUE(!names.empty(), "DeviceMesh::flatten: no dimensions named");
+  if (names.size() == 1) return group(names[0]);
+  std::vector<bool> flat(shape_.size(), false);
+  for (const std::string& name : names) {
+    TD_CHECK_VALUE(!flat[dim(name)], "DeviceMesh::flatten: '", name, "' named twice");
+    flat[dim(name)] = true;
+  }
+  std::vector<int> stride(shape_.size(), 1);
+  for (size_t d = shape_.size() - 1; d > 0; --d) stride[d - 1] = stride[d] * shape_[d];
+  const auto digit = [&](int rank, size_t d) { return rank / stride[d] % shape_[d]; };
+  // One group per setting of the other dimensions, in the order of its first rank.
+  std::shared_ptr<Communicator> mine;
+  for (int first = 0; first < world_->size(); ++first) {
+    bool starts = true;
+    for (size_t d = 0; d < shape_.size(); ++d)
+      starts = starts && (!flat[d] || digit(first, d) == 0);
+    if (!starts) continue;
+    std::vector<int> ranks;
+    for (int r = first; r < world_->size(); ++r) {
+      bool same = true;
+      for (size_t d = 0; d < shape_.size(); ++d)
+        same = same && (flat[d] || digit(r, d) == digit(first, d));
+      if (same) ranks.push_back(r);
+    }
+    auto g = world_->new_group(ranks);
+    if (g) mine = std::move(g);
+  }
+  return mine;
+}
+
 int DeviceMesh::coordinate(const std::string& name) const { return coordinates_[dim(name)]; }
 int DeviceMesh::size(const std::string& name) const { return shape_[dim(name)]; }
 

@@ -26,6 +26,11 @@ class DeviceMesh {
 
   /// This rank's group along dimension `name`: the ranks that differ from it only there.
   const std::shared_ptr<Communicator>& group(const std::string& name) const;
+  /// The ranks that differ from this one only along `names`, as one group (torchtitan's
+  /// mesh["dp", "cp"]._flatten()): what data and context parallelism reduce gradients over
+  /// together. Its ranks in the world's order. Collective: every rank calls it, with the same
+  /// names. One name: group(name) itself.
+  std::shared_ptr<Communicator> flatten(const std::vector<std::string>& names);
   /// This rank's coordinate along `name` (its rank in group(name)).
   int coordinate(const std::string& name) const;
   int size(const std::string& name) const;

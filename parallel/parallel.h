@@ -20,6 +20,10 @@
 #include <tandem/parallel/comm/nccl_communicator.h>
 #include <tandem/parallel/comm/shm_communicator.h>
 #include <tandem/parallel/comm/thread_communicator.h>
+#include <tandem/parallel/cp/plan.h>
+#include <tandem/parallel/cp/ring_attention.h>
+#include <tandem/parallel/cp/sequence_split.h>
+#include <tandem/parallel/cp/ulysses_attention.h>
 #include <tandem/parallel/data_parallel/criterion.h>
 #include <tandem/parallel/data_parallel/data_parallel.h>
 #include <tandem/parallel/ddp/bucket_plan.h>

@@ -169,7 +169,7 @@ std::array<Tensor, 3> backward(const Ring& g, const Tensor& q, const Tensor& k, 
 }  // namespace
 
 Tensor ring_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                      Communicator& group, const RingAttentionOptions& options) {
+                      Communicator& group, const ContextAttentionOptions& options) {
   TD_CHECK_SHAPE(q_in.dim() >= 2 && k_in.dim() == q_in.dim() && v_in.dim() == q_in.dim(),
                  "ring_attention: q, k and v must be [..., T/cp, D] alike, not ", q_in.shape(),
                  ", ", k_in.shape(), ", ", v_in.shape());

@@ -23,7 +23,8 @@
 
 namespace tandem::parallel::cp {
 
-struct RingAttentionOptions {
+/// How the heads attend (ring and Ulysses attention alike).
+struct ContextAttentionOptions {
   bool causal = true;
   SequenceSplit split = SequenceSplit::ZigZag;
   std::optional<double> scale;  // default 1/√D
@@ -35,6 +36,6 @@ struct RingAttentionOptions {
 /// gradients). Collective over `group`, in forward and in backward: every rank calls it in the
 /// same order, and the group must outlive the backward pass, which sends and receives through it.
 Tensor ring_attention(const Tensor& q, const Tensor& k, const Tensor& v, Communicator& group,
-                      const RingAttentionOptions& options = {});
+                      const ContextAttentionOptions& options = {});
 
 }  // namespace tandem::parallel::cp

@@ -106,5 +106,28 @@ TEST(DeviceMesh, TwoByTwoIsRowMajorWithAGroupPerLine) {
       4);
 }
 
+TEST(DeviceMesh, FlattenJoinsTheNamedDimensionsKeepingTheOthers) {
+  spawn_threads(
+      [](std::shared_ptr<Communicator> world) {
+        // 2 x 2 x 2 (dp, cp, tp): rank = 4·dp + 2·cp + tp. dp × cp joins the ranks of one tp
+        // coordinate: {0, 2, 4, 6} and {1, 3, 5, 7}.
+        DeviceMesh mesh(world, {2, 2, 2}, {"dp", "cp", "tp"});
+        const int r = world->rank();
+        const auto dp_cp = mesh.flatten({"dp", "cp"});
+        ASSERT_NE(dp_cp, nullptr);
+        EXPECT_EQ(dp_cp->size(), 4);
+        EXPECT_EQ(dp_cp->rank(), r / 2);
+        Tensor t = full({1}, double(r));
+        dp_cp->all_reduce(t)->wait();
+        EXPECT_EQ(t.to_vector<float>()[0], float(r % 2 == 0 ? 0 + 2 + 4 + 6 : 1 + 3 + 5 + 7));
+        EXPECT_EQ(mesh.flatten({"tp"}), mesh.group("tp"));
+        EXPECT_THAT(error_message<ValueError>([&] {
+                      mesh.flatten({"cp", "cp"});
+                    }),
+                    HasSubstr("'cp' named twice"));
+      },
+      8);
+}
+
 }  // namespace
 }  // namespace tandem::parallel

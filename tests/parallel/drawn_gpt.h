@@ -10,10 +10,11 @@ namespace tandem::testing {
 
 inline constexpr int64_t kDrawnT = 8, kDrawnVocab = 37;
 
-/// The model drawn from `seed` (with `dropout` everywhere nanoGPT has it), the same on every call.
+/// The model drawn from `seed` (with `dropout` everywhere nanoGPT has it; `heads` of 16 / heads),
+/// the same on every call.
 /// Ranks (threads) draw one at a time: the default generator is no thread's own. Keep no tensor of
 /// it in a static: the accounting tests read the devices' bytes.
-inline nn::Sequential drawn_gpt(uint64_t seed, double dropout = 0) {
+inline nn::Sequential drawn_gpt(uint64_t seed, double dropout = 0, int64_t heads = 4) {
   static std::mutex drawing;
   std::lock_guard lock(drawing);
   manual_seed(seed);
@@ -21,7 +22,7 @@ inline nn::Sequential drawn_gpt(uint64_t seed, double dropout = 0) {
                   .vocab_size = kDrawnVocab,
                   .padded_vocab_size = parallel::tp::padded_vocab_size(kDrawnVocab, 4),
                   .n_layer = 2,
-                  .n_head = 4,
+                  .n_head = heads,
                   .n_embd = 16,
                   .dropout = dropout,
                   .bias = true,

@@ -46,9 +46,9 @@ struct Reference {
   optim::OptimizerState state;
 };
 
-Reference one_device() {
+Reference one_device(int64_t heads = 4) {
   Reference out;
-  Member m = tandem::testing::stacked::build(Stack{}, make_thread_group(1)[0]);
+  Member m = tandem::testing::stacked::build(Stack{.heads = heads}, make_thread_group(1)[0]);
   for (int s = 0; s < kSteps; ++s) out.steps.push_back(m.step(s));
   out.grads = full_gradients(*m.table, nullptr);
   out.params = m.model->named_parameters();
@@ -92,6 +92,51 @@ std::vector<Stack> every_stack() {
   return out;
 }
 
+// Runs `stack` for kSteps steps and checks its losses, norms and last gradients, and (read back
+// whole from its sharded checkpoint in `dir`) its parameters and AdamW state, against one
+// device's, to `tolerance` relative.
+void expect_one_devices_run(const Stack& stack, const Reference& want, const std::string& dir,
+                            double tolerance) {
+  const std::string what = stack.str();
+  nn::StateDict grads;
+  const std::vector<StepOutcome> got = run(stack, [&](Member& m, Communicator& world) {
+    EXPECT_EQ(m.tied_difference(), 0.0) << what << ": the tied weight's copies";
+    nn::StateDict whole = full_gradients(*m.table, &world);
+    if (world.rank() == 0) grads = std::move(whole);
+    save_sharded_checkpoint(dir, kSteps, world, *m.table, m.model->named_buffers(), m.local);
+  });
+  for (int s = 0; s < kSteps; ++s) {
+    EXPECT_LE(relative_error(got[size_t(s)].loss, want.steps[size_t(s)].loss), tolerance)
+        << what << ": the loss of step " << s;
+    EXPECT_LE(relative_error(got[size_t(s)].norm, want.steps[size_t(s)].norm), tolerance)
+        << what << ": the gradient norm of step " << s;
+  }
+  ASSERT_EQ(grads.size(), want.grads.size()) << what;
+  for (size_t k = 0; k < want.grads.size(); ++k) {
+    EXPECT_EQ(grads[k].first, want.grads[k].first) << what;
+    EXPECT_LE(relative_error(grads[k].second, want.grads[k].second), tolerance)
+        << what << ": the gradient of " << want.grads[k].first;
+  }
+  // The run's parameters and AdamW state, read whole on one process.
+  Member whole =
+      tandem::testing::stacked::build(Stack{.heads = stack.heads}, make_thread_group(1)[0]);
+  load_sharded_checkpoint(dir, *whole.table, whole.model->named_buffers(), whole.local);
+  const nn::StateDict params = whole.model->named_parameters();
+  for (size_t k = 0; k < want.params.size(); ++k)
+    EXPECT_LE(relative_error(params[k].second, want.params[k].second), tolerance)
+        << what << ": " << want.params[k].first;
+  const optim::OptimizerState state = whole.local->state_dict();
+  const std::map<std::string, Tensor> by_key(state.tensors.begin(), state.tensors.end());
+  for (const auto& [key, t] : want.state.tensors) {
+    ASSERT_TRUE(by_key.count(key)) << what << ": no " << key;
+    if (t.dim() > 0) {
+      EXPECT_LE(relative_error(by_key.at(key), t), tolerance) << what << ": " << key;
+    } else {
+      EXPECT_EQ(by_key.at(key).item(), t.item()) << what << ": " << key;  // Adam's step
+    }
+  }
+}
+
 TEST(EquivalenceMatrix, EveryStackTrainsAsOneDevice) {
   const Reference want = one_device();
   for (int s = 0; s < kSteps; ++s) EXPECT_GT(want.steps[size_t(s)].norm, 0.3) << "must bite";
@@ -102,45 +147,52 @@ TEST(EquivalenceMatrix, EveryStackTrainsAsOneDevice) {
   const std::vector<Stack> stacks = every_stack();
   EXPECT_EQ(stacks.size(), 88u);
   int i = 0;
-  for (const Stack& stack : stacks) {
-    const std::string what = stack.str(), dir = tmp.file("run-" + std::to_string(i++));
-    nn::StateDict grads;
-    const std::vector<StepOutcome> got = run(stack, [&](Member& m, Communicator& world) {
-      EXPECT_EQ(m.tied_difference(), 0.0) << what << ": the tied weight's copies";
-      nn::StateDict whole = full_gradients(*m.table, &world);
-      if (world.rank() == 0) grads = std::move(whole);
-      save_sharded_checkpoint(dir, kSteps, world, *m.table, m.model->named_buffers(), m.local);
-    });
-    for (int s = 0; s < kSteps; ++s) {
-      EXPECT_LE(relative_error(got[size_t(s)].loss, want.steps[size_t(s)].loss), kTolerance)
-          << what << ": the loss of step " << s;
-      EXPECT_LE(relative_error(got[size_t(s)].norm, want.steps[size_t(s)].norm), kTolerance)
-          << what << ": the gradient norm of step " << s;
-    }
-    ASSERT_EQ(grads.size(), want.grads.size()) << what;
-    for (size_t k = 0; k < want.grads.size(); ++k) {
-      EXPECT_EQ(grads[k].first, want.grads[k].first) << what;
-      EXPECT_LE(relative_error(grads[k].second, want.grads[k].second), kTolerance)
-          << what << ": the gradient of " << want.grads[k].first;
-    }
-    // The run's parameters and AdamW state, read whole on one process.
-    Member whole = tandem::testing::stacked::build(Stack{}, make_thread_group(1)[0]);
-    load_sharded_checkpoint(dir, *whole.table, whole.model->named_buffers(), whole.local);
-    const nn::StateDict params = whole.model->named_parameters();
-    for (size_t k = 0; k < want.params.size(); ++k)
-      EXPECT_LE(relative_error(params[k].second, want.params[k].second), kTolerance)
-          << what << ": " << want.params[k].first;
-    const optim::OptimizerState state = whole.local->state_dict();
-    const std::map<std::string, Tensor> by_key(state.tensors.begin(), state.tensors.end());
-    for (const auto& [key, t] : want.state.tensors) {
-      ASSERT_TRUE(by_key.count(key)) << what << ": no " << key;
-      if (t.dim() > 0) {
-        EXPECT_LE(relative_error(by_key.at(key), t), kTolerance) << what << ": " << key;
-      } else {
-        EXPECT_EQ(by_key.at(key).item(), t.item()) << what << ": " << key;  // Adam's step
-      }
-    }
-  }
+  for (const Stack& stack : stacks)
+    expect_one_devices_run(stack, want, tmp.file("run-" + std::to_string(i++)), kTolerance);
+}
+
+// Context parallelism alone and under each of the other modes (the drawn GPT's 8 positions over
+// up to 8 ranks, its 4 heads over up to 4 for Ulysses), to 1e-12.
+std::vector<Stack> context_parallel_stacks() {
+  using cp::Algorithm;
+  using cp::SequenceSplit;
+  const Algorithm ring = Algorithm::Ring, ulysses = Algorithm::Ulysses;
+  const SequenceSplit zigzag = SequenceSplit::ZigZag, contiguous = SequenceSplit::Contiguous;
+  return {
+      {.cp = 2, .cp_algorithm = ring, .cp_split = zigzag},
+      {.cp = 2, .cp_algorithm = ring, .cp_split = contiguous},
+      {.cp = 4, .cp_algorithm = ring, .cp_split = zigzag},
+      {.cp = 8, .cp_algorithm = ring, .cp_split = contiguous},
+      {.cp = 2, .cp_algorithm = ulysses, .cp_split = zigzag},
+      {.cp = 4, .cp_algorithm = ulysses, .cp_split = contiguous},
+      {.cp = 2, .cp_algorithm = ring, .checkpointed = true},
+      {.data = Data::DDP, .dp = 2, .cp = 2},
+      {.data = Data::Zero1, .dp = 2, .cp = 2, .cp_algorithm = ulysses},
+      {.data = Data::Zero2, .dp = 2, .cp = 2},
+      {.data = Data::FullyShard, .dp = 2, .cp = 2},
+      {.data = Data::FullyShard, .cp = 2},  // sharded over the context ranks alone
+      {.tp = 2, .cp = 2},
+      {.tp = 2, .cp = 2, .sp = true},
+      {.tp = 2, .cp = 2, .cp_algorithm = ulysses},
+      {.pp = 2, .cp = 2},
+      {.pp = 2, .cp = 2, .cp_algorithm = ulysses, .schedule = PipelineSchedule::GPipe},
+      {.data = Data::FullyShard, .dp = 2, .tp = 2, .cp = 2},
+      {.data = Data::DDP, .dp = 2, .pp = 2, .cp = 2},
+  };
+}
+
+TEST(EquivalenceMatrix, ContextParallelStacksTrainAsOneDevice) {
+  const Reference want = one_device();
+  tandem::testing::TempDir tmp;
+  int i = 0;
+  for (const Stack& stack : context_parallel_stacks())
+    expect_one_devices_run(stack, want, tmp.file("cp-" + std::to_string(i++)), 1e-12);
+  // Ulysses over 8 ranks needs 8 heads: the drawn GPT with heads of 2.
+  const Stack eight{.cp = 8,
+                    .cp_algorithm = cp::Algorithm::Ulysses,
+                    .cp_split = cp::SequenceSplit::Contiguous,
+                    .heads = 8};
+  expect_one_devices_run(eight, one_device(8), tmp.file("cp-8-ulysses"), 1e-12);
 }
 
 // Under bfloat16 autocast (tandem train --amp bf16: float32 weights, the forward's products in

@@ -1,9 +1,11 @@
 // tests/parallel/stacked_layouts.h — one rank's run of the drawn GPT (drawn_gpt.h) under any stack
 // of the parallel modes, built as `tandem train` stacks them: activation checkpointing on the
-// blocks, TP's plan (± sequence parallelism) over "tp", the pipeline's stage over "pp", then data
-// parallelism over "dp" (DDP, ZeRO-1, ZeRO-2 or fully_shard), all recording into one placement
+// blocks, TP's plan (± sequence parallelism) over "tp", context parallelism over "cp", the
+// pipeline's stage over "pp", then data parallelism over "dp" (DDP, ZeRO-1, ZeRO-2 or
+// fully_shard; over dp × cp together with context parallelism), all recording into one placement
 // table, which the clip, the partial-gradient reduction and the sharded checkpoint read. A step
-// takes this rank's rows of the global batch, clips (a norm that bites) and updates with AdamW.
+// takes this rank's rows of the global batch (and its positions of them, under context
+// parallelism), clips (a norm that bites) and updates with AdamW.
 #pragma once
 
 #include <tandem/autograd/autocast.h>
@@ -28,20 +30,27 @@ enum class Data { DDP, Zero1, Zero2, FullyShard };
 
 struct Stack {
   Data data = Data::DDP;
-  int dp = 1, tp = 1, pp = 1;
+  int dp = 1, tp = 1, pp = 1, cp = 1;
   bool sp = false;  // sequence parallelism (with tp > 1)
+  parallel::cp::Algorithm cp_algorithm = parallel::cp::Algorithm::Ring;  // with cp > 1
+  parallel::cp::SequenceSplit cp_split = parallel::cp::SequenceSplit::ZigZag;
   parallel::PipelineSchedule schedule = parallel::PipelineSchedule::OneFOneB;
   bool checkpointed = false;  // every block in nn::Checkpointed
   bool bf16 = false;          // float32 weights, the forward and loss under bfloat16 autocast
-  int world() const { return dp * tp * pp; }
+  int64_t heads = 4;          // the drawn GPT's (8: Ulysses over 8 ranks)
+  int world() const { return dp * tp * pp * cp; }
   std::string str() const {
     const char* data_names[] = {"DDP", "ZeRO-1", "ZeRO-2", "fully_shard"};
     std::string out = dp > 1 ? str_of(data_names[int(data)], " over ", dp) : "one data rank";
     if (tp > 1) out += str_of(" x TP ", tp, sp ? " + SP" : "");
+    if (cp > 1)
+      out += str_of(" x CP ", cp, " ", parallel::cp::to_string(cp_algorithm),
+                    cp_split == parallel::cp::SequenceSplit::ZigZag ? " zig-zag" : " contiguous");
     if (pp > 1)
       out +=
           str_of(" x PP ", pp, schedule == parallel::PipelineSchedule::GPipe ? " GPipe" : " 1F1B");
-    return out + (checkpointed ? ", checkpointed" : "") + (bf16 ? ", bf16 autocast" : "");
+    return out + (checkpointed ? ", checkpointed" : "") + (bf16 ? ", bf16 autocast" : "") +
+           (heads != 4 ? str_of(", ", heads, " heads") : "");
   }
 
  private:
@@ -80,8 +89,8 @@ inline std::pair<Tensor, Tensor> batch(int step) {
   return random_token_batch(kBatch, kDrawnT, kDrawnVocab, uint64_t(step + 70));
 }
 
-inline nn::Sequential gpt(bool checkpointed) {
-  nn::Sequential copy = drawn_gpt(31);
+inline nn::Sequential gpt(bool checkpointed, int64_t heads) {
+  nn::Sequential copy = drawn_gpt(31, 0, heads);
   return checkpointed ? with_checkpointed_blocks(copy) : copy;
 }
 
@@ -92,13 +101,13 @@ inline Member build(const Stack& s, std::shared_ptr<parallel::Communicator> worl
   const Device dev = Device::cpu(world->rank());
   std::vector<int> sizes;
   std::vector<std::string> names;
-  for (const auto& [name, size] :
-       std::initializer_list<std::pair<const char*, int>>{{"dp", s.dp}, {"pp", s.pp}, {"tp", s.tp}})
+  for (const auto& [name, size] : std::initializer_list<std::pair<const char*, int>>{
+           {"dp", s.dp}, {"pp", s.pp}, {"cp", s.cp}, {"tp", s.tp}})
     if (size > 1) sizes.push_back(size), names.push_back(name);
   std::shared_ptr<DeviceMesh> mesh;
   if (!sizes.empty()) mesh = std::make_shared<DeviceMesh>(world, sizes, names);
   m.keep.push_back(mesh);
-  nn::Sequential whole = gpt(s.checkpointed);
+  nn::Sequential whole = gpt(s.checkpointed, s.heads);
   if (s.bf16) whole.to(kFloat32);  // autocast turns float32 products into bfloat16 ones
   std::function<Tensor(const Tensor&, const Tensor&)> loss = [](const Tensor& o, const Tensor& y) {
     return nn::gpt_loss(o, y);
@@ -109,6 +118,10 @@ inline Member build(const Stack& s, std::shared_ptr<parallel::Communicator> worl
     model = tp::tensor_parallel_gpt(model, tp, {.sequence_parallel = s.sp, .placements = m.table});
     loss = [tp](const Tensor& o, const Tensor& y) { return tp::gpt_loss(o, y, tp); };
   }
+  const std::shared_ptr<Communicator> cpg = s.cp > 1 ? mesh->group("cp") : nullptr;
+  if (cpg)
+    model = cp::context_parallel(
+        model, cpg, {.algorithm = s.cp_algorithm, .split = s.cp_split, .placements = m.table});
   std::shared_ptr<DistributedPipeline> pipe;
   if (s.pp > 1) {
     pipe = std::make_shared<DistributedPipeline>(
@@ -135,20 +148,30 @@ inline Member build(const Stack& s, std::shared_ptr<parallel::Communicator> worl
   move_to(*m.model, dev, *m.table);
   std::shared_ptr<DistributedDataParallel<nn::Sequential>> ddp;
   std::shared_ptr<FullyShardedModule> fsdp;
-  if (s.dp > 1 && s.data == Data::FullyShard) {
+  // Data parallelism over dp, or over dp × cp together: each context rank's gradient is its
+  // positions' share (parallel/cp/plan.h).
+  const int n = s.dp * s.cp;
+  std::shared_ptr<Communicator> dp;
+  if (s.dp > 1 && s.cp > 1)
+    dp = mesh->flatten({"dp", "cp"});
+  else if (n > 1)
+    dp = mesh->group(s.dp > 1 ? "dp" : "cp");
+  const std::string dp_dim = s.cp > 1 ? "dp_cp" : "dp";
+  if (n > 1 && s.data == Data::FullyShard) {
     fsdp = std::make_shared<FullyShardedModule>(
-        m.model, FullyShardOptions{.group = mesh->group("dp"), .placements = m.table});
+        m.model, FullyShardOptions{.group = dp, .placements = m.table, .mesh_dim = dp_dim});
     if (pipe)
       pipe->run_through([f = fsdp.get()](const Tensor& x) { return (*f)(x); },
                         [f = fsdp.get()](bool last) { f->set_is_last_backward(last); });
-  } else if (s.dp > 1)
+  } else if (n > 1)
     ddp = std::make_shared<DistributedDataParallel<nn::Sequential>>(
-        *m.model, DDPOptions{.group = mesh->group("dp"),
+        *m.model, DDPOptions{.group = dp,
                              .bucket_cap_mb = 0.01,
                              .zero_stage = s.data == Data::Zero1   ? 1
                                            : s.data == Data::Zero2 ? 2
                                                                    : 0,
-                             .placements = m.table});
+                             .placements = m.table,
+                             .mesh_dim = dp_dim});
   const auto groups = optim::adamw_groups(m.model->named_parameters(),
                                           {.lr = 1e-2, .beta2 = 0.99, .weight_decay = 0.1}, true);
   std::shared_ptr<optim::Optimizer> opt;
@@ -162,14 +185,13 @@ inline Member build(const Stack& s, std::shared_ptr<parallel::Communicator> worl
     m.local = opt.get();
   }
   m.keep.insert(m.keep.end(), {ddp, fsdp, opt});
-  const int k = s.dp > 1 ? mesh->coordinate("dp") : 0, n = s.dp;
-  const std::shared_ptr<Communicator> dp = s.dp > 1 ? mesh->group("dp") : nullptr;
+  const int k = s.dp > 1 ? mesh->coordinate("dp") : 0, rows = kBatch / s.dp;
   const std::shared_ptr<PlacementTable> table = m.table;
   const std::shared_ptr<nn::Sequential> module = m.model;
   m.step = [=](int step) {
     const auto [xs, ys] = batch(step);
-    const Tensor x = xs.narrow(0, k * kBatch / n, kBatch / n).to(dev);
-    const Tensor y = ys.narrow(0, k * kBatch / n, kBatch / n).to(dev);
+    Tensor x = xs.narrow(0, k * rows, rows).to(dev), y = ys.narrow(0, k * rows, rows).to(dev);
+    if (cpg) x = cp::shard_batch(x, *cpg, s.cp_split), y = cp::shard_batch(y, *cpg, s.cp_split);
     opt->zero_grad();
     Tensor l;
     if (pipe && ddp) {  // the micro-batches accumulate; one reduction over dp after them
