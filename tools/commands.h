@@ -78,9 +78,11 @@ struct TrainOptions {
   int tp = 1;  // --model gpt: tensor-parallel size (parallel/tp/gpt.h); > 1 implies --ddp
   int pp =
       1;  // --model gpt: pipeline stages, one per rank (parallel/pipeline/distributed_pipeline.h)
-  int dp = 0;  // --tp/--pp: data-parallel size; 0: the ranks left (world / (tp x pp))
+  int dp = 0;  // --tp/--pp/--cp: data-parallel size; 0: the ranks left (world / (tp x pp x cp))
   bool sequence_parallel = false;  // --tp: the activations between the regions split by position
-  std::string data_parallel;       // "cpu:0,cpu:1": DataParallel over these devices; empty: off
+  int cp = 1;  // --model gpt: context-parallel size (parallel/cp/plan.h); > 1 implies --ddp
+  std::string cp_algorithm = "ring";  // --cp: ring | ulysses
+  std::string data_parallel;          // "cpu:0,cpu:1": DataParallel over these devices; empty: off
   bool activation_checkpointing = false;  // recompute each block's activations in backward
   std::string pipeline;  // "cpu:0,cpu:1": the model cut into stages on these devices; empty: off
   int64_t chunks = 4;    // --pipeline: micro-batches per batch

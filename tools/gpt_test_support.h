@@ -1,6 +1,7 @@
 // tools/gpt_test_support.h — what the end-to-end tests of `tandem train --model gpt` share: a
 // small text (sentences of a few words, so that a few dozen iterations of a tiny GPT learn
-// something), the flags of a tiny GPT, and reading a loss back from the output.
+// something), the flags of a tiny GPT, runs that checkpoint side by side and their comparison,
+// and reading a loss back from the output.
 #pragma once
 
 #include <map>
@@ -36,6 +37,38 @@ inline std::string gpt_flags(const fs::path& text, int iters,
   for (const auto& [flag, value] : flags) out += " " + flag + " " + value;
   return out;
 }
+
+// Runs of `tandem train --model gpt` (2 layers, no schedule) on one text, each checkpointing into
+// a directory of its own, and their checkpoints compared.
+struct CheckpointedRuns {
+  TempDir tmp;
+  const std::string two = "launch --standalone --nproc-per-node 2 -- " TANDEM_CLI " ",
+                    four = "launch --standalone --nproc-per-node 4 -- " TANDEM_CLI " ";
+  CheckpointedRuns() { write_text(tmp / "text.txt", 300); }
+
+  Result run(const std::string& launcher, int iters, const std::string& dir,
+             const std::string& extra, const std::string& dropout = "0") {
+    const Result r = tandem_cli(launcher +
+                                    gpt_flags(tmp / "text.txt", iters,
+                                              {{"--n-layer", "2"},
+                                               {"--schedule", "none"},
+                                               {"--dropout", dropout},
+                                               {"--eval-interval", "10"},
+                                               {"--log-dir", (tmp / ("log-" + dir)).string()}}) +
+                                    " --checkpoint " + (tmp / dir).string() + extra,
+                                tmp / (dir + std::to_string(iters) + ".txt"));
+    EXPECT_EQ(r.code, 0) << r.output;
+    return r;
+  }
+  // Directories a and b hold `file`s with the same tensors, to float32 rounding.
+  void expect_close(const std::string& a, const std::string& b, const char* file) {
+    const SafetensorsFile x = load_safetensors((tmp / a / file).string());
+    const SafetensorsFile y = load_safetensors((tmp / b / file).string());
+    ASSERT_EQ(x.tensors.size(), y.tensors.size()) << a << " " << b << " " << file;
+    for (const auto& [name, t] : x.tensors)
+      EXPECT_LT(abs(t - y.at(name)).max().item(), 1e-4) << a << " vs " << b << ": " << name;
+  }
+};
 
 // The loss of "step N: train loss A, val loss B" lines, by N.
 inline double val_loss_at(const std::string& output, int step) {

@@ -222,9 +222,19 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
                   "a stage of consecutive blocks (--chunks micro-batches, --pipeline-schedule); "
                   "with --tp the ranks are a dp x pp x tp mesh; implies --ddp")
       ->type_name("N");
+  cmd->add_option("--cp", t.cp,
+                  "--model gpt: context parallelism over N ranks of a `tandem launch` run: each "
+                  "keeps 1/N of every sequence's positions (zig-zag: an early and a late chunk), "
+                  "its heads attending over the whole sequence (--cp-algorithm); the ranks are a "
+                  "dp x pp x cp x tp mesh, gradients reduced over dp x cp; implies --ddp")
+      ->type_name("N");
+  cmd->add_option("--cp-algorithm", t.cp_algorithm,
+                  "--cp: ring (k and v passed round the ring, any head count) or ulysses (two "
+                  "all-to-alls, each rank attends for heads/N of the heads over every position)")
+      ->type_name("ALGORITHM");
   cmd->add_option("--dp", t.dp,
-                  "--tp/--pp: the data-parallel size; world = dp x pp x tp is checked (default: "
-                  "world / (pp x tp))")
+                  "--tp/--pp/--cp: the data-parallel size; world = dp x pp x cp x tp is checked "
+                  "(default: world / (pp x cp x tp))")
       ->type_name("N");
   cmd->add_flag("--sequence-parallel", t.sequence_parallel,
                 "--tp: split the LayerNorms, dropouts and residual adds along the sequence too "

@@ -73,6 +73,8 @@ nlohmann::ordered_json to_json(const TrainOptions& o) {
     j["pp"] = o.pp;
     j["dp"] = o.dp;
     j["sequence_parallel"] = o.sequence_parallel;
+    j["cp"] = o.cp;
+    j["cp_algorithm"] = o.cp_algorithm;
   }
   return j;
 }
@@ -170,6 +172,33 @@ void check_flags_apply(const TrainOptions& o) {
                    " describes a pipeline: it needs --pipeline DEVICES or --pp N");
 }
 
+// --cp: the GPT's sequence must split into the ranks' chunks, its heads (Ulysses) over them.
+void check_context_parallel(const TrainOptions& o) {
+  TD_CHECK_VALUE(one_of(o.cp_algorithm, {"ring", "ulysses"}), "train: --cp-algorithm ",
+                 o.cp_algorithm, " is not one of ring, ulysses");
+  TD_CHECK_VALUE(!given(o, "--cp-algorithm") || o.cp > 1,
+                 "train: --cp-algorithm says how a context-parallel run attends: it needs --cp N");
+  if (o.cp == 1) return;
+  TD_CHECK_VALUE(o.model == "gpt", "train: --cp ", o.cp,
+                 " splits a sequence's positions over the ranks: it needs --model gpt, not ",
+                 o.model);
+  const GptOptions& g = o.gpt;
+  TD_CHECK_VALUE(g.block_size % (2 * o.cp) == 0, "train: --cp ", o.cp, ": --block-size ",
+                 g.block_size, " does not split into ", 2 * o.cp,
+                 " equal chunks (zig-zag: two per rank); make it a multiple of ", 2 * o.cp);
+  TD_CHECK_VALUE(g.dropout == 0, "train: --cp ", o.cp, " with --dropout ", g.dropout,
+                 ": the attention probabilities' dropout is not yet split across the ranks; "
+                 "train with --dropout 0, or without --cp");
+  const int64_t heads = g.n_head / o.tp;  // a tensor-parallel rank's
+  TD_CHECK_VALUE(o.cp_algorithm != "ulysses" || heads % o.cp == 0, "train: --cp ", o.cp,
+                 " --cp-algorithm ulysses: each rank attends for heads/", o.cp,
+                 " of the heads, and a rank has ", heads, " (--n-head ", g.n_head,
+                 o.tp > 1 ? str(" / --tp ", o.tp) : std::string(),
+                 "); use --cp-algorithm ring, "
+                 "or a --cp that divides ",
+                 heads);
+}
+
 }  // namespace
 
 bool given(const TrainOptions& o, const char* flag) {
@@ -206,15 +235,19 @@ TrainOptions resolve_config(TrainOptions o) {
   TD_CHECK_VALUE(o.max_steps >= 0, "train: --max-steps must be >= 0, but got ", o.max_steps);
   TD_CHECK_VALUE(!o.resume || !o.checkpoint.empty(),
                  "train: --resume needs --checkpoint DIR (the directory to resume from)");
-  TD_CHECK_VALUE(o.tp >= 1 && o.pp >= 1 && o.dp >= 0,
-                 "train: --tp and --pp must be >= 1 and --dp >= 0, but got --tp ", o.tp, " --pp ",
-                 o.pp, " --dp ", o.dp);
-  TD_CHECK_VALUE((o.tp > 1 || !o.sequence_parallel) && (o.tp > 1 || o.pp > 1 || o.dp == 0),
-                 "train: --dp and --sequence-parallel describe a --tp run (tensor parallel size "
-                 "> 1; --dp a --pp run too); for data parallelism alone use --ddp");
+  TD_CHECK_VALUE(o.tp >= 1 && o.pp >= 1 && o.cp >= 1 && o.dp >= 0,
+                 "train: --tp, --pp and --cp must be >= 1 and --dp >= 0, but got --tp ", o.tp,
+                 " --pp ", o.pp, " --cp ", o.cp, " --dp ", o.dp);
+  TD_CHECK_VALUE(
+      (o.tp > 1 || !o.sequence_parallel) && (o.tp > 1 || o.pp > 1 || o.cp > 1 || o.dp == 0),
+      "train: --dp and --sequence-parallel describe a --tp run (tensor parallel size "
+      "> 1; --dp a --pp or --cp run too); for data parallelism alone use --ddp");
+  check_context_parallel(o);
+  if (o.cp > 1) o.ddp = true;  // a context-parallel run is a multi-process run, as --ddp's
   // The flag that made this a run of ranks, for the errors below (--tp and --pp imply --ddp).
   const std::string ranks_flag = o.pp > 1   ? str("--pp ", o.pp)
                                  : o.tp > 1 ? str("--tp ", o.tp)
+                                 : o.cp > 1 ? str("--cp ", o.cp)
                                             : std::string("--ddp");
   if (o.pp > 1) {
     TD_CHECK_VALUE(o.model == "gpt", "train: --pp ", o.pp, " needs --model gpt (", o.model,

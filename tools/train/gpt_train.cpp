@@ -16,6 +16,7 @@
 #include <tandem/data/text_dataset.h>
 #include <tandem/nn/optim/param_groups.h>
 #include <tandem/parallel/comm/broadcast_object.h>
+#include <tandem/parallel/cp/plan.h>
 #include <tandem/parallel/fsdp/sharded_checkpoint.h>
 #include <tandem/parallel/process_group.h>
 #include <tandem/parallel/tp/gpt.h>
@@ -86,9 +87,11 @@ int run_train_gpt(const TrainOptions& flags) {
   if (dry_run()) return dry_run_done("train");
   std::shared_ptr<parallel::Communicator> group;
   if (placement.mode == Parallelism::DDP) group = join_ddp_group(placement, o);
-  // --tp/--pp: the ranks as a (dp, tp) or (dp, pp, tp) mesh; a batch splits over dp, and the
-  // ranks of a tp group, or of a pipeline, share rows.
-  std::shared_ptr<parallel::DeviceMesh> mesh = o.tp > 1 || o.pp > 1 ? make_mesh(group, o) : nullptr;
+  // --tp/--pp/--cp: the ranks as a (dp, [pp,] [cp,] tp) mesh; a batch's rows split over dp, and
+  // the ranks of a tp or cp group, or of a pipeline, share rows (a cp group splits their
+  // positions: train_step).
+  std::shared_ptr<parallel::DeviceMesh> mesh =
+      o.tp > 1 || o.pp > 1 || o.cp > 1 ? make_mesh(group, o) : nullptr;
   const Device device = placement.device;
   const int rank = group ? group->rank() : 0;
   const int replica = mesh ? mesh->coordinate("dp") : rank;
@@ -135,6 +138,10 @@ int run_train_gpt(const TrainOptions& flags) {
                                           {.sequence_parallel = o.sequence_parallel,
                                            .placements = placements,
                                            .rank_stream = tp_stream}));
+    if (o.cp > 1)  // its attention across the cp group, its embedding at this rank's positions
+      model = std::make_shared<nn::Sequential>(parallel::cp::context_parallel(
+          *model, mesh->group("cp"),
+          {.algorithm = parallel::cp::parse_algorithm(o.cp_algorithm), .placements = placements}));
   }
   Setup setup = make_setup(model, placement, o, mesh, placements);
   model = setup.model;  // with --pp, this rank's stage
@@ -333,7 +340,7 @@ int run_train_gpt(const TrainOptions& flags) {
     const double loss = r.loss.item();
     const bool applied = apply_update(update, loss, str("iteration ", iter));  // clip, step, lr
     if (o.ddp && memory.empty()) {  // this rank's memory after its first step, beside the formula
-      memory = memory_line(setup, o, replicas);
+      memory = memory_line(setup, o, replicas * o.cp);  // ZeRO shards over dp × cp
       if (lead)
         std::printf("memory per rank (rank 0, %s): %s\n", device.str().c_str(), memory.c_str());
     }

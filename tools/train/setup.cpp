@@ -23,20 +23,30 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
     s.model = std::shared_ptr<nn::Sequential>(s.stages, &s.stages->stage());
   }
   parallel::move_to(*s.model, p.device, *s.placements);  // the cuts' records follow
+  // The ranks data parallelism runs over: the mesh's dp, or dp × cp with --cp (each context
+  // rank's gradient is its positions' share); null: the world.
+  std::shared_ptr<parallel::Communicator> data;
+  std::string data_dim = "dp";
   if (mesh) {
     s.tp = mesh->group("tp");
     s.sequence_parallel = o.sequence_parallel;
+    data = mesh->group("dp");
+    if (o.cp > 1) {
+      s.cp = mesh->group("cp");
+      data = mesh->size("dp") > 1 ? mesh->flatten({"dp", "cp"}) : s.cp;
+      data_dim = parallel::cp::kDataDimension;
+    }
     s.mesh = std::move(mesh);
   }
   switch (p.mode) {
     case Parallelism::None:
       break;
     case Parallelism::DDP:
-      if (s.mesh && s.mesh->size("dp") == 1) break;  // tensor or pipeline parallel alone
+      if (s.mesh && data->size() == 1) break;  // tensor or pipeline parallel alone
       if (o.zero == 3) {
         s.fsdp = std::make_unique<parallel::FullyShardedModule>(
-            s.model, parallel::FullyShardOptions{.group = s.mesh ? s.mesh->group("dp") : nullptr,
-                                                 .placements = s.placements});
+            s.model, parallel::FullyShardOptions{
+                         .group = data, .placements = s.placements, .mesh_dim = data_dim});
         if (s.stages)  // each micro-batch through fully_shard, reduced once all are in
           s.stages->run_through([f = s.fsdp.get()](const Tensor& x) { return (*f)(x); },
                                 [f = s.fsdp.get()](bool last) { f->set_is_last_backward(last); });
@@ -45,10 +55,11 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
       s.ddp = std::make_unique<parallel::DistributedDataParallel<nn::Sequential>>(
           *s.model,
           parallel::DDPOptions{
-              .group = s.mesh ? s.mesh->group("dp") : nullptr,
+              .group = data,
               .comm_hook = o.ddp_hook.empty() ? nullptr : parallel::comm_hook_named(o.ddp_hook),
               .zero_stage = o.zero,
-              .placements = s.placements});
+              .placements = s.placements,
+              .mesh_dim = data_dim});
       break;
     case Parallelism::DataParallel:  // holds the model itself: train()/eval() on it are seen
       s.dp = std::make_unique<parallel::DataParallel>(
@@ -70,7 +81,7 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
 std::shared_ptr<parallel::Communicator> join_ddp_group(Placement& p, const TrainOptions& o) {
   if (p.device.is_cuda()) p.device = parallel::local_device();  // LOCAL_RANK
   auto group = parallel::init_process_group({.device = p.device});
-  if (o.tp == 1)
+  if (o.tp == 1 && o.pp == 1 && o.cp == 1)  // a mesh's checks are make_mesh's
     TD_CHECK_VALUE(o.batch_size % group->size() == 0, "train --ddp: --batch-size ", o.batch_size,
                    " (the global batch) does not split evenly over ", group->size(), " ranks");
   return group;
@@ -78,28 +89,30 @@ std::shared_ptr<parallel::Communicator> join_ddp_group(Placement& p, const Train
 
 std::shared_ptr<parallel::DeviceMesh> make_mesh(std::shared_ptr<parallel::Communicator> world,
                                                 const TrainOptions& o) {
-  const int n = world->size(), model_ranks = o.tp * o.pp;
+  const int n = world->size(), model_ranks = o.tp * o.pp * o.cp;
   const int dp = o.dp > 0 ? o.dp : n / model_ranks;
-  const std::string flags =
-      str(o.tp > 1 ? str("--tp ", o.tp) : "", o.tp > 1 && o.pp > 1 ? " " : "",
-          o.pp > 1 ? str("--pp ", o.pp) : "", o.dp > 0 ? str(" --dp ", o.dp) : "");
-  const std::string shape = o.pp > 1 ? "dp x pp x tp" : "dp x tp";
+  std::string flags;
+  for (const auto& [flag, size] : {std::pair{"--tp ", o.tp}, {"--pp ", o.pp}, {"--cp ", o.cp}})
+    if (size > 1) flags += str(flags.empty() ? "" : " ", flag, size);
+  if (o.dp > 0) flags += str(" --dp ", o.dp);
+  std::vector<int> sizes{dp};
+  std::vector<std::string> names{"dp"};
+  for (const auto& [name, size] : {std::pair{"pp", o.pp}, {"cp", o.cp}})
+    if (size > 1) sizes.push_back(size), names.emplace_back(name);
+  sizes.push_back(o.tp), names.emplace_back("tp");
+  std::string shape;
+  for (const std::string& name : names) shape += (shape.empty() ? "" : " x ") + name;
   TD_CHECK_VALUE(n % model_ranks == 0 && dp * model_ranks == n, "train ", flags, ": the run has ",
                  n, " ranks, which is not ", shape, " (launch ", shape, " processes)");
   TD_CHECK_VALUE(o.batch_size % dp == 0, "train ", flags, ": --batch-size ", o.batch_size,
                  " (the global batch) does not split evenly over ", dp, " data-parallel ranks");
-  TD_CHECK_VALUE(o.zero == 0 || dp > 1, "train ", flags, " --zero ", o.zero, ": ZeRO shards over ",
-                 "the data-parallel ranks, and this run has one (", n, " ranks = ", shape,
-                 " with dp = 1); launch more ranks, or leave --zero out");
+  TD_CHECK_VALUE(o.zero == 0 || dp * o.cp > 1, "train ", flags, " --zero ", o.zero,
+                 ": ZeRO shards over the data-parallel ranks, and this run has one (", n,
+                 " ranks = ", shape, " with dp = 1); launch more ranks, or leave --zero out");
   TD_CHECK_VALUE(o.pp == 1 || o.batch_size / dp >= o.chunks, "train ", flags, ": --chunks ",
                  o.chunks, " is more than the ", o.batch_size / dp,
                  " rows of a data-parallel rank's batch; every micro-batch needs one");
-  if (o.pp > 1)
-    return std::make_shared<parallel::DeviceMesh>(std::move(world),
-                                                  std::vector<int>{dp, o.pp, o.tp},
-                                                  std::vector<std::string>{"dp", "pp", "tp"});
-  return std::make_shared<parallel::DeviceMesh>(std::move(world), std::vector<int>{dp, o.tp},
-                                                std::vector<std::string>{"dp", "tp"});
+  return std::make_shared<parallel::DeviceMesh>(std::move(world), sizes, names);
 }
 
 std::unique_ptr<optim::GradScaler> make_grad_scaler(DType amp, parallel::Communicator* group,

@@ -7,6 +7,7 @@
 #include <tandem/autograd/ops/nn_ops.h>
 #include <tandem/nn/nn.h>
 #include <tandem/nn/optim/grad_scaler.h>
+#include <tandem/parallel/cp/plan.h>
 #include <tandem/parallel/data_parallel/data_parallel.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/ddp/zero_optimizer.h>
@@ -42,6 +43,11 @@ struct Setup {
   std::shared_ptr<parallel::DeviceMesh> mesh;
   parallel::tp::Group tp;
   bool sequence_parallel = false;
+  // --cp: this rank's context-parallel group (the mesh's "cp"; `model` attends across it) and
+  // how a sequence's positions split over it: train_step and eval_loss give the model this
+  // rank's positions. Data parallelism then runs over dp × cp together ("dp_cp").
+  std::shared_ptr<parallel::Communicator> cp;
+  parallel::cp::SequenceSplit cp_split = parallel::cp::SequenceSplit::ZigZag;
   // --pp: this rank's stage of the pipeline over the mesh's "pp" group; `model` is then the
   // stage's modules (the rest of the whole model was dropped), and holds the pipeline alive.
   std::shared_ptr<parallel::DistributedPipeline> stages;
@@ -61,8 +67,9 @@ struct Setup {
 std::shared_ptr<parallel::Communicator> join_ddp_group(Placement& placement,
                                                        const TrainOptions& options);
 
-/// --tp/--pp: the ranks of `world` as a (dp, tp) mesh, or (dp, pp, tp) with --pp; ValueError when
-/// they do not match the world's size, or the global batch does not split over dp.
+/// --tp/--pp/--cp: the ranks of `world` as a (dp, tp) mesh, (dp, pp, tp) with --pp, and a "cp"
+/// dimension before "tp" with --cp; ValueError when they do not match the world's size, or the
+/// global batch does not split over dp.
 std::shared_ptr<parallel::DeviceMesh> make_mesh(std::shared_ptr<parallel::Communicator> world,
                                                 const TrainOptions& options);
 

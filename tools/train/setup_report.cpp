@@ -11,18 +11,25 @@ namespace tandem::tools {
 std::string describe_parallelism(Setup& s, const TrainOptions& o,
                                  const parallel::Communicator* group) {
   std::string line;
+  // --cp: how the heads attend across the context ranks; the data ranks then include them.
+  const std::string context = s.cp ? str(", context parallel (", o.cp_algorithm, ", zig-zag)") : "";
+  const char* over = s.cp ? " over dp x cp" : " over dp";
   if (s.stages)
-    line = str(", pipeline", s.mesh->size("tp") > 1 ? " x tensor" : "",
+    line = str(", pipeline", s.mesh->size("tp") > 1 ? " x tensor" : "", s.cp ? " x context" : "",
                " parallel: ", s.mesh->str(), " (", group->backend(), ", ", o.pipeline_schedule,
                ", ", o.chunks, " chunks; this stage ", s.model->size(), " modules",
-               s.sequence_parallel ? ", sequence parallel" : "",
-               s.fsdp ? ", fully sharded over dp" : "",
-               s.ddp && o.zero ? str(", ZeRO stage ", o.zero, " over dp") : "", ")");
+               s.sequence_parallel ? ", sequence parallel" : "", context,
+               s.fsdp ? str(", fully sharded", over) : "",
+               s.ddp && o.zero ? str(", ZeRO stage ", o.zero, over) : "", ")");
   else if (s.tp)
-    line = str(", tensor parallel: ", s.mesh->str(), " (", group->backend(),
-               s.sequence_parallel ? ", sequence parallel" : "",
-               s.fsdp ? ", fully sharded over dp" : "",
-               s.ddp && o.zero ? str(", ZeRO stage ", o.zero, " over dp") : "", ")");
+    line = str(s.mesh->size("tp") > 1 ? ", tensor" : "",
+               s.mesh->size("tp") > 1 && s.cp ? " x context"
+               : s.cp                         ? ", context"
+                                              : "",
+               " parallel: ", s.mesh->str(), " (", group->backend(),
+               s.sequence_parallel ? ", sequence parallel" : "", context,
+               s.fsdp ? str(", fully sharded", over) : "",
+               s.ddp && o.zero ? str(", ZeRO stage ", o.zero, over) : "", ")");
   else if (s.fsdp)
     line = str(", fully sharded over ", group->size(), " ranks (", group->backend(),
                ", ZeRO stage 3: ", s.fsdp->units().size(), " units)");

@@ -34,13 +34,29 @@ Tensor forward(Setup& s, const Tensor& x) {
   return {};
 }
 
+// --cp: this rank's positions of a batch's ids or targets [B, T] (any other run: the batch).
+Tensor positions_of(const Setup& s, const Tensor& batch) {
+  return s.cp ? parallel::cp::shard_batch(batch, *s.cp, s.cp_split) : batch;
+}
+
+// --cp: the mean of the context ranks' losses, each over its positions (equal counts): the
+// whole sequence's loss, for the log. The gradients need no such step: data parallelism over
+// dp × cp averages them.
+Tensor whole_sequence_loss(const Setup& s, Tensor loss) {
+  if (!s.cp) return loss;
+  Tensor mean = loss.detach().reshape({1}).to(kFloat64).clone();
+  s.cp->all_reduce(mean)->wait();
+  return (mean / double(s.cp->size())).reshape({}).to(loss.dtype());
+}
+
 }  // namespace
 
 double clip_gradients(Setup& s, double max_norm) {
   return parallel::clip_grad_norm_(*s.placements, max_norm);
 }
 
-StepResult train_step(Setup& s, const Tensor& x, const Tensor& y) {
+StepResult train_step(Setup& s, const Tensor& whole_x, const Tensor& whole_y) {
+  const Tensor x = positions_of(s, whole_x), y = positions_of(s, whole_y);
   if (s.stages) {  // forward and backward micro-batch by micro-batch, stage by stage
     const auto step = [&] {
       AmpScope amp(s.device, s.amp);
@@ -57,7 +73,7 @@ StepResult train_step(Setup& s, const Tensor& x, const Tensor& y) {
       r = step();
     }
     parallel::reduce_partial_gradients(*s.placements);  // sequence parallelism's, over tp
-    return {r.loss, r.output};
+    return {whole_sequence_loss(s, r.loss), r.output};
   }
   if (s.mode == Parallelism::Pipeline) {  // forward and backward, micro-batch by micro-batch
     AmpScope amp(s.device, s.amp);
@@ -75,22 +91,23 @@ StepResult train_step(Setup& s, const Tensor& x, const Tensor& y) {
   // Sequence parallelism's replicated tensors saw only this rank's positions: their gradients
   // are Partial along "tp", summed here.
   parallel::reduce_partial_gradients(*s.placements);
-  return {loss.detach(), logits};
+  return {whole_sequence_loss(s, loss.detach()), logits};
 }
 
-double eval_loss(Setup& s, const Tensor& x, const Tensor& y) {
+double eval_loss(Setup& s, const Tensor& whole_x, const Tensor& whole_y) {
   NoGradGuard no_grad;
   AmpScope amp(s.device, s.amp);
+  const Tensor x = positions_of(s, whole_x), y = positions_of(s, whole_y);
   if (!s.stages) {
     const Tensor logits = s.mode == Parallelism::DDP && !s.fsdp ? (*s.model)(x) : forward(s, x);
-    return s.loss(logits, y.to(logits.device())).item();
+    return whole_sequence_loss(s, s.loss(logits, y.to(logits.device()))).item();
   }
   // The last stage has the logits: its loss goes to every stage.
   const Tensor out = s.stages->evaluate(x);
   Tensor loss = from_vector(std::vector<double>{s.stages->is_last() ? s.loss(out, y).item() : 0},
                             {1}, s.device);
   s.stages->group()->broadcast(loss, s.stages->stages() - 1)->wait();
-  return loss.item();
+  return whole_sequence_loss(s, loss.reshape({})).item();
 }
 
 Tensor predict(Setup& s, const Tensor& x) {

@@ -26,7 +26,9 @@ StepResult train_step(Setup& s, const Tensor& x, const Tensor& y);
 
 /// Whether every rank evaluates: under --zero 3 and --tp the forward's collectives need every
 /// rank, so the ranks evaluate together (rank 0 reports); otherwise rank 0 alone.
-inline bool everyone_evaluates(const Setup& s) { return s.fsdp != nullptr || s.tp != nullptr; }
+inline bool everyone_evaluates(const Setup& s) {
+  return s.fsdp != nullptr || s.tp != nullptr || s.cp != nullptr;
+}
 
 /// Clips the gradients' global norm to max_norm, one device's norm whatever the layout
 /// (parallel::clip_grad_norm_ over the placement table); returns the norm before clipping.
