@@ -46,11 +46,16 @@ ShmCommunicator::ShmCommunicator(std::shared_ptr<Store> store, int rank, int siz
       received_(size_t(size), 0) {
   TD_CHECK_VALUE(options.buffer_bytes >= 4096, "shm: buffer_bytes must be at least 4096, not ",
                  options.buffer_bytes);
+  TD_CHECK_VALUE(options.channel.slots >= 1 && options.channel.slot_bytes >= 64 &&
+                     options.channel.slot_bytes % 64 == 0,
+                 "shm: a message channel needs at least one slot of a multiple of 64 bytes, not ",
+                 options.channel.slots, " of ", options.channel.slot_bytes);
+  const size_t data_bytes = 2 * options.buffer_bytes + size_t(size) * options.channel.bytes();
   if (rank == 0) store_->set("shm/prefix", segment_prefix());
   const std::string prefix = store_->get_string("shm/prefix");
   auto name = [&](int r) { return prefix + "-" + std::to_string(r); };
   segments_.resize(size_t(size));
-  segments_[size_t(rank)] = ShmSegment::create(name(rank), 2 * options.buffer_bytes);
+  segments_[size_t(rank)] = ShmSegment::create(name(rank), data_bytes);
   std::vector<std::string> created, mapped;
   for (int r = 0; r < size; ++r) {
     created.push_back("shm/created/" + std::to_string(r));
@@ -59,15 +64,19 @@ ShmCommunicator::ShmCommunicator(std::shared_ptr<Store> store, int rank, int siz
   store_->set(created[size_t(rank)], "1");
   store_->wait(created, timeout_);
   for (int r = 0; r < size; ++r)
-    if (r != rank) segments_[size_t(r)] = ShmSegment::open(name(r), 2 * options.buffer_bytes);
+    if (r != rank) segments_[size_t(r)] = ShmSegment::open(name(r), data_bytes);
   store_->set(mapped[size_t(rank)], "1");
   store_->wait(mapped, timeout_);
   // Every rank maps it now: the name can go, and with it anything a crash could leave behind.
   segments_[size_t(rank)].unlink();
   queue_ = std::make_unique<CollectiveQueue>("shm", rank, nullptr, options.inline_when_idle);
+  senders_.resize(size_t(size));
 }
 
-ShmCommunicator::~ShmCommunicator() { queue_.reset(); }  // before the segments are unmapped
+ShmCommunicator::~ShmCommunicator() {  // before the segments are unmapped
+  senders_.clear();
+  queue_.reset();
+}
 
 template <typename MakeWork, typename Run>
 WorkPtr ShmCommunicator::enqueue_as(MakeWork make_work, size_t bytes, Run run) {
@@ -107,11 +116,8 @@ void ShmCommunicator::step() {
     const ShmHeader& peer = segments_[size_t(r)].header();
     const ShmWait result = shm_wait(peer, steps_, deadline_, timeout_);
     if (result == ShmWait::kReached) continue;
-    const std::string why = result == ShmWait::kDied ? str("rank ", r, " (pid ", peer.pid, ") died")
-                            : result == ShmWait::kFailed
-                                ? str("rank ", r, " gave up on the group after an error")
-                                : str("rank ", r, " did not reach step ", steps_, " within ",
-                                      timeout_.count() / 1000.0, " s (timeout)");
+    const std::string why =
+        detail::shm_wait_failure(result, r, peer, str("reach step ", steps_), timeout_);
     // A late peer may still be alive and merely slow: only a known failure is recorded as its.
     if (result != ShmWait::kTimedOut) detail::record_peer_failure(r);
     ::tandem::detail::fail<DistributedError>(why);
@@ -120,6 +126,11 @@ void ShmCommunicator::step() {
 
 char* ShmCommunicator::buffer(int rank) const {
   return segments_[size_t(rank)].data() + (rounds_ % 2) * options_.buffer_bytes;
+}
+
+char* ShmCommunicator::channel(int src, int dst) const {
+  return segments_[size_t(dst)].data() + 2 * options_.buffer_bytes +
+         size_t(src) * options_.channel.bytes();
 }
 
 int64_t ShmCommunicator::capacity(size_t element_size) const {
@@ -279,18 +290,21 @@ WorkPtr ShmCommunicator::barrier() {
 WorkPtr ShmCommunicator::send(const Tensor& tensor, int dst) {
   check_tensor(tensor, "send");
   check_peer(dst, "send");
+  // The copy the sender's thread streams from: the caller may write `tensor` once this returns.
+  Tensor copy = tensor.device().is_cpu() ? tensor.clone() : staged(tensor);
   std::lock_guard lk(mu_);
   const uint64_t n = sent_[size_t(dst)]++;
   auto work = message_work("send", n, tensor, dst);
-  const std::string key = str("msg/", rank_, "/", dst, "/", n);
-  queue_->push(
-      work,
-      [this, key, t = tensor](uint32_t) {
-        const Tensor host = staged(t);
-        const auto* p = static_cast<const uint8_t*>(host.data_ptr());
-        store_->set(key, Bytes(p, p + host.nbytes()));
-      },
-      uint32_t(n));
+  std::unique_ptr<detail::ShmSender>& sender = senders_[size_t(dst)];
+  if (!sender)
+    sender = std::make_unique<detail::ShmSender>(channel(rank_, dst), options_.channel,
+                                                 segments_[size_t(dst)].header(), dst, timeout_);
+  try {
+    sender->post(std::move(copy));
+    work->mark_done();
+  } catch (...) {
+    work->mark_done(std::current_exception());
+  }
   return work;
 }
 
@@ -300,17 +314,23 @@ WorkPtr ShmCommunicator::recv(Tensor& tensor, int src) {
   std::lock_guard lk(mu_);
   const uint64_t n = received_[size_t(src)]++;
   auto work = message_work("recv", n, tensor, src);
-  const std::string key = str("msg/", src, "/", rank_, "/", n);
   queue_->push(
       work,
-      [this, key, t = tensor, src](uint32_t) mutable {
-        const Bytes bytes = store_->get(key);
-        store_->delete_key(key);
-        TD_CHECK_SHAPE(bytes.size() == t.nbytes(), "shm recv: rank ", src, " sent ", bytes.size(),
+      [this, t = tensor, src](uint32_t) mutable {
+        Tensor host = staged(t);
+        uint64_t given = 0;
+        const ShmHeader& sender = segments_[size_t(src)].header();
+        const ShmWait result =
+            detail::channel_read(channel(src, rank_), options_.channel, host.data_ptr(),
+                                 uint64_t(host.nbytes()), given, sender, timeout_);
+        if (result != ShmWait::kReached) {
+          if (result != ShmWait::kTimedOut) detail::record_peer_failure(src);
+          ::tandem::detail::fail<DistributedError>(
+              "shm recv: ", detail::shm_wait_failure(result, src, sender, "send it", timeout_));
+        }
+        TD_CHECK_SHAPE(given == uint64_t(t.nbytes()), "shm recv: rank ", src, " sent ", given,
                        " bytes, but this rank expects ", ::tandem::describe(t), " (", t.nbytes(),
                        " bytes)");
-        Tensor host = staged(t);
-        shm_copy(host.data_ptr(), bytes.data(), bytes.size());
         unstage(t, host);
       },
       uint32_t(n));

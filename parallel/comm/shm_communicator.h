@@ -9,12 +9,15 @@
 // Reductions go in rank order, so all ranks get the same bits. It is the default for CPU ranks on
 // one host (init_process_group).
 //
+// Messages (send/recv) stream through a channel per ordered pair of ranks in the receiver's
+// segment (shm_channel.h); a send completes once a thread of the sender's holds a copy.
+//
 // A rank that dies mid-collective (even by SIGKILL) makes its peers fail within a millisecond
-// or so, naming it; nothing is left in /dev/shm. Messages (send/recv) go through the store: they
-// are for small control data, not bulk transfers.
+// or so, naming it; nothing is left in /dev/shm.
 #pragma once
 
 #include <tandem/parallel/comm/communicator.h>
+#include <tandem/parallel/comm/shm_channel.h>
 #include <tandem/parallel/comm/shm_pieces.h>
 #include <tandem/parallel/comm/shm_segment.h>
 #include <tandem/parallel/store/store.h>
@@ -43,13 +46,16 @@ struct ShmOptions {
   /// microseconds against its milliseconds.
   bool inline_when_idle = true;
   size_t inline_max_bytes = size_t(1) << 20;
+  /// Each channel of point-to-point messages (shm_channel.h): its slots, and their bytes (a
+  /// multiple of 64).
+  detail::ShmChannelShape channel = {};
 };
 
 class ShmCommunicator : public Communicator {
  public:
   /// Creates this rank's segment and maps every peer's, meeting them through `store`.
   ShmCommunicator(std::shared_ptr<Store> store, int rank, int size, ShmOptions options = {});
-  ~ShmCommunicator() override;  // finishes queued collectives, then unmaps
+  ~ShmCommunicator() override;  // delivers its sends, finishes queued collectives, then unmaps
 
   std::string backend() const override { return "shm"; }
   WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
@@ -86,6 +92,8 @@ class ShmCommunicator : public Communicator {
   void step();
   // This round's buffer of `rank` (the two buffers alternate from round to round).
   char* buffer(int rank) const;
+  // The channel of messages from rank `src` to rank `dst` (in dst's segment).
+  char* channel(int src, int dst) const;
   // The elements of `element_size` bytes one buffer holds, a multiple of size().
   int64_t capacity(size_t element_size) const;
   // The all-reduce of `count` elements in `pieces` (shm_all_reduce.cpp): direct up to
@@ -111,6 +119,7 @@ class ShmCommunicator : public Communicator {
   std::mutex mu_;  // orders sequence numbers with the queue
   uint64_t next_seq_ = 0;
   std::vector<uint64_t> sent_, received_;  // per peer: the numbers of point-to-point messages
+  std::vector<std::unique_ptr<detail::ShmSender>> senders_;  // per peer, made at its first send
   // The worker thread's alone:
   uint32_t steps_ = 0;   // synchronisations so far
   uint64_t rounds_ = 0;  // buffer uses so far (its parity picks the buffer)

@@ -33,8 +33,8 @@ void futex_wake_all(std::atomic<uint32_t>& word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-bool reached(const ShmHeader& peer, uint32_t step) {
-  return int32_t(peer.arrived.load(std::memory_order_acquire) - step) >= 0;
+bool reached(const std::atomic<uint32_t>& word, uint32_t target) {
+  return int32_t(word.load(std::memory_order_acquire) - target) >= 0;
 }
 
 void* map(int fd, size_t bytes, const std::string& name) {
@@ -107,7 +107,11 @@ void ShmSegment::unlink() {
 
 void shm_arrive(ShmHeader& mine) {
   mine.arrived.fetch_add(1, std::memory_order_seq_cst);  // publishes this rank's writes
-  if (mine.sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(mine.arrived);
+  shm_wake(mine.arrived, mine.sleepers);
+}
+
+void shm_wake(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& sleepers) {
+  if (sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(word);
 }
 
 void shm_fail(ShmHeader& mine) {
@@ -117,13 +121,20 @@ void shm_fail(ShmHeader& mine) {
 
 ShmWait shm_wait(const ShmHeader& peer, uint32_t step, Clock::time_point& deadline,
                  std::chrono::milliseconds timeout) {
+  return shm_wait(peer.arrived, const_cast<std::atomic<uint32_t>&>(peer.sleepers), step, peer,
+                  deadline, timeout);
+}
+
+ShmWait shm_wait(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleepers,
+                 uint32_t target, const ShmHeader& peer, Clock::time_point& deadline,
+                 std::chrono::milliseconds timeout) {
   // Spin first: when both ranks are in the collective, the step comes within microseconds, and
   // a sleep would cost more than the copy (a futex wake-up takes tens of microseconds). Past
   // 20 µs, yield between checks, so a rank that shares this core with the peer lets it run; past
   // 1 ms, sleep, so a rank waiting for a peer that is still computing leaves the core to others.
   Clock::time_point start;
   for (int i = 0;; ++i) {
-    if (reached(peer, step)) return ShmWait::kReached;
+    if (reached(word, target)) return ShmWait::kReached;
     detail::cpu_relax();
     if ((i & 63) != 63) continue;
     if (i == 63) {  // late: now the clock
@@ -135,14 +146,12 @@ ShmWait shm_wait(const ShmHeader& peer, uint32_t step, Clock::time_point& deadli
     if (waited > std::chrono::milliseconds(1)) break;
     if (waited > std::chrono::microseconds(20)) sched_yield();
   }
-  auto& sleepers = const_cast<std::atomic<uint32_t>&>(peer.sleepers);
-  auto& arrived = const_cast<std::atomic<uint32_t>&>(peer.arrived);
   for (;;) {
     sleepers.fetch_add(1, std::memory_order_seq_cst);
-    const uint32_t seen = arrived.load(std::memory_order_seq_cst);
-    if (int32_t(seen - step) < 0) futex_wait(arrived, seen, 1'000'000);  // 1 ms, then check
+    const uint32_t seen = word.load(std::memory_order_seq_cst);
+    if (int32_t(seen - target) < 0) futex_wait(word, seen, 1'000'000);  // 1 ms, then check
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    if (reached(peer, step)) return ShmWait::kReached;
+    if (reached(word, target)) return ShmWait::kReached;
     if (peer.failed.load(std::memory_order_acquire) != 0) return ShmWait::kFailed;
     if (!process_alive(peer.pid)) return ShmWait::kDied;
     if (Clock::now() > deadline) return ShmWait::kTimedOut;

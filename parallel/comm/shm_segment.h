@@ -77,6 +77,15 @@ enum class ShmWait {
 ShmWait shm_wait(const ShmHeader& peer, uint32_t step,
                  std::chrono::steady_clock::time_point& deadline,
                  std::chrono::milliseconds timeout);
+/// The same wait on any count in shared memory that `peer` advances (a message channel's,
+/// shm_channel.h): until `word` reaches `target`, sleeping on it counted in `sleepers` (which
+/// the advancing side reads to know whether to wake anyone: shm_wake).
+ShmWait shm_wait(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleepers,
+                 uint32_t target, const ShmHeader& peer,
+                 std::chrono::steady_clock::time_point& deadline,
+                 std::chrono::milliseconds timeout);
+/// Wakes whoever sleeps on `word` (when `sleepers` says anyone does), after it advanced.
+void shm_wake(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& sleepers);
 
 /// True while process `pid` exists and is not a zombie.
 bool process_alive(int pid);

@@ -59,16 +59,23 @@ void for_each_block(const Ring& g, int64_t s, const Tensor& k, const Tensor& v, 
 }
 
 // Sends each of `out` to the next rank and receives as many from the previous one, shaped
-// like `like`: one ring step (the sends complete on their own; the caller waits for them).
+// like `like`: one ring step (the caller waits for both). Even ranks send first and odd ones
+// receive first, so that a backend whose send waits for the matching receive (NCCL's, outside a
+// group call) cannot deadlock with every rank sending at once; the others post both without
+// waiting, and the order costs them nothing.
 std::vector<Tensor> pass_round(const Ring& g, const std::vector<Tensor>& out,
                                const std::vector<Tensor>& like, std::vector<WorkPtr>& sends,
                                std::vector<WorkPtr>& recvs) {
-  for (const Tensor& t : out) sends.push_back(g.group->send(t, int(g.next())));
   std::vector<Tensor> in;
+  const auto send_all = [&] {
+    for (const Tensor& t : out) sends.push_back(g.group->send(t, int(g.next())));
+  };
+  if (g.rank % 2 == 0) send_all();
   for (const Tensor& t : like) {
     in.push_back(empty(t.shape(), t.options()));
     recvs.push_back(g.group->recv(in.back(), int(g.prev())));
   }
+  if (g.rank % 2 == 1) send_all();
   return in;
 }
 

@@ -2,7 +2,8 @@
 // `mpirun --allow-run-as-root --oversubscribe -np N` (tests/CMakeLists.txt): every rank runs every
 // test, and each test is collective (all ranks call the same collectives). The collective suite,
 // the default backend under mpirun, ranks taken from mpirun's environment (by the process group
-// and by a default DistributedSampler), and DDP and ZeRO over MPI training as one device.
+// and by a default DistributedSampler), ring and Ulysses attention, and DDP and ZeRO over MPI
+// training as one device.
 #include <tandem/data/distributed_sampler.h>
 #include <tandem/parallel/comm/mpi_communicator.h>
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
@@ -13,6 +14,7 @@
 #include <tandem/parallel/process_group.h>
 
 #include "parallel/collective_suite.h"
+#include "parallel/context_attention_check.h"
 #include "parallel/ddp_models.h"
 
 namespace tandem::parallel {
@@ -36,6 +38,12 @@ TEST(MpiCollectives, AreTheDefaultUnderMpirunWithoutARendezvousAddress) {
   Tensor t = full({3}, double(comm->rank()));
   comm->all_reduce(t, ReduceOp::Max)->wait();
   EXPECT_EQ(t.to_vector<float>(), std::vector<float>(3, float(comm->size() - 1)));
+  destroy_process_group();
+}
+
+TEST(MpiCollectives, RingAndUlyssesAttentionComputeOneDevicesAttention) {
+  auto comm = init_process_group({.backend = "mpi", .timeout = 60s});
+  EXPECT_LE(tandem::testing::context_attention_error(*comm), 1e-12);
   destroy_process_group();
 }
 

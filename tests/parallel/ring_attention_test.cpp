@@ -1,8 +1,9 @@
 // tests/parallel/ring_attention_test.cpp — ring and Ulysses attention compute one device's
 // attention: over cp = 2, 4 and 8 ranks (threads), causal or not, zig-zag or contiguous, each
 // rank's output and its q, k, v gradients are one device's at its positions, in float64 to 1e-12
-// relative; the same over processes on shared memory; the splits put a sequence back together;
-// bad shapes are named.
+// relative; the same over processes on shared memory and Gloo (MPI: tests/mpi/), and on cuda:0;
+// the splits put a sequence back together; bad shapes are named.
+#include <tandem/core/cuda_device.h>
 #include <tandem/parallel/comm/thread_communicator.h>
 #include <tandem/parallel/cp/ring_attention.h>
 #include <tandem/parallel/cp/ulysses_attention.h>
@@ -10,6 +11,7 @@
 #include <tandem/parallel/spawn.h>
 
 #include "parallel/collective_suite.h"
+#include "parallel/context_attention_check.h"
 #include "support/expect.h"
 
 namespace tandem::parallel::cp {
@@ -18,43 +20,9 @@ namespace {
 using namespace std::chrono_literals;
 using tandem::testing::error_message;
 
-// One device's attention over the whole sequence and its gradients under a loss Σ out·w.
-struct Whole {
-  Tensor q, k, v, w, out, dq, dk, dv;
-};
-
-Whole whole_attention(int64_t length, bool causal, uint64_t seed, int64_t heads = 3) {
-  manual_seed(seed);
-  Whole r;
-  r.q = randn({2, heads, length, 8}, {.dtype = kFloat64}).requires_grad_(true);
-  r.k = randn({2, heads, length, 8}, {.dtype = kFloat64}).requires_grad_(true);
-  r.v = randn({2, heads, length, 6}, {.dtype = kFloat64}).requires_grad_(true);
-  r.w = randn({2, heads, length, 6}, {.dtype = kFloat64});
-  r.out = scaled_dot_product_attention(r.q, r.k, r.v, {.causal = causal});
-  (r.out * r.w).sum().backward();
-  r.dq = r.q.grad(), r.dk = r.k.grad(), r.dv = r.v.grad();
-  return r;
-}
-
-// The largest difference over the largest magnitude: a relative error of the whole tensor.
-double relative(const Tensor& got, const Tensor& want) {
-  return abs(got - want).max().item() / std::max(abs(want).max().item(), 1e-300);
-}
-
-// This rank's part of ring (or Ulysses) attention over `whole`'s tensors, and its error against
-// them.
-double rank_error(const Whole& w, Communicator& g, SequenceSplit split, bool causal,
-                  bool ulysses = false) {
-  const int64_t cp = g.size(), r = g.rank();
-  auto mine = [&](const Tensor& t) { return shard_sequence(t.detach(), 2, r, cp, split); };
-  Tensor q = mine(w.q).requires_grad_(true), k = mine(w.k).requires_grad_(true),
-         v = mine(w.v).requires_grad_(true);
-  const ContextAttentionOptions o{.causal = causal, .split = split};
-  const Tensor out = ulysses ? ulysses_attention(q, k, v, g, o) : ring_attention(q, k, v, g, o);
-  (out * mine(w.w)).sum().backward();
-  return std::max({relative(out, mine(w.out)), relative(q.grad(), mine(w.dq)),
-                   relative(k.grad(), mine(w.dk)), relative(v.grad(), mine(w.dv))});
-}
+using tandem::testing::rank_error;
+using tandem::testing::whole_attention;
+using Whole = tandem::testing::WholeAttention;
 
 TEST(RingAttention, EveryRankGetsOneDevicesOutputAndGradientsAtItsPositions) {
   for (int cp : {1, 2, 4, 8})
@@ -92,19 +60,32 @@ TEST(UlyssesAttention, EveryRankGetsOneDevicesOutputAndGradientsAtItsPositions) 
       }
 }
 
-TEST(RingAttention, OverSharedMemoryProcessesToo) {
-  spawn(
-      [](int) {
-        auto g = init_process_group({.backend = "shm", .timeout = 60s});
-        const Whole w = whole_attention(12, true, 7);  // every process draws the same
-        tandem::testing::require(rank_error(w, *g, SequenceSplit::ZigZag, true) <= 1e-12,
-                                 "ring attention over shm");
-        const Whole h = whole_attention(12, true, 8, 6);
-        tandem::testing::require(rank_error(h, *g, SequenceSplit::ZigZag, true, true) <= 1e-12,
-                                 "Ulysses attention over shm");
-        destroy_process_group();
-      },
-      3);
+TEST(ContextAttention, OverSharedMemoryAndGlooProcessesToo) {
+  for (const char* backend : {"shm", "gloo"})
+    for (int ranks : {2, 3})
+      spawn(
+          [backend](int) {
+            auto g = init_process_group({.backend = backend, .timeout = 60s});
+            tandem::testing::require(tandem::testing::context_attention_error(*g) <= 1e-12,
+                                     str("ring and Ulysses attention over ", backend));
+            destroy_process_group();
+          },
+          ranks);
+}
+
+TEST(ContextAttention, OnCuda0AsOnTheCpu) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount = 0)";
+  for (bool ulysses : {false, true}) {
+    const Whole w = whole_attention(16, true, 5, 4);
+    std::vector<double> errors(2);
+    spawn_threads(
+        [&](std::shared_ptr<Communicator> g) {
+          errors[size_t(g->rank())] =
+              rank_error(w, *g, SequenceSplit::ZigZag, true, ulysses, Device::cuda(0));
+        },
+        2);
+    for (double e : errors) EXPECT_LE(e, 1e-12) << (ulysses ? "Ulysses" : "ring");
+  }
 }
 
 TEST(SequenceSplit, ZigZagGivesEachRankAnEarlyAndALateChunkAndPutsTheSequenceBack) {

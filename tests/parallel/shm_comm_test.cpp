@@ -1,7 +1,8 @@
 // tests/parallel/shm_comm_test.cpp — the shared-memory communicator between real processes: the
 // collective suite with buffers small enough that large tensors take many rounds, the default
 // choice for CPU ranks on one host, two groups at once, and a peer killed with SIGKILL in the
-// middle of an all-reduce: the survivor fails fast naming it, and /dev/shm is left clean.
+// middle of an all-reduce: the survivor fails fast naming it, and /dev/shm is left clean; a
+// receiver that dies fails its sender's next send the same way.
 #include <dirent.h>
 #include <tandem/parallel/comm/locality.h>
 #include <tandem/parallel/comm/shm_communicator.h>
@@ -9,6 +10,7 @@
 #include <tandem/parallel/spawn.h>
 #include <tandem/parallel/store/hash_store.h>
 #include <tandem/parallel/store/prefix_store.h>
+#include <unistd.h>
 #include <cerrno>
 #include <csignal>
 #include <fstream>
@@ -120,6 +122,36 @@ TEST(ShmCollectives, APeerKilledMidAllReduceFailsTheOtherFastNamingItAndLeavesNo
   EXPECT_THAT(r.error, ::testing::ContainsRegex("rank 1 \\(pid [0-9]+\\) died"));
   EXPECT_GE(r.seconds, 0);
   EXPECT_LT(r.seconds, 5) << "a dead peer is seen within milliseconds, not at the 60 s timeout";
+  EXPECT_TRUE(tandem_segments().empty()) << "a segment was left in /dev/shm";
+}
+
+TEST(ShmCollectives, AReceiverThatDiesFailsItsSendersNextSendNamingIt) {
+  spawn(
+      [](int rank) {
+        // A communicator of its own: the process group's heartbeat would end rank 0 first.
+        auto store = detail::make_store("env://", rank, 60s);
+        auto g = std::make_shared<ShmCommunicator>(std::make_shared<PrefixStore>("shm", store),
+                                                   rank, 2, ShmOptions{.timeout = 60s});
+        g->barrier()->wait();
+        if (rank == 1) ::_exit(0);  // gone, without receiving
+        const auto start = std::chrono::steady_clock::now();
+        g->send(zeros({1'000'000}), 1)->wait();  // copied: the send completes
+        std::string e;
+        for (int i = 0; i < 500 && e.empty(); ++i) {  // the sender's thread finds it gone
+          std::this_thread::sleep_for(10ms);
+          try {
+            g->send(ones({1}), 1)->wait();
+          } catch (const DistributedError& x) {
+            e = x.what();
+          }
+        }
+        require(std::chrono::steady_clock::now() - start < 10s, "seen within seconds");
+        require(e.find("shm send to rank 1: rank 1 (pid") != std::string::npos &&
+                    e.find(") died") != std::string::npos,
+                e);
+        ::_exit(0);  // the group's peer is gone: no orderly teardown
+      },
+      2);
   EXPECT_TRUE(tandem_segments().empty()) << "a segment was left in /dev/shm";
 }
 

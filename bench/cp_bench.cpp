@@ -1,0 +1,223 @@
+// bench/cp_bench.cpp — context parallelism on this host, as ratios measured in one run.
+//
+//   cp_bench [--rounds N] [--quick]
+//
+// 1. Balance: the attention work of each rank of cp = 4 under the causal mask (T = 4096, batch
+//    1, 4 heads of 32): the blocks the rank computes in ring attention, forward and backward,
+//    timed one rank at a time on one thread (its compute alone: four ranks on two cores would
+//    time the contention). Max/min over the ranks, zig-zag beside contiguous.
+// 2. Overlap and bytes: ring attention forward + backward over 2 shared-memory processes (one
+//    thread each) at the same sizes, against the same processes computing the same blocks with
+//    no communication, at the same time; and the bytes the group's counters saw, beside the
+//    formula: forward (cp − 1)/cp of k and of v; backward k, v, dk, dv cp − 2 times and dk, dv
+//    once more, each a 1/cp block, (4·cp − 2)/cp of k in all.
+// 3. Memory: a 4-layer GPT's activations per rank (the bytes its forward allocated and still
+//    holds for backward) at T = 4096, one device against cp = 2 and 4 thread ranks on cpu:0..3,
+//    beside one device's / cp.
+// 4. Speed: a GPT training step at T = 2048 (forward, backward, gradients averaged, AdamW), cp = 2
+//    over 2 shared-memory processes × 1 thread against one process × 2 threads, with DDP over
+//    the same 2 processes (each half the batch, every position) beside it.
+#include <tandem/tandem.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "bench_util.h"
+
+using namespace tandem;
+using namespace tandem::parallel;
+
+namespace {
+
+constexpr int64_t kHeads = 4, kHeadDim = 32;
+
+// Forward and backward of the blocks rank `rank` of `cp` computes, as ring attention computes
+// them (one fused kernel call per query chunk × key chunk it sees), over q, k, v [1, H, T, D].
+void rank_blocks(const Tensor& q, const Tensor& k, const Tensor& v, int64_t rank, int64_t cp,
+                 cp::SequenceSplit split) {
+  const int64_t n = cp::chunk_count(cp, split), c = q.size(2) / n;
+  for (int64_t qc : cp::chunks_of(rank, cp, split))
+    for (int64_t kc = 0; kc <= qc; ++kc) {
+      const Tensor qb = q.narrow(2, qc * c, c).detach().requires_grad_(true);
+      const Tensor kb = k.narrow(2, kc * c, c).detach().requires_grad_(true);
+      const Tensor vb = v.narrow(2, kc * c, c).detach().requires_grad_(true);
+      scaled_dot_product_attention(qb, kb, vb, {.causal = kc == qc}).sum().backward();
+    }
+}
+
+void balance(int rounds, int64_t length) {
+  constexpr int64_t kCp = 4;
+  manual_seed(0);
+  const Tensor q = randn({1, kHeads, length, kHeadDim}), k = randn(q.shape()), v = randn(q.shape());
+  IntraOpThreadsGuard one(1);
+  for (cp::SequenceSplit split : {cp::SequenceSplit::ZigZag, cp::SequenceSplit::Contiguous}) {
+    std::vector<double> ms;
+    for (int64_t r = 0; r < kCp; ++r)
+      ms.push_back(bench::median_call_ms(1, rounds, [&] { rank_blocks(q, k, v, r, kCp, split); }));
+    const auto [lo, hi] = std::minmax_element(ms.begin(), ms.end());
+    std::printf("balance, cp = %lld, T = %lld, %s: attention ms per rank", (long long)kCp,
+                (long long)length, split == cp::SequenceSplit::ZigZag ? "zig-zag" : "contiguous");
+    for (double m : ms) std::printf(" %.1f", m);
+    std::printf("; max/min %.3f\n", *hi / *lo);
+  }
+}
+
+// Runs `fn(group)` in 2 shared-memory processes, one thread each; rank 0 writes its lines to a
+// file, printed here after.
+void in_two_processes(const std::function<void(Communicator&, std::ofstream&)>& fn) {
+  const std::string out = "/tmp/tandem-cp-bench-" + std::to_string(::getpid()) + ".txt";
+  std::remove(out.c_str());
+  spawn(
+      [&](int) {
+        set_num_threads(1);
+        auto group = init_process_group({.backend = "shm", .timeout = std::chrono::seconds(300)});
+        std::ofstream o(out, std::ios::app);
+        fn(*group, o);
+        group.reset();
+        destroy_process_group();
+      },
+      2);
+  std::ifstream in(out);
+  for (std::string line; std::getline(in, line);) std::printf("%s\n", line.c_str());
+  std::remove(out.c_str());
+}
+
+void overlap(int rounds, int64_t length) {
+  in_two_processes([&](Communicator& g, std::ofstream& o) {
+    const int64_t cp = g.size();
+    manual_seed(0);
+    const Tensor q = randn({1, kHeads, length, kHeadDim}), k = randn(q.shape()),
+                 v = randn(q.shape());
+    const cp::SequenceSplit split = cp::SequenceSplit::ZigZag;
+    auto mine = [&](const Tensor& t) { return cp::shard_sequence(t, 2, g.rank(), cp, split); };
+    const Tensor qm = mine(q), km = mine(k), vm = mine(v);
+    const auto ring = [&] {
+      const Tensor a = qm.detach().requires_grad_(true), b = km.detach().requires_grad_(true),
+                   c = vm.detach().requires_grad_(true);
+      cp::ring_attention(a, b, c, g, {.split = split}).sum().backward();
+    };
+    const auto alone = [&] { rank_blocks(q, k, v, g.rank(), cp, split); };
+    std::vector<double> with, without;
+    ring(), alone();  // warm-up
+    const CommStats before = g.stats();
+    ring();
+    const CommStats after = g.stats();
+    for (int r = 0; r < rounds; ++r) {
+      g.barrier()->wait();
+      with.push_back(bench::median_call_ms(0, 1, ring));
+      g.barrier()->wait();
+      without.push_back(bench::median_call_ms(0, 1, alone));
+    }
+    if (g.rank() != 0) return;
+    const double kv = double(km.nbytes()) * double(cp);  // the whole sequence's k (= v) bytes
+    const double sent = double(after.total_bytes() - before.total_bytes());
+    const double formula = (2.0 * double(cp - 1) + 4.0 * double(cp) - 2.0) / double(cp) * kv;
+    o << str("overlap, cp = 2 over shm, T = ", length, ": ring attention forward + backward ",
+             bench::median(with), " ms, its blocks without communication ", bench::median(without),
+             " ms, ratio ", bench::median(with) / bench::median(without), "\n");
+    o << str("bytes sent by rank 0 in one forward + backward: ", sent / 1e6, " MB, formula ",
+             formula / 1e6, " MB ((cp-1)/cp of k and v forward, (4cp-2)/cp of k backward)\n");
+  });
+}
+
+nn::GPTConfig gpt_config(int64_t length) {
+  return {.block_size = length,
+          .vocab_size = 65,
+          .n_layer = 4,
+          .n_head = kHeads,
+          .n_embd = kHeads * kHeadDim,
+          .bias = false};
+}
+
+Tensor token_batch(int64_t batch, int64_t length) {
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < batch * length; ++i) ids.push_back((i * 7 + i / 5) % 65);
+  return from_vector(ids, {batch, length});
+}
+
+void memory(int64_t length) {
+  manual_seed(0);
+  const nn::Sequential whole = nn::gpt(gpt_config(length));
+  const Tensor ids = token_batch(1, length);
+  double one = 0;
+  {
+    nn::Sequential m = nn::clone(whole);
+    const int64_t before = memory_stats(Device::cpu()).allocated_bytes;
+    const Tensor loss = nn::gpt_loss(m(ids), ids);
+    one = double(memory_stats(Device::cpu()).allocated_bytes - before);
+  }
+  std::printf(
+      "memory, 4-layer GPT, T = %lld, batch 1, float32: one device %.1f MB of activations\n",
+      (long long)length, one / 1e6);
+  for (int cp : {2, 4}) {
+    double held = 0;
+    spawn_threads(
+        [&](std::shared_ptr<Communicator> g) {
+          const Device dev = Device::cpu(g->rank());
+          nn::Sequential m = cp::context_parallel(whole, g);
+          m.to(dev);
+          const Tensor mine = cp::shard_batch(ids, *g, cp::SequenceSplit::ZigZag).to(dev);
+          g->barrier()->wait();
+          const int64_t before = memory_stats(dev).allocated_bytes;
+          const Tensor loss = nn::gpt_loss(m(mine), mine);
+          g->barrier()->wait();
+          if (g->rank() == 0) held = double(memory_stats(dev).allocated_bytes - before);
+          g->barrier()->wait();
+        },
+        cp);
+    std::printf("  cp = %d: %.1f MB per rank = %.3f of one device's (1/cp = %.3f)\n", cp,
+                held / 1e6, held / one, 1.0 / cp);
+  }
+}
+
+// The GPT step's median ms: `forward` on this rank's ids, gpt_loss, backward, `reduce`, AdamW.
+double gpt_step_ms(int rounds, nn::Sequential& model, const Tensor& ids,
+                   const std::function<Tensor(const Tensor&)>& forward) {
+  optim::AdamW opt(model.parameters(), {.lr = 1e-4});
+  return bench::median_call_ms(1, rounds, [&] {
+    opt.zero_grad();
+    nn::gpt_loss(forward(ids), ids).backward();
+    opt.step();
+  });
+}
+
+void speed(int rounds, int64_t length) {
+  constexpr int64_t kBatch = 2;
+  manual_seed(0);
+  const nn::Sequential whole = nn::gpt(gpt_config(length));
+  const Tensor ids = token_batch(kBatch, length);
+  nn::Sequential one = nn::clone(whole);
+  const double alone = gpt_step_ms(rounds, one, ids, [&](const Tensor& x) { return one(x); });
+  std::printf("speed, 4-layer GPT, T = %lld, batch %lld: one process x %d threads %.1f ms\n",
+              (long long)length, (long long)kBatch, get_num_threads(), alone);
+  in_two_processes([&](Communicator& g, std::ofstream& o) {
+    std::shared_ptr<Communicator> group(&g, [](Communicator*) {});
+    nn::Sequential cp_model = cp::context_parallel(whole, group);
+    DistributedDataParallel<nn::Sequential> ddp(cp_model, {.group = group});
+    const Tensor mine = cp::shard_batch(ids, g, cp::SequenceSplit::ZigZag);
+    const double cp_ms =
+        gpt_step_ms(rounds, cp_model, mine, [&](const Tensor& x) { return ddp(x); });
+    nn::Sequential dp_model = nn::clone(whole);
+    DistributedDataParallel<nn::Sequential> dp(dp_model, {.group = group});
+    const Tensor rows = ids.narrow(0, g.rank() * kBatch / 2, kBatch / 2);
+    const double dp_ms =
+        gpt_step_ms(rounds, dp_model, rows, [&](const Tensor& x) { return dp(x); });
+    if (g.rank() == 0)
+      o << str("  cp = 2 over 2 shm processes x 1 thread: ", cp_ms, " ms (ratio ", cp_ms / alone,
+               " of one process); DDP over the same 2: ", dp_ms, " ms (ratio ", dp_ms / alone,
+               ")\n");
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bench::Args args = bench::parse_args(argc, argv, 5);
+  bench::report_load();
+  const int64_t t = args.quick ? 1024 : 4096;
+  balance(args.rounds, t);
+  overlap(args.rounds, t);
+  memory(t);
+  speed(args.rounds, args.quick ? 512 : 2048);
+  return 0;
+}
