@@ -9,11 +9,13 @@
 // 2. Overlap and bytes: ring attention forward + backward over 2 shared-memory processes (one
 //    thread each) at the same sizes, against the same processes computing the same blocks with
 //    no communication, at the same time; and the bytes the group's counters saw, beside the
-//    formula: forward (cp − 1)/cp of k and of v; backward k, v, dk, dv cp − 2 times and dk, dv
-//    once more, each a 1/cp block, (4·cp − 2)/cp of k in all.
+//    formula: forward (cp − 1)/cp of k and of v, 2·(cp − 1)/cp of k; backward k, v, dk, dv
+//    cp − 1 times and dk, dv once more, each a 1/cp block, (4·cp − 2)/cp of k. Ulysses beside
+//    it: eight all-to-alls of a rank's 1/cp, 8·(cp − 1)/cp² of k, not overlapped.
 // 3. Memory: a 4-layer GPT's activations per rank (the bytes its forward allocated and still
-//    holds for backward) at T = 4096, one device against cp = 2 and 4 thread ranks on cpu:0..3,
-//    beside one device's / cp.
+//    holds for backward) at T = 4096, one device against cp = 2, 4 and 8 thread ranks on
+//    cpu:0..7, beside one device's / cp; and the longest context that fits 2 GiB per device,
+//    from those bytes per position.
 // 4. Speed: a GPT training step at T = 2048 (forward, backward, gradients averaged, AdamW), cp = 2
 //    over 2 shared-memory processes × 1 thread against one process × 2 threads, with DDP over
 //    the same 2 processes (each half the batch, every position) beside it.
@@ -51,9 +53,15 @@ void balance(int rounds, int64_t length) {
   const Tensor q = randn({1, kHeads, length, kHeadDim}), k = randn(q.shape()), v = randn(q.shape());
   IntraOpThreadsGuard one(1);
   for (cp::SequenceSplit split : {cp::SequenceSplit::ZigZag, cp::SequenceSplit::Contiguous}) {
+    // Round by round, every rank once per round: a busy moment of the host falls on all alike.
+    std::vector<std::vector<double>> times(static_cast<size_t>(kCp));
+    for (int64_t r = 0; r < kCp; ++r) rank_blocks(q, k, v, r, kCp, split);  // warm-up
+    for (int round = 0; round < 2 * rounds; ++round)
+      for (int64_t r = 0; r < kCp; ++r)
+        times[size_t(r)].push_back(
+            1e3 * bench::time_per_call([&] { rank_blocks(q, k, v, r, kCp, split); }, 1));
     std::vector<double> ms;
-    for (int64_t r = 0; r < kCp; ++r)
-      ms.push_back(bench::median_call_ms(1, rounds, [&] { rank_blocks(q, k, v, r, kCp, split); }));
+    for (const std::vector<double>& t : times) ms.push_back(bench::median(t));
     const auto [lo, hi] = std::minmax_element(ms.begin(), ms.end());
     std::printf("balance, cp = %lld, T = %lld, %s: attention ms per rank", (long long)kCp,
                 (long long)length, split == cp::SequenceSplit::ZigZag ? "zig-zag" : "contiguous");
@@ -99,24 +107,48 @@ void overlap(int rounds, int64_t length) {
     const auto alone = [&] { rank_blocks(q, k, v, g.rank(), cp, split); };
     std::vector<double> with, without;
     ring(), alone();  // warm-up
-    const CommStats before = g.stats();
-    ring();
-    const CommStats after = g.stats();
+    const uint64_t before = g.stats().total_bytes();
+    Tensor a = qm.detach().requires_grad_(true), b = km.detach().requires_grad_(true),
+           c = vm.detach().requires_grad_(true);
+    const Tensor out = cp::ring_attention(a, b, c, g, {.split = split});
+    const uint64_t forward = g.stats().total_bytes();
+    out.sum().backward();
+    const uint64_t backward = g.stats().total_bytes();
     for (int r = 0; r < rounds; ++r) {
       g.barrier()->wait();
       with.push_back(bench::median_call_ms(0, 1, ring));
       g.barrier()->wait();
       without.push_back(bench::median_call_ms(0, 1, alone));
     }
+    // Ulysses beside it: its two all-to-alls (four exchanges each way) are not overlapped.
+    const auto ulysses = [&] {
+      const Tensor a2 = qm.detach().requires_grad_(true), b2 = km.detach().requires_grad_(true),
+                   c2 = vm.detach().requires_grad_(true);
+      cp::ulysses_attention(a2, b2, c2, g, {.split = split}).sum().backward();
+    };
+    ulysses();
+    const uint64_t u0 = g.stats().total_bytes();
+    ulysses();
+    const uint64_t u1 = g.stats().total_bytes();
+    std::vector<double> heads;
+    for (int r = 0; r < rounds; ++r) {
+      g.barrier()->wait();
+      heads.push_back(bench::median_call_ms(0, 1, ulysses));
+    }
     if (g.rank() != 0) return;
     const double kv = double(km.nbytes()) * double(cp);  // the whole sequence's k (= v) bytes
-    const double sent = double(after.total_bytes() - before.total_bytes());
-    const double formula = (2.0 * double(cp - 1) + 4.0 * double(cp) - 2.0) / double(cp) * kv;
+    const double n = double(cp), alone_ms = bench::median(without);
     o << str("overlap, cp = 2 over shm, T = ", length, ": ring attention forward + backward ",
-             bench::median(with), " ms, its blocks without communication ", bench::median(without),
-             " ms, ratio ", bench::median(with) / bench::median(without), "\n");
-    o << str("bytes sent by rank 0 in one forward + backward: ", sent / 1e6, " MB, formula ",
-             formula / 1e6, " MB ((cp-1)/cp of k and v forward, (4cp-2)/cp of k backward)\n");
+             bench::median(with), " ms, its blocks without communication ", alone_ms, " ms, ratio ",
+             bench::median(with) / alone_ms, "\n");
+    o << str("  bytes sent by rank 0 (the group's counters): forward ",
+             double(forward - before) / 1e6,
+             " MB, formula 2(cp-1)/cp of k = ", 2 * (n - 1) / n * kv / 1e6, " MB; backward ",
+             double(backward - forward) / 1e6,
+             " MB, formula (4cp-2)/cp of k = ", (4 * n - 2) / n * kv / 1e6, " MB\n");
+    o << str("  Ulysses forward + backward ", bench::median(heads), " ms, ratio ",
+             bench::median(heads) / alone_ms, "; ", double(u1 - u0) / 1e6,
+             " MB sent, formula 8(cp-1)/cp^2 of k = ", 8 * (n - 1) / (n * n) * kv / 1e6, " MB\n");
   });
 }
 
@@ -149,7 +181,8 @@ void memory(int64_t length) {
   std::printf(
       "memory, 4-layer GPT, T = %lld, batch 1, float32: one device %.1f MB of activations\n",
       (long long)length, one / 1e6);
-  for (int cp : {2, 4}) {
+  double per_position_at_8 = 0;  // a rank's activation bytes per position of the sequence, cp = 8
+  for (int cp : {2, 4, 8}) {
     double held = 0;
     spawn_threads(
         [&](std::shared_ptr<Communicator> g) {
@@ -167,7 +200,17 @@ void memory(int64_t length) {
         cp);
     std::printf("  cp = %d: %.1f MB per rank = %.3f of one device's (1/cp = %.3f)\n", cp,
                 held / 1e6, held / one, 1.0 / cp);
+    if (cp == 8) per_position_at_8 = held / double(length);
   }
+  // The fused attention keeps no T x T scores, so the activations grow as T: the longest
+  // context within a budget per device follows from the bytes per position measured above, after
+  // the weights, gradients and AdamW's two moments (16 bytes a parameter, on every rank).
+  nn::Sequential counted = whole;  // the same tensors
+  const double budget = 2.0 * (1 << 30), fixed = 16.0 * double(counted.parameter_count());
+  std::printf(
+      "  longest context within 2 GiB per device (from the bytes per position above): one "
+      "device %.0f positions, cp = 8 on cpu:0..7 %.0f\n",
+      (budget - fixed) / (one / double(length)), (budget - fixed) / per_position_at_8);
 }
 
 // The GPT step's median ms: `forward` on this rank's ids, gpt_loss, backward, `reduce`, AdamW.
