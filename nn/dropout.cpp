@@ -11,14 +11,21 @@ Dropout::Dropout(double p) : p(p) {
 
 Tensor Dropout::forward(const Tensor& x) const {
   if (!is_training() || p == 0) return x;
-  return with_generator(generator, x.device(), [&] { return dropout(x, p, true); });
+  return with_generator(generator, x.device(), [&] {
+    return uniforms && p < 1 ? dropout_where(x, p, uniforms(x.shape(), x.options()))
+                             : dropout(x, p, true);
+  });
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {
   TD_CHECK_VALUE(p >= 0 && p <= 1, "dropout: p must be in [0, 1], but got ", p);
   if (!training || p == 0) return x;
   if (p == 1) return x * 0.0;
-  const Tensor keep = rand(x.shape(), x.options()).ge(p).to(x.dtype());
+  return dropout_where(x, p, rand(x.shape(), x.options()));
+}
+
+Tensor dropout_where(const Tensor& x, double p, const Tensor& uniforms) {
+  const Tensor keep = uniforms.ge(p).to(x.dtype());
   return x * (keep * (1.0 / (1.0 - p)));
 }
 

@@ -12,6 +12,12 @@ namespace tandem::nn {
 
 /// The dropout op itself (a no-op when !training or p == 0).
 Tensor dropout(const Tensor& x, double p, bool training);
+/// x where `uniforms` (shaped like x) >= p, scaled by 1/(1 − p), elsewhere 0: dropout with its
+/// numbers given.
+Tensor dropout_where(const Tensor& x, double p, const Tensor& uniforms);
+
+/// What draws a dropout's uniform numbers for an input of `shape`: rand()'s by default.
+using DrawUniforms = std::function<Tensor(const Shape& shape, const TensorOptions& options)>;
 
 /// fn(), its random numbers drawn from `generator` in place of `device`'s default generator
 /// (null: from the default): what a module whose masks must differ from the same module's
@@ -25,6 +31,10 @@ struct Dropout : Module {
   explicit Dropout(double p = 0.5);
   double p;
   std::shared_ptr<Generator> generator;  // the masks' stream; null: the input device's
+  // The masks' numbers for an input's shape, from that stream; null: rand(shape). A
+  // context-parallel plan draws one device's numbers at this rank's positions here
+  // (parallel/cp/plan.h), so that its masks are one device's.
+  DrawUniforms uniforms;
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
   void visit(Visitor&) override {}

@@ -1,7 +1,8 @@
 // tools/gpt_cp_command_test.cpp — `tandem train --model gpt --cp N` as a user runs it under
 // `tandem launch`: context parallelism (each rank 1/N of every sequence's positions, its heads
 // attending over the whole sequence by ring or Ulysses) trains one device's model up to float32
-// rounding alone, with fully_shard over dp × cp, ZeRO-2, tensor parallelism and a pipeline; its
+// rounding alone, with fully_shard over dp × cp, ZeRO-2, tensor parallelism and a pipeline, and
+// with dropout (each rank drawing one device's numbers at its positions); its
 // checkpoint resumes under another layout and generates on one device; bad input is a clear
 // error naming the flags.
 #include <map>
@@ -37,6 +38,13 @@ TEST(GptCommand, ContextParallelTrainsAsOneDeviceUnderEveryLayout) {
     for (const char* file : {"model.safetensors", "optimizer.safetensors"})
       runs.expect_close("one", mode, file);
 
+  // With dropout, each rank draws one device's numbers at its positions.
+  runs.run("", 10, "one-drop", "", "0.1");
+  runs.run(runs.two, 10, "cp-drop", " --cp 2", "0.1");
+  runs.run(runs.two, 10, "ulysses-drop", " --cp 2 --cp-algorithm ulysses", "0.1");
+  for (const char* mode : {"cp-drop", "ulysses-drop"})
+    runs.expect_close("one-drop", mode, "model.safetensors");
+
   // A context-parallel checkpoint resumes under another layout, and generates on one device.
   fs::copy(tmp / "cp", tmp / "cp-more");
   runs.run(runs.four, 20, "cp-more", " --resume --cp 2 --cp-algorithm ulysses --zero 1");
@@ -53,7 +61,6 @@ TEST(GptCommand, ContextParallelBadInputNamesTheFlags) {
   for (const auto& [launcher, flags, message] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {"", " --cp 3", "--cp 3: --block-size 16 does not split into 6 equal chunks"},
-           {"", " --cp 2 --dropout 0.1", "the attention probabilities' dropout is not yet split"},
            {"", " --cp-algorithm ulysses", "--cp-algorithm says how a context-parallel run"},
            {"", " --cp 4 --cp-algorithm ulysses",
             "each rank attends for heads/4 of the heads, and a rank has 2 (--n-head 2)"},

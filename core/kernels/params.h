@@ -34,7 +34,10 @@ struct ClassLossParams {
 /// Fused scaled-dot-product attention: scores q·kᵀ·scale, plus the mask, −∞ above the diagonal
 /// when causal (query i sees keys j <= i: PyTorch's top-left alignment); dropout on the
 /// probabilities with rate dropout_p, its keep-mask drawn from `rng` at counter offset +
-/// (b·Tq + i)·Tk + j, the element rand() of shape [B, Tq, Tk] would use.
+/// b·batch_stride + i·row_stride + j: by default (strides 0) (b·Tq + i)·Tk + j, the element
+/// rand() of shape [B, Tq, Tk] would use. A block of a longer sequence's probabilities gives that
+/// sequence's strides (and its first element as the offset), so that it draws the numbers one
+/// device draws there (ring attention's blocks, parallel/cp/ring_attention.cpp).
 /// `flash` asks CUDA for the tensor-core kernels (cuda/flash_attention.cu), which the op sets
 /// only where flash_attention_unsupported() says nothing; the CPU has one fused kernel.
 struct AttentionParams {
@@ -42,7 +45,14 @@ struct AttentionParams {
   bool causal = false;
   double dropout_p = 0;
   GeneratorState rng;
+  int64_t rng_batch_stride = 0, rng_row_stride = 0;  // 0: Tq·Tk and Tk
   bool flash = false;
+
+  uint64_t dropout_counter(int64_t batch, int64_t i, int64_t j, int64_t tq, int64_t tk) const {
+    const int64_t row = rng_row_stride ? rng_row_stride : tk;
+    return rng.offset +
+           uint64_t(batch * (rng_batch_stride ? rng_batch_stride : tq * tk) + i * row + j);
+  }
 };
 
 /// Why the tensor-core attention kernels cannot take q [B, Tq, d] and v [B, Tk, dv] of `dtype`,

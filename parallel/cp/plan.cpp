@@ -3,6 +3,7 @@
 #include <tandem/core/check.h>
 #include <tandem/nn/gpt.h>
 #include <tandem/parallel/cp/plan.h>
+#include <tandem/parallel/cp/positional_random.h>
 #include <tandem/parallel/cp/ulysses_attention.h>
 
 namespace tandem::parallel::cp {
@@ -29,6 +30,7 @@ class Planter : public nn::Visitor {
   void operator()(std::string_view, nn::Module& child) override {
     if (auto* a = dynamic_cast<nn::CausalSelfAttention*>(&child)) attention(*a);
     if (auto* e = dynamic_cast<nn::GPTEmbedding*>(&child)) embedding(*e);
+    if (auto* d = dynamic_cast<nn::Dropout*>(&child)) dropout(*d);
     child.visit(*this);
   }
   int attentions = 0;
@@ -39,14 +41,13 @@ class Planter : public nn::Visitor {
     ++attentions;
     a.attend = [g = group_, algorithm = o_.algorithm, split = o_.split, d = a.n_embd / a.n_head](
                    const Tensor& qkv, int64_t heads, const AttentionOptions& options) {
-      TD_CHECK_VALUE(options.dropout_p == 0, "context parallel attention: dropout on the ",
-                     "attention probabilities (p = ", options.dropout_p, ") is not split across ",
-                     "ranks; train with dropout 0, or without --cp");
       const int64_t b = qkv.size(0), t = qkv.size(1);
       // [B, t, 3, H, D] -> q, k, v as [B, H, t, D]
       const Tensor parts = qkv.reshape({b, t, 3, heads, d}).permute({2, 0, 3, 1, 4});
-      const ContextAttentionOptions c{
-          .causal = options.causal, .split = split, .scale = options.scale};
+      const ContextAttentionOptions c{.causal = options.causal,
+                                      .split = split,
+                                      .scale = options.scale,
+                                      .dropout_p = options.dropout_p};
       return algorithm == Algorithm::Ring
                  ? ring_attention(parts.select(0, 0), parts.select(0, 1), parts.select(0, 2), *g, c)
                  : ulysses_attention(parts.select(0, 0), parts.select(0, 1), parts.select(0, 2), *g,
@@ -61,6 +62,13 @@ class Planter : public nn::Visitor {
                      block);
       const std::vector<int64_t> mine = positions_of(g->rank(), g->size(), whole, split);
       return from_vector(mine, {t}, device);
+    };
+  }
+
+  // Its masks one device's at this rank's positions (positional_random.h).
+  void dropout(nn::Dropout& d) {
+    d.uniforms = [g = group_, split = o_.split](const Shape& shape, const TensorOptions& options) {
+      return positional_uniforms(shape, options, g->rank(), g->size(), split);
     };
   }
 

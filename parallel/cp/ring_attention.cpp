@@ -5,6 +5,7 @@
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/autograd/record.h>
 #include <tandem/core/check.h>
+#include <tandem/core/generator.h>
 #include <tandem/core/kernels/kernels.h>
 #include <tandem/core/layout.h>
 #include <tandem/core/tensor_checks.h>
@@ -30,6 +31,9 @@ struct Ring {
   SequenceSplit split;
   bool causal;
   double scale;
+  double dropout_p;
+  GeneratorState rng;  // one device's draw for the whole [b, T, T] probabilities
+  int64_t whole() const { return chunk * chunk_count(cp, split); }
   int64_t next() const { return (rank + 1) % cp; }
   int64_t prev() const { return (rank + cp - 1) % cp; }
   // The rank whose k, v this rank holds at step s.
@@ -53,7 +57,17 @@ void for_each_block(const Ring& g, int64_t s, const Tensor& k, const Tensor& v, 
       const Block b = block(mine[i], theirs[j], g.causal);
       if (b == Block::None) continue;
       if (!kj.defined()) kj = g.part(k, j), vj = g.part(v, j);
-      fn(i, j, kj, vj, AttentionParams{.scale = g.scale, .causal = b == Block::Causal});
+      // The block's probabilities draw one device's dropout numbers: its first element's
+      // counter in the whole [b, T, T], and the whole's strides.
+      const int64_t t = g.whole();
+      const uint64_t first = g.rng.offset + uint64_t(mine[i] * g.chunk * t + theirs[j] * g.chunk);
+      fn(i, j, kj, vj,
+         AttentionParams{.scale = g.scale,
+                         .causal = b == Block::Causal,
+                         .dropout_p = g.dropout_p,
+                         .rng = {g.rng.seed, first},
+                         .rng_batch_stride = t * t,
+                         .rng_row_stride = t});
     }
   }
 }
@@ -200,15 +214,22 @@ Tensor ring_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
   const int64_t per_rank = options.split == SequenceSplit::ZigZag ? 2 : 1;
   TD_CHECK_SHAPE(t % per_rank == 0, "ring_attention: this rank's ", t,
                  " positions are not the zig-zag split's two equal chunks");
+  TD_CHECK_VALUE(options.dropout_p >= 0 && options.dropout_p < 1,
+                 "ring_attention: dropout_p must be in [0, 1), not ", options.dropout_p);
+  int64_t b = 1;
+  for (int64_t s : batch) b *= s;
+  const int64_t whole = t * group.size();
   const Ring g{.group = &group,
                .cp = group.size(),
                .rank = group.rank(),
                .chunk = t / per_rank,
                .split = options.split,
                .causal = options.causal,
-               .scale = options.scale.value_or(1.0 / std::sqrt(double(std::max<int64_t>(d, 1))))};
-  int64_t b = 1;
-  for (int64_t s : batch) b *= s;
+               .scale = options.scale.value_or(1.0 / std::sqrt(double(std::max<int64_t>(d, 1)))),
+               .dropout_p = options.dropout_p,
+               .rng = options.dropout_p > 0
+                          ? reserve_random(q_in.device(), uint64_t(b * whole) * uint64_t(whole))
+                          : GeneratorState{}};
   const Tensor q = ::tandem::detail::contiguous(q_in).reshape({b, t, d});
   const Tensor k = ::tandem::detail::contiguous(k_in).reshape({b, t, d});
   const Tensor v = ::tandem::detail::contiguous(v_in).reshape({b, t, v_in.size(-1)});

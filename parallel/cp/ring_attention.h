@@ -28,6 +28,10 @@ struct ContextAttentionOptions {
   bool causal = true;
   SequenceSplit split = SequenceSplit::ZigZag;
   std::optional<double> scale;  // default 1/√D
+  // Dropout on the probabilities, from the current generator of q's device, which every rank
+  // advances as one device's attention over the whole sequence would: each probability drops
+  // where one device's does (the generators of the group's ranks must agree, as one device's).
+  double dropout_p = 0;
 };
 
 /// q, k, v: this rank's positions, [..., T/cp, D] (the split's chunks side by side; v may have

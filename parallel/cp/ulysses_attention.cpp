@@ -5,6 +5,7 @@
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/autograd/record.h>
 #include <tandem/core/check.h>
+#include <tandem/core/generator.h>
 #include <tandem/core/layout.h>
 #include <tandem/core/tensor_checks.h>
 #include <tandem/parallel/cp/ulysses_attention.h>
@@ -81,8 +82,31 @@ Tensor ulysses_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v
   const auto heads_of = [&](const Tensor& x) {
     return to_heads(x.reshape({b, heads, t, x.size(-1)}), group, options.split);
   };
-  const Tensor y = scaled_dot_product_attention(heads_of(q_in), heads_of(k_in), heads_of(v_in),
-                                                {.causal = options.causal, .scale = options.scale});
+  TD_CHECK_VALUE(options.dropout_p >= 0 && options.dropout_p < 1,
+                 "ulysses_attention: dropout_p must be in [0, 1), not ", options.dropout_p);
+  const Tensor q = heads_of(q_in), k = heads_of(k_in), v = heads_of(v_in);
+  const AttentionOptions attend{
+      .causal = options.causal, .dropout_p = options.dropout_p, .scale = options.scale};
+  Tensor y;
+  if (options.dropout_p == 0) {
+    y = scaled_dot_product_attention(q, k, v, attend);
+  } else {
+    // One device's draw for the whole [b, H, T, T] probabilities, of which this rank's heads
+    // are H/cp consecutive ones in each row b: a run of counters per row, each drawn by the op
+    // from a generator that starts there.
+    const int64_t mine = heads / cp, whole = t * cp;
+    const GeneratorState all =
+        reserve_random(q_in.device(), uint64_t(b * heads) * uint64_t(whole * whole));
+    std::vector<Tensor> rows;
+    for (int64_t r = 0; r < b; ++r) {
+      const uint64_t first =
+          all.offset + uint64_t((r * heads + group.rank() * mine) * whole * whole);
+      const ReplayGenerators run({{q_in.device(), {all.seed, first}}}, {}, /*noted=*/false);
+      rows.push_back(
+          scaled_dot_product_attention(q.select(0, r), k.select(0, r), v.select(0, r), attend));
+    }
+    y = stack(rows, 0);
+  }
   Shape out = v_in.shape();
   return to_sequence(y, group, options.split).reshape(out);
 }

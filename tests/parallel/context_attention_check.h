@@ -18,15 +18,20 @@ struct WholeAttention {
   Tensor q, k, v, w, out, dq, dk, dv;
 };
 
-inline WholeAttention whole_attention(int64_t length, bool causal, uint64_t seed,
-                                      int64_t heads = 3) {
+// With dropout, one device's numbers come from this generator state (each rank's device is set
+// to it too).
+inline constexpr GeneratorState kDropoutState{0xd50, 0};
+
+inline WholeAttention whole_attention(int64_t length, bool causal, uint64_t seed, int64_t heads = 3,
+                                      double dropout_p = 0) {
   manual_seed(seed);
   WholeAttention r;
   r.q = randn({2, heads, length, 8}, {.dtype = kFloat64}).requires_grad_(true);
   r.k = randn({2, heads, length, 8}, {.dtype = kFloat64}).requires_grad_(true);
   r.v = randn({2, heads, length, 6}, {.dtype = kFloat64}).requires_grad_(true);
   r.w = randn({2, heads, length, 6}, {.dtype = kFloat64});
-  r.out = scaled_dot_product_attention(r.q, r.k, r.v, {.causal = causal});
+  default_generator(Device::cpu()).set_state(kDropoutState);
+  r.out = scaled_dot_product_attention(r.q, r.k, r.v, {.causal = causal, .dropout_p = dropout_p});
   (r.out * r.w).sum().backward();
   r.dq = r.q.grad(), r.dk = r.k.grad(), r.dv = r.v.grad();
   return r;
@@ -41,14 +46,15 @@ inline double relative(const Tensor& got, const Tensor& want) {
 // error against them.
 inline double rank_error(const WholeAttention& w, parallel::Communicator& g,
                          parallel::cp::SequenceSplit split, bool causal, bool ulysses = false,
-                         Device device = Device::cpu()) {
+                         Device device = Device::cpu(), double dropout_p = 0) {
   using namespace parallel::cp;
   const int64_t cp = g.size(), r = g.rank();
   auto mine = [&](const Tensor& t) { return shard_sequence(t.detach(), 2, r, cp, split); };
   Tensor q = mine(w.q).to(device).requires_grad_(true),
          k = mine(w.k).to(device).requires_grad_(true),
          v = mine(w.v).to(device).requires_grad_(true);
-  const ContextAttentionOptions o{.causal = causal, .split = split};
+  const ContextAttentionOptions o{.causal = causal, .split = split, .dropout_p = dropout_p};
+  default_generator(device).set_state(kDropoutState);
   const Tensor out = ulysses ? ulysses_attention(q, k, v, g, o) : ring_attention(q, k, v, g, o);
   (out * mine(w.w).to(device)).sum().backward();
   return std::max({relative(out, mine(w.out)), relative(q.grad(), mine(w.dq)),

@@ -46,9 +46,10 @@ struct Reference {
   optim::OptimizerState state;
 };
 
-Reference one_device(int64_t heads = 4) {
+Reference one_device(int64_t heads = 4, double dropout = 0) {
   Reference out;
-  Member m = tandem::testing::stacked::build(Stack{.heads = heads}, make_thread_group(1)[0]);
+  Member m = tandem::testing::stacked::build(Stack{.heads = heads, .dropout = dropout},
+                                             make_thread_group(1)[0]);
   for (int s = 0; s < kSteps; ++s) out.steps.push_back(m.step(s));
   out.grads = full_gradients(*m.table, nullptr);
   out.params = m.model->named_parameters();
@@ -193,6 +194,40 @@ TEST(EquivalenceMatrix, ContextParallelStacksTrainAsOneDevice) {
                     .cp_split = cp::SequenceSplit::Contiguous,
                     .heads = 8};
   expect_one_devices_run(eight, one_device(8), tmp.file("cp-8-ulysses"), 1e-12);
+}
+
+// With dropout everywhere nanoGPT has it (the embedding's, the attention probabilities', the
+// residual branches'), context parallelism draws one device's numbers at each rank's positions:
+// every context-parallel stack of one data rank trains as one device does with dropout, to 1e-12,
+// ring and Ulysses, either split, blocks recomputed or not. (Data, tensor and pipeline ranks draw
+// masks of their own, as their modes do, so they are compared without dropout, above.)
+TEST(EquivalenceMatrix, ContextParallelWithDropoutDrawsOneDevicesMasks) {
+  using cp::Algorithm;
+  using cp::SequenceSplit;
+  constexpr double kDropout = 0.2;
+  const Reference want = one_device(4, kDropout);
+  tandem::testing::TempDir tmp;
+  int i = 0;
+  for (Stack stack : std::vector<Stack>{
+           {.cp = 2, .cp_algorithm = Algorithm::Ring, .cp_split = SequenceSplit::ZigZag},
+           {.cp = 4, .cp_algorithm = Algorithm::Ring, .cp_split = SequenceSplit::Contiguous},
+           {.cp = 8, .cp_algorithm = Algorithm::Ring, .cp_split = SequenceSplit::Contiguous},
+           {.cp = 2, .cp_algorithm = Algorithm::Ulysses, .cp_split = SequenceSplit::ZigZag},
+           {.cp = 4, .cp_algorithm = Algorithm::Ulysses, .cp_split = SequenceSplit::ZigZag},
+           {.cp = 2, .cp_algorithm = Algorithm::Ring, .checkpointed = true},
+       }) {
+    stack.dropout = kDropout;
+    expect_one_devices_run(stack, want, tmp.file("drop-" + std::to_string(i++)), 1e-12);
+  }
+  const Stack eight{.cp = 8,
+                    .cp_algorithm = Algorithm::Ulysses,
+                    .cp_split = SequenceSplit::Contiguous,
+                    .heads = 8,
+                    .dropout = kDropout};
+  expect_one_devices_run(eight, one_device(8, kDropout), tmp.file("drop-8"), 1e-12);
+  // The masks bite: a run without them is far from these.
+  const Reference without = one_device(4, 0);
+  EXPECT_GT(std::abs(without.steps[0].loss - want.steps[0].loss), 1e-3) << "dropout must bite";
 }
 
 // Under bfloat16 autocast (tandem train --amp bf16: float32 weights, the forward's products in

@@ -60,6 +60,24 @@ TEST(UlyssesAttention, EveryRankGetsOneDevicesOutputAndGradientsAtItsPositions) 
       }
 }
 
+TEST(ContextAttention, WithDropoutEveryRankDrawsOneDevicesNumbers) {
+  for (bool ulysses : {false, true})
+    for (int cp : {2, 4, 8})
+      for (SequenceSplit split : {SequenceSplit::ZigZag, SequenceSplit::Contiguous}) {
+        const Whole w = whole_attention(4 * cp, true, uint64_t(cp + 60), 8, 0.3);
+        std::vector<double> errors(static_cast<size_t>(cp));
+        spawn_threads(  // each rank on a device of its own, with its own generator
+            [&](std::shared_ptr<Communicator> g) {
+              errors[size_t(g->rank())] =
+                  rank_error(w, *g, split, true, ulysses, Device::cpu(g->rank()), 0.3);
+            },
+            cp);
+        for (int r = 0; r < cp; ++r)
+          EXPECT_LE(errors[size_t(r)], 1e-12)
+              << (ulysses ? "Ulysses" : "ring") << ", cp " << cp << ", rank " << r;
+      }
+}
+
 TEST(ContextAttention, OverSharedMemoryAndGlooProcessesToo) {
   for (const char* backend : {"shm", "gloo"})
     for (int ranks : {2, 3})

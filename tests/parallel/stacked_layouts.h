@@ -38,6 +38,7 @@ struct Stack {
   bool checkpointed = false;  // every block in nn::Checkpointed
   bool bf16 = false;          // float32 weights, the forward and loss under bfloat16 autocast
   int64_t heads = 4;          // the drawn GPT's (8: Ulysses over 8 ranks)
+  double dropout = 0;         // everywhere nanoGPT has it (one device's masks: context parallelism)
   int world() const { return dp * tp * pp * cp; }
   std::string str() const {
     const char* data_names[] = {"DDP", "ZeRO-1", "ZeRO-2", "fully_shard"};
@@ -50,7 +51,8 @@ struct Stack {
       out +=
           str_of(" x PP ", pp, schedule == parallel::PipelineSchedule::GPipe ? " GPipe" : " 1F1B");
     return out + (checkpointed ? ", checkpointed" : "") + (bf16 ? ", bf16 autocast" : "") +
-           (heads != 4 ? str_of(", ", heads, " heads") : "");
+           (heads != 4 ? str_of(", ", heads, " heads") : "") +
+           (dropout > 0 ? str_of(", dropout ", dropout) : "");
   }
 
  private:
@@ -89,8 +91,8 @@ inline std::pair<Tensor, Tensor> batch(int step) {
   return random_token_batch(kBatch, kDrawnT, kDrawnVocab, uint64_t(step + 70));
 }
 
-inline nn::Sequential gpt(bool checkpointed, int64_t heads) {
-  nn::Sequential copy = drawn_gpt(31, 0, heads);
+inline nn::Sequential gpt(bool checkpointed, int64_t heads, double dropout) {
+  nn::Sequential copy = drawn_gpt(31, dropout, heads);
   return checkpointed ? with_checkpointed_blocks(copy) : copy;
 }
 
@@ -107,7 +109,11 @@ inline Member build(const Stack& s, std::shared_ptr<parallel::Communicator> worl
   std::shared_ptr<DeviceMesh> mesh;
   if (!sizes.empty()) mesh = std::make_shared<DeviceMesh>(world, sizes, names);
   m.keep.push_back(mesh);
-  nn::Sequential whole = gpt(s.checkpointed, s.heads);
+  nn::Sequential whole = gpt(s.checkpointed, s.heads, s.dropout);
+  if (s.dropout > 0) {         // every rank's masks from its device's generator, from one state
+    world->barrier()->wait();  // drawing a model seeds every device's: all are drawn now
+    default_generator(dev).set_state({0xd509, 0});
+  }
   if (s.bf16) whole.to(kFloat32);  // autocast turns float32 products into bfloat16 ones
   std::function<Tensor(const Tensor&, const Tensor&)> loss = [](const Tensor& o, const Tensor& y) {
     return nn::gpt_loss(o, y);

@@ -186,9 +186,6 @@ void check_context_parallel(const TrainOptions& o) {
   TD_CHECK_VALUE(g.block_size % (2 * o.cp) == 0, "train: --cp ", o.cp, ": --block-size ",
                  g.block_size, " does not split into ", 2 * o.cp,
                  " equal chunks (zig-zag: two per rank); make it a multiple of ", 2 * o.cp);
-  TD_CHECK_VALUE(g.dropout == 0, "train: --cp ", o.cp, " with --dropout ", g.dropout,
-                 ": the attention probabilities' dropout is not yet split across the ranks; "
-                 "train with --dropout 0, or without --cp");
   const int64_t heads = g.n_head / o.tp;  // a tensor-parallel rank's
   TD_CHECK_VALUE(o.cp_algorithm != "ulysses" || heads % o.cp == 0, "train: --cp ", o.cp,
                  " --cp-algorithm ulysses: each rank attends for heads/", o.cp,

@@ -128,16 +128,22 @@ int run_train_gpt(const TrainOptions& flags) {
   // Each pipeline stage its own dropout streams (Megatron's seed + 100 × stage): the stages'
   // processes would otherwise draw the same masks for different layers.
   if (o.pp > 1) manual_seed(o.seed + 100 * uint64_t(mesh->coordinate("pp")));
+  // --cp: each context rank draws one device's dropout numbers at its positions, so all start
+  // where one device's generator stands now (the model was drawn from the CPU's).
+  if (o.cp > 1) default_generator(device).set_state(default_generator(Device::cpu()).get_state());
   auto placements = std::make_shared<parallel::PlacementTable>();  // every wrapper records here
   std::shared_ptr<Generator> tp_stream;  // --tp: this rank's own dropout stream (checkpointed)
   if (mesh) {  // every rank built the same whole GPT (same seed); each keeps its slices (all of
     // the model's with --tp 1: a copy), and make_setup its stage's of those with --pp
     tp_stream = parallel::tp::rank_stream(mesh->group("tp"), model->parameters().front().device());
-    model = std::make_shared<nn::Sequential>(
-        parallel::tp::tensor_parallel_gpt(*model, mesh->group("tp"),
-                                          {.sequence_parallel = o.sequence_parallel,
-                                           .placements = placements,
-                                           .rank_stream = tp_stream}));
+    // (Not for --cp alone: the plan's copy would draw its dropout from the rank's stream, where
+    // context parallelism draws one device's numbers.)
+    if (o.tp > 1 || o.cp == 1)
+      model = std::make_shared<nn::Sequential>(
+          parallel::tp::tensor_parallel_gpt(*model, mesh->group("tp"),
+                                            {.sequence_parallel = o.sequence_parallel,
+                                             .placements = placements,
+                                             .rank_stream = tp_stream}));
     if (o.cp > 1)  // its attention across the cp group, its embedding at this rank's positions
       model = std::make_shared<nn::Sequential>(parallel::cp::context_parallel(
           *model, mesh->group("cp"),

@@ -63,9 +63,8 @@ struct Problem {
     const T scale = T(1 / (1 - p.dropout_p));
     for (int64_t r = 0; r < t.rows(); ++r)
       for (int64_t c = 0; c < t.cols(); ++c) {
-        const uint64_t at = uint64_t((batch * tq + i0 + r) * tk + j0 + c);
-        const bool keep =
-            philox_unit<T>(philox(p.rng.offset + at, p.rng.seed), 0) >= T(p.dropout_p);
+        const uint64_t at = p.dropout_counter(batch, i0 + r, j0 + c, tq, tk);
+        const bool keep = philox_unit<T>(philox(at, p.rng.seed), 0) >= T(p.dropout_p);
         t(r, c) *= keep ? scale : T(0);
       }
   }

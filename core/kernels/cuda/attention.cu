@@ -32,6 +32,7 @@ struct Problem {
   bool causal;
   T dropout_p;
   uint64_t seed, offset;
+  int64_t batch_stride, row_stride;  // of the dropout counters (AttentionParams)
 
   // The score of (i, j) from the dot product q_i·k_j: scaled, masked.
   __device__ T score_of(T dot, int64_t batch, int64_t i, int64_t j) const {
@@ -40,10 +41,11 @@ struct Problem {
     if (mask) s += mask[((mask_per_batch ? batch : 0) * tq + i) * tk + j];
     return s;
   }
-  // keep/(1 − p) for element (batch, i, j): the counter rand() of [B, Tq, Tk] would use.
+  // keep/(1 − p) for element (batch, i, j): the counter rand() of [B, Tq, Tk] would use (or
+  // of the longer sequence the strides say).
   __device__ T keep(int64_t batch, int64_t i, int64_t j) const {
     if (dropout_p <= T(0)) return T(1);
-    const uint64_t at = uint64_t((batch * tq + i) * tk + j);
+    const uint64_t at = uint64_t(batch * batch_stride + i * row_stride + j);
     return philox_unit<T>(philox(offset + at, seed), 0) >= dropout_p ? T(1) / (T(1) - dropout_p)
                                                                      : T(0);
   }
@@ -306,14 +308,23 @@ Problem<T> problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   TD_CHECK_VALUE(q.size(2) <= kCols * kWarp && v.size(2) <= kCols * kWarp,
                  "scaled_dot_product_attention: head dims up to ", kCols * kWarp,
                  " on CUDA, but q has ", q.size(2), " and v ", v.size(2));
-  return {q.data<T>(),    k.data<T>(),
-          v.data<T>(),    mask.defined() ? mask.data<T>() : nullptr,
-          q.size(0),      q.size(1),
-          k.size(1),      q.size(2),
-          v.size(2),      mask.defined() && mask.size(0) > 1,
-          T(a.scale),     a.causal,
-          T(a.dropout_p), a.rng.seed,
-          a.rng.offset};
+  return {q.data<T>(),
+          k.data<T>(),
+          v.data<T>(),
+          mask.defined() ? mask.data<T>() : nullptr,
+          q.size(0),
+          q.size(1),
+          k.size(1),
+          q.size(2),
+          v.size(2),
+          mask.defined() && mask.size(0) > 1,
+          T(a.scale),
+          a.causal,
+          T(a.dropout_p),
+          a.rng.seed,
+          a.rng.offset,
+          a.rng_batch_stride ? a.rng_batch_stride : q.size(1) * k.size(1),
+          a.rng_row_stride ? a.rng_row_stride : k.size(1)};
 }
 
 unsigned warps_for(int64_t rows) { return blocks_for(rows * kWarp); }

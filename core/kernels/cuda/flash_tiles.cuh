@@ -76,6 +76,7 @@ struct Scores {
   float scale, dropout_p;
   uint64_t seed, offset;
   int64_t tq, tk;
+  int64_t batch_stride, row_stride;  // of the dropout counters (AttentionParams)
 
   // Query i may see key j: both exist, and j <= i when causal (top-left, as attention.cu).
   __device__ bool visible(int64_t i, int64_t j) const {
@@ -86,10 +87,11 @@ struct Scores {
     if (mask) s += up(mask[((mask_per_batch ? batch : 0) * tq + i) * tk + j]);
     return s;
   }
-  // keep/(1 − p) for (batch, i, j): the counter rand() of [B, Tq, Tk] would use.
+  // keep/(1 − p) for (batch, i, j): the counter rand() of [B, Tq, Tk] would use (or of the
+  // longer sequence the strides say).
   __device__ float keep(int64_t batch, int64_t i, int64_t j) const {
     if (dropout_p <= 0.f) return 1.f;
-    const uint64_t at = uint64_t((batch * tq + i) * tk + j);
+    const uint64_t at = uint64_t(batch * batch_stride + i * row_stride + j);
     return philox_unit<float>(philox(offset + at, seed), 0) >= dropout_p ? 1.f / (1.f - dropout_p)
                                                                          : 0.f;
   }
