@@ -14,8 +14,8 @@
 //    it: eight all-to-alls of a rank's 1/cp, 8·(cp − 1)/cp² of k, not overlapped.
 // 3. Memory: a 4-layer GPT's activations per rank (the bytes its forward allocated and still
 //    holds for backward) at T = 4096, one device against cp = 2, 4 and 8 thread ranks on
-//    cpu:0..7, beside one device's / cp; and the longest context that fits 2 GiB per device,
-//    from those bytes per position.
+//    cpu:0..7, beside one device's / cp; and the longest context whose training steps fit 64 MiB
+//    per device, one device against cp = 8, found by running them (two steps at each length).
 // 4. Speed: a GPT training step at T = 2048 (forward, backward, gradients averaged, AdamW), cp = 2
 //    over 2 shared-memory processes × 1 thread against one process × 2 threads, with DDP over
 //    the same 2 processes (each half the batch, every position) beside it.
@@ -167,7 +167,64 @@ Tensor token_batch(int64_t batch, int64_t length) {
   return from_vector(ids, {batch, length});
 }
 
-void memory(int64_t length) {
+// The most bytes any rank's device held over two training steps (forward, backward, AdamW,
+// under DDP over the cp thread ranks) of the 4-layer GPT at `length`, batch 1.
+double step_peak(int64_t length, int cp) {
+  manual_seed(0);
+  const nn::Sequential whole = nn::gpt(gpt_config(length));
+  const Tensor ids = token_batch(1, length);
+  std::vector<double> peaks(static_cast<size_t>(cp));
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> g) {
+        const Device dev = Device::cpu(g->rank());
+        nn::Sequential m = cp == 1 ? nn::clone(whole) : cp::context_parallel(whole, g);
+        m.to(dev);
+        const Tensor mine =
+            (cp == 1 ? ids : cp::shard_batch(ids, *g, cp::SequenceSplit::ZigZag)).to(dev);
+        std::unique_ptr<DistributedDataParallel<nn::Sequential>> ddp;
+        if (cp > 1)
+          ddp =
+              std::make_unique<DistributedDataParallel<nn::Sequential>>(m, DDPOptions{.group = g});
+        optim::AdamW opt(m.parameters(), {.lr = 1e-4});
+        reset_peak_memory_stats(dev);
+        for (int step = 0; step < 2; ++step) {
+          opt.zero_grad();
+          nn::gpt_loss(ddp ? (*ddp)(mine) : m(mine), mine).backward();
+          opt.step();
+        }
+        peaks[size_t(g->rank())] = double(memory_stats(dev).peak_allocated_bytes);
+      },
+      cp);
+  return *std::max_element(peaks.begin(), peaks.end());
+}
+
+// The longest context (a multiple of 128 positions: zig-zag over 8 ranks, 8 chunks of 16) whose
+// training steps fit `budget` bytes per device on cp ranks, found by running them: from `guess`,
+// bracketed by steps of 1/4, then halved twice.
+void longest_context(double budget, int cp, double guess) {
+  constexpr int64_t kUnit = 128;
+  const auto fits = [&](int64_t t) { return step_peak(t, cp) <= budget; };
+  const auto round = [&](double t) { return std::max<int64_t>(kUnit, int64_t(t) / kUnit * kUnit); };
+  int64_t lo = round(guess), hi = 0;
+  if (fits(lo)) {
+    for (hi = round(double(lo) * 1.25); fits(hi); hi = round(double(hi) * 1.25)) lo = hi;
+  } else {
+    for (hi = lo, lo = round(double(hi) * 0.8); !fits(lo) && lo > kUnit;
+         lo = round(double(lo) * 0.8))
+      hi = lo;
+  }
+  for (int i = 0; i < 2 && hi - lo > kUnit; ++i) {
+    const int64_t mid = round(double(lo + hi) / 2);
+    (fits(mid) ? lo : hi) = mid;
+  }
+  std::printf(
+      "  longest context within %.0f MiB per device, run: %s %lld positions (peak %.1f "
+      "MiB; %lld: %.1f MiB)\n",
+      budget / (1 << 20), cp == 1 ? "one device" : "cp = 8 on cpu:0..7", (long long)lo,
+      step_peak(lo, cp) / (1 << 20), (long long)hi, step_peak(hi, cp) / (1 << 20));
+}
+
+void memory(int64_t length, bool search) {
   manual_seed(0);
   const nn::Sequential whole = nn::gpt(gpt_config(length));
   const Tensor ids = token_batch(1, length);
@@ -202,15 +259,13 @@ void memory(int64_t length) {
                 held / 1e6, held / one, 1.0 / cp);
     if (cp == 8) per_position_at_8 = held / double(length);
   }
-  // The fused attention keeps no T x T scores, so the activations grow as T: the longest
-  // context within a budget per device follows from the bytes per position measured above, after
-  // the weights, gradients and AdamW's two moments (16 bytes a parameter, on every rank).
-  nn::Sequential counted = whole;  // the same tensors
-  const double budget = 2.0 * (1 << 30), fixed = 16.0 * double(counted.parameter_count());
-  std::printf(
-      "  longest context within 2 GiB per device (from the bytes per position above): one "
-      "device %.0f positions, cp = 8 on cpu:0..7 %.0f\n",
-      (budget - fixed) / (one / double(length)), (budget - fixed) / per_position_at_8);
+  // The fused attention keeps no T x T scores, so the activations grow as T: from the bytes per
+  // position, the longest context a budget allows, which longest_context() then runs.
+  if (!search) return;
+  nn::Sequential counted = whole;                                 // the same tensors
+  const double fixed = 16.0 * double(counted.parameter_count());  // weights, grads, AdamW
+  longest_context(64.0 * (1 << 20), 1, (64.0 * (1 << 20) - fixed) / (1.6 * one / double(length)));
+  longest_context(64.0 * (1 << 20), 8, (64.0 * (1 << 20) - fixed) / (1.6 * per_position_at_8));
 }
 
 // The GPT step's median ms: `forward` on this rank's ids, gpt_loss, backward, `reduce`, AdamW.
@@ -260,7 +315,7 @@ int main(int argc, char** argv) {
   const int64_t t = args.quick ? 1024 : 4096;
   balance(args.rounds, t);
   overlap(args.rounds, t);
-  memory(t);
+  memory(t, !args.quick);
   speed(args.rounds, args.quick ? 512 : 2048);
   return 0;
 }

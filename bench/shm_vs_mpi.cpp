@@ -6,9 +6,11 @@
 // minutes apart. The ratio reported is the median of the per-round ratios.
 // Timing rule as bench/comm_bench: the median of single calls per round. Plain MPI_Init; Tandem's
 // ranks meet through a FileStore whose directory rank 0 makes and broadcasts.
-//   mpirun -np 2 build-bench/bench/shm_vs_mpi [rounds] > out.txt
+//   mpirun -np 2 build-bench/bench/shm_vs_mpi [rounds] [alltoallv] > out.txt
 //   (lines: bytes mpi_seconds shm_seconds ratio_median ratio_min ratio_max; ratio = shm speed /
-//   MPI speed)
+//   MPI speed). With `alltoallv`: MPI_Alltoallv against Tandem's all_to_all_v instead, `bytes`
+//   the float32s each rank sends in all, unevenly: an odd rank receives 3 times what an even one
+//   does from every rank.
 #include <mpi.h>
 #include <tandem/parallel/comm/shm_communicator.h>
 #include <tandem/parallel/store/file_store.h>
@@ -56,6 +58,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 7;
+  const bool alltoallv = argc > 2 && std::string(argv[2]) == "alltoallv";
   const std::string dir = shared_directory(rank);
   {
     using namespace std::chrono_literals;
@@ -64,11 +67,34 @@ int main(int argc, char** argv) {
     for (int64_t bytes : {4L << 10, 64L << 10, 1L << 20, 4L << 20, 16L << 20, 64L << 20}) {
       std::vector<float> buf(size_t(bytes / 4), 1.0f);
       Tensor t = ones({bytes / 4});
+      // all_to_all_v: rank i receives q·(1 or 3) floats from every rank (odd i: 3), q such that
+      // the parts come to about `bytes` per rank.
+      const int64_t q = std::max<int64_t>(1, bytes / 4 / (2 * size));
+      std::vector<int64_t> send_n, recv_n;
+      for (int i = 0; i < size; ++i) send_n.push_back(q * (i % 2 ? 3 : 1));
+      for (int j = 0; j < size; ++j) recv_n.push_back(q * (rank % 2 ? 3 : 1));
+      std::vector<int> sc, sd, rc, rd;
+      int64_t s_at = 0, r_at = 0;
+      for (int i = 0; i < size; ++i) {
+        sc.push_back(int(send_n[size_t(i)])), sd.push_back(int(s_at)), s_at += send_n[size_t(i)];
+        rc.push_back(int(recv_n[size_t(i)])), rd.push_back(int(r_at)), r_at += recv_n[size_t(i)];
+      }
+      std::vector<float> v_in(static_cast<size_t>(s_at), 1.0f), v_out(static_cast<size_t>(r_at));
+      Tensor in_t = ones({s_at}), out_t = zeros({r_at});
       auto mpi = [&] {
-        MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(buf.size()), MPI_FLOAT, MPI_SUM,
-                      MPI_COMM_WORLD);
+        if (alltoallv)
+          MPI_Alltoallv(v_in.data(), sc.data(), sd.data(), MPI_FLOAT, v_out.data(), rc.data(),
+                        rd.data(), MPI_FLOAT, MPI_COMM_WORLD);
+        else
+          MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(buf.size()), MPI_FLOAT, MPI_SUM,
+                        MPI_COMM_WORLD);
       };
-      auto ours = [&] { shm.all_reduce(t)->wait(); };
+      auto ours = [&] {
+        if (alltoallv)
+          shm.all_to_all_v(out_t, in_t, recv_n, send_n)->wait();
+        else
+          shm.all_reduce(t)->wait();
+      };
       mpi(), ours();  // first touches, the segment's pages
       std::vector<double> mpi_t, shm_t, ratio;
       for (int r = 0; r < rounds; ++r) {

@@ -206,6 +206,7 @@ uint64_t wire_bytes(const std::string& op, uint64_t bytes, int n) {
   if (n <= 1) return 0;
   if (op == "all_reduce") return 2 * (uint64_t(n) - 1) * bytes / uint64_t(n);
   if (op == "reduce_scatter" || op == "all_to_all") return (uint64_t(n) - 1) * bytes / uint64_t(n);
+  if (op == "all_to_all_v") return bytes;  // its Work counts what goes to the others
   if (op == "all_gather") return (uint64_t(n) - 1) * bytes;
   if (op == "broadcast" || op == "send") return bytes;
   return 0;  // barrier, recv

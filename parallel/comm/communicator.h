@@ -136,6 +136,17 @@ class Communicator {
   /// `input` is size() equal chunks along dim 0, chunk j for rank j; `output` (shaped like
   /// input) receives, as its chunk i, rank i's chunk rank().
   virtual WorkPtr all_to_all(Tensor& output, const Tensor& input) = 0;
+  /// The all-to-all of unequal parts (MPI_Alltoallv; torch's all_to_all_single with split
+  /// sizes): `input`'s rows (dim 0) are cut into input_splits[i] rows for rank i, in rank order;
+  /// `output` receives output_splits[j] rows from rank j, side by side in rank order; the other
+  /// dims and the dtype alike. A rank's output_splits are what its peers send it (exchange them
+  /// with all_to_all_splits). The default posts a message to every peer and receives one from
+  /// each (parts of no rows are not sent), which a backend whose sends complete on their own runs
+  /// as it is (threads, Gloo); shared memory, MPI and NCCL have their own. stats() count the bytes
+  /// sent to the other ranks.
+  virtual WorkPtr all_to_all_v(Tensor& output, const Tensor& input,
+                               const std::vector<int64_t>& output_splits,
+                               const std::vector<int64_t>& input_splits);
   /// Completes once every rank has called barrier().
   virtual WorkPtr barrier() = 0;
   /// Sends `tensor` to rank `dst`; the matching recv must expect the same shape and dtype.
@@ -181,6 +192,12 @@ class Communicator {
   WorkPtr message_work(const std::string& op, uint64_t n, const Tensor& t, int peer);
   /// Checks all_to_all's tensors: same dtype and shape, dim 0 a multiple of size().
   void check_all_to_all(const Tensor& output, const Tensor& input) const;
+  /// Checks all_to_all_v's arguments (a split per rank, none negative, summing to each tensor's
+  /// rows, this rank's part of the same rows both ways, the other dims and dtype alike); returns
+  /// the elements this rank sends to the others.
+  int64_t check_all_to_all_v(const Tensor& output, const Tensor& input,
+                             const std::vector<int64_t>& output_splits,
+                             const std::vector<int64_t>& input_splits) const;
   /// Checks a point-to-point call's peer: another rank of the group.
   void check_peer(int peer, const std::string& what) const;
   /// "all_reduce #12 (sum, 262144 x float32 = 1.00 MiB) on rank 0 of 2" for errors.
@@ -205,5 +222,10 @@ class Communicator {
   CommStats stats_;
   uint64_t subgroups_ = 0;  // new_group calls so far: names the next one
 };
+
+/// What this rank receives from each rank in an all_to_all_v whose sends are `input_splits`
+/// (rows for each rank): an all-to-all of the counts. Collective over `group`.
+std::vector<int64_t> all_to_all_splits(Communicator& group,
+                                       const std::vector<int64_t>& input_splits);
 
 }  // namespace tandem::parallel

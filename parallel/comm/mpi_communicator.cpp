@@ -224,6 +224,41 @@ class MpiCommunicator : public Communicator {
     });
   }
 
+  // MPI_Alltoallv: counts and displacements in elements, which MPI takes as ints.
+  WorkPtr all_to_all_v(Tensor& output, const Tensor& input,
+                       const std::vector<int64_t>& output_splits,
+                       const std::vector<int64_t>& input_splits) override {
+    const int64_t sent = check_all_to_all_v(output, input, output_splits, input_splits);
+    int64_t per_row = 1;
+    for (int64_t d = 1; d < input.dim(); ++d) per_row *= input.size(d);
+    const auto ints = [&](const std::vector<int64_t>& rows, std::vector<int>& counts,
+                          std::vector<int>& displs) {
+      int64_t at = 0;
+      for (int64_t r : rows) {
+        TD_CHECK_VALUE(r * per_row <= INT32_MAX && at <= INT32_MAX,
+                       "mpi all_to_all_v: ", r * per_row, " elements at element ", at,
+                       " do not fit MPI's int counts; send fewer rows at once");
+        counts.push_back(int(r * per_row)), displs.push_back(int(at));
+        at += r * per_row;
+      }
+    };
+    std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+    ints(input_splits, send_counts, send_displs);
+    ints(output_splits, recv_counts, recv_displs);
+    return enqueue_counted(
+        "all_to_all_v", sent, input.dtype(),
+        [this, in = input, out = output, send_counts, send_displs, recv_counts,
+         recv_displs]() mutable {
+          const Tensor host_in = staged(in);
+          Tensor host_out = staged(out);
+          mpi_check(MPI_Alltoallv(host_in.data_ptr(), send_counts.data(), send_displs.data(),
+                                  mpi_type(in.dtype()), host_out.data_ptr(), recv_counts.data(),
+                                  recv_displs.data(), mpi_type(in.dtype()), comm_),
+                    "MPI_Alltoallv");
+          unstage(out, host_out);
+        });
+  }
+
   // new_group: MPI_Comm_split of this group's communicator, run on its queue (after the
   // collectives queued before it, which every rank orders the same way). Each sub-group has a
   // queue of its own, so two groups' collectives can be in MPI at once: MPI_THREAD_MULTIPLE.
@@ -304,6 +339,16 @@ class MpiCommunicator : public Communicator {
     std::lock_guard lk(mu_);
     const uint64_t seq = next_seq_++;
     auto work = new_work(op, seq, t, extra, timeout_);
+    queue_->push(
+        work, [run = std::move(run)](uint32_t) { run(); }, uint32_t(seq));
+    return work;
+  }
+  // The same for a collective whose Work counts `numel` elements (all_to_all_v's sent ones).
+  WorkPtr enqueue_counted(const std::string& op, int64_t numel, DType dtype,
+                          std::function<void()> run) {
+    std::lock_guard lk(mu_);
+    const uint64_t seq = next_seq_++;
+    auto work = new_work(op, seq, numel, dtype, "", timeout_);
     queue_->push(
         work, [run = std::move(run)](uint32_t) { run(); }, uint32_t(seq));
     return work;

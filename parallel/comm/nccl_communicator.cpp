@@ -12,6 +12,7 @@
 #include <tandem/core/cuda/stream.h>
 #include <tandem/core/tensor_checks.h>
 #include <tandem/parallel/comm/nccl_communicator.h>
+#include <tandem/parallel/comm/nccl_names.h>
 #include <algorithm>
 #include <deque>
 #include <thread>
@@ -20,37 +21,9 @@ namespace tandem::parallel {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-void cuda_check(cudaError_t e, const char* what, int rank) {
-  TD_CHECK_AS(CudaError, e == cudaSuccess, "nccl communicator (rank ", rank, "): ", what,
-              " failed: ", cudaGetErrorString(e));
-}
-
-// The dtype table's NCCL column, checked against nccl.h here, where it is included.
-static_assert(info(kFloat32).nccl == ncclFloat32 && info(kFloat64).nccl == ncclFloat64 &&
-              info(kInt64).nccl == ncclInt64 && info(kBFloat16).nccl == ncclBfloat16 &&
-              info(kFloat16).nccl == ncclFloat16);
-
-ncclDataType_t nccl_dtype(DType d) {
-  TD_CHECK_DTYPE(info(d).nccl >= 0, "nccl: unsupported dtype ", d);
-  return static_cast<ncclDataType_t>(info(d).nccl);
-}
-
-ncclRedOp_t nccl_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum:
-      return ncclSum;
-    case ReduceOp::Mean:
-      return ncclAvg;
-    case ReduceOp::Max:
-      return ncclMax;
-    case ReduceOp::Min:
-      return ncclMin;
-    case ReduceOp::ArgMax:  // refused by check_reduce_op before
-      break;
-  }
-  return ncclSum;
-}
+using detail::cuda_check;
+using detail::nccl_dtype;
+using detail::nccl_op;
 
 struct Pending {
   WorkPtr work;
@@ -184,20 +157,9 @@ class NcclCommunicator : public Communicator {
     check(input, "all_to_all");
     check(output, "all_to_all");
     // NCCL has no all-to-all call: one grouped send and receive per peer is one.
-    const size_t count = size_t(input.numel() / size_);
-    const size_t bytes = count * element_size(input.dtype());
-    return launch("all_to_all", &input, "", {input, output}, [&] {
-      ncclResult_t r = ncclGroupStart();
-      for (int peer = 0; peer < size_ && (r == ncclSuccess || r == ncclInProgress); ++peer) {
-        const auto* in = static_cast<const char*>(input.data_ptr()) + bytes * size_t(peer);
-        auto* out = static_cast<char*>(output.data_ptr()) + bytes * size_t(peer);
-        r = ncclSend(in, count, nccl_dtype(input.dtype()), peer, comm_, stream_);
-        if (r == ncclSuccess || r == ncclInProgress)
-          r = ncclRecv(out, count, nccl_dtype(input.dtype()), peer, comm_, stream_);
-      }
-      const ncclResult_t end = ncclGroupEnd();
-      return r == ncclSuccess ? end : r;
-    });
+    const std::vector<int64_t> equal(size_t(size_), input.numel() / size_);
+    return launch("all_to_all", &input, "", {input, output},
+                  [&] { return exchange(input, output, equal, equal); });
   }
 
   WorkPtr send(const Tensor& t, int dst) override {
@@ -214,6 +176,45 @@ class NcclCommunicator : public Communicator {
     return launch("recv", &t, "from rank " + std::to_string(src), {t}, [&] {
       return ncclRecv(t.data_ptr(), size_t(t.numel()), nccl_dtype(t.dtype()), src, comm_, stream_);
     });
+  }
+
+  // A grouped send and receive per peer with a part (NCCL has no all-to-all-v call).
+  WorkPtr all_to_all_v(Tensor& output, const Tensor& input,
+                       const std::vector<int64_t>& output_splits,
+                       const std::vector<int64_t>& input_splits) override {
+    const int64_t sent = check_all_to_all_v(output, input, output_splits, input_splits);
+    check(input, "all_to_all_v");
+    check(output, "all_to_all_v");
+    int64_t per_row = 1;
+    for (int64_t d = 1; d < input.dim(); ++d) per_row *= input.size(d);
+    std::vector<int64_t> send(input_splits), recv(output_splits);
+    for (int64_t& n : send) n *= per_row;
+    for (int64_t& n : recv) n *= per_row;
+    return launch(
+        "all_to_all_v", &input, "", {input, output},
+        [&] { return exchange(input, output, send, recv); }, sent);
+  }
+
+  // One grouped send of send[i] elements to, and receive of recv[i] from, each peer i, the parts
+  // side by side in rank order (none for an empty part).
+  ncclResult_t exchange(const Tensor& input, Tensor& output, const std::vector<int64_t>& send,
+                        const std::vector<int64_t>& recv) {
+    const size_t es = element_size(input.dtype());
+    ncclResult_t r = ncclGroupStart();
+    int64_t in_at = 0, out_at = 0;
+    for (int peer = 0; peer < size_ && (r == ncclSuccess || r == ncclInProgress); ++peer) {
+      const char* in = static_cast<const char*>(input.data_ptr()) + size_t(in_at) * es;
+      char* out = static_cast<char*>(output.data_ptr()) + size_t(out_at) * es;
+      if (send[size_t(peer)] > 0)
+        r = ncclSend(in, size_t(send[size_t(peer)]), nccl_dtype(input.dtype()), peer, comm_,
+                     stream_);
+      if (recv[size_t(peer)] > 0 && (r == ncclSuccess || r == ncclInProgress))
+        r = ncclRecv(out, size_t(recv[size_t(peer)]), nccl_dtype(input.dtype()), peer, comm_,
+                     stream_);
+      in_at += send[size_t(peer)], out_at += recv[size_t(peer)];
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    return r == ncclSuccess ? end : r;
   }
 
   // new_group: ncclCommSplit, which every rank of this communicator calls (a rank outside
@@ -278,13 +279,15 @@ class NcclCommunicator : public Communicator {
   }
 
   template <typename Enqueue>
+  // `counted` >= 0: the Work counts that many elements of t's dtype (all_to_all_v's sent ones).
   WorkPtr launch(const char* op, const Tensor* t, const std::string& extra,
-                 std::vector<Tensor> keep, Enqueue&& enqueue) {
+                 std::vector<Tensor> keep, Enqueue&& enqueue, int64_t counted = -1) {
     std::lock_guard lk(mu_);
     TD_CHECK_AS(DistributedError, !aborted_, "nccl ", op, " on rank ", rank_,
                 ": the communicator was aborted after an earlier failure; restart the job");
     const uint64_t seq = next_seq_++;
-    auto work = new_work(op, seq, t, extra, timeout_);
+    auto work = counted >= 0 ? new_work(op, seq, counted, t->dtype(), extra, timeout_)
+                             : new_work(op, seq, t, extra, timeout_);
     // On this communicator's device for the call, the caller's current device again after it.
     int caller_device = 0;
     cuda_check(cudaGetDevice(&caller_device), "cudaGetDevice", rank_);

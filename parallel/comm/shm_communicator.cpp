@@ -283,6 +283,26 @@ WorkPtr ShmCommunicator::all_to_all(Tensor& output, const Tensor& input) {
   });
 }
 
+WorkPtr ShmCommunicator::all_to_all_v(Tensor& output, const Tensor& input,
+                                      const std::vector<int64_t>& output_splits,
+                                      const std::vector<int64_t>& input_splits) {
+  const int64_t sent = check_all_to_all_v(output, input, output_splits, input_splits);
+  int64_t per_row = 1;
+  for (int64_t d = 1; d < input.dim(); ++d) per_row *= input.size(d);
+  return enqueue_as(
+      [&](uint64_t seq) {
+        return new_work("all_to_all_v", seq, sent, input.dtype(), "", timeout_ + kWorkGrace);
+      },
+      size_t(sent) * element_size(input.dtype()),
+      [this, in = input, out = output, ins = input_splits, outs = output_splits,
+       per_row]() mutable {
+        const Tensor host_in = staged(in);
+        Tensor host_out = staged(out);
+        all_to_all_v_rounds(host_in, host_out, ins, outs, per_row);
+        unstage(out, host_out);
+      });
+}
+
 WorkPtr ShmCommunicator::barrier() {
   return enqueue("barrier", nullptr, "", [this] { step(); });
 }

@@ -71,6 +71,11 @@ class ShmCommunicator : public Communicator {
                                    ReduceOp op = ReduceOp::Sum) override;
   WorkPtr all_gather_in_place(std::vector<Tensor>& tensors, int64_t chunk) override;
   WorkPtr all_to_all(Tensor& output, const Tensor& input) override;
+  /// In rounds of the buffers, as all_to_all: each round every rank writes up to a 1/N slice of
+  /// its buffer for each peer, and each peer reads its slice (shm_all_to_all_v.cpp).
+  WorkPtr all_to_all_v(Tensor& output, const Tensor& input,
+                       const std::vector<int64_t>& output_splits,
+                       const std::vector<int64_t>& input_splits) override;
   WorkPtr barrier() override;
   WorkPtr send(const Tensor& tensor, int dst) override;
   WorkPtr recv(Tensor& tensor, int src) override;
@@ -109,6 +114,10 @@ class ShmCommunicator : public Communicator {
   // `out` (chunk elements; it may be the array's own chunk) receives chunk rank()'s reduction.
   void reduce_scatter_pieces(std::span<const detail::ShmPiece> pieces, int64_t chunk, DType dtype,
                              ReduceOp op, char* out);
+  // all_to_all_v's rounds (shm_all_to_all_v.cpp) over host tensors: rows of `per_row` elements.
+  void all_to_all_v_rounds(const Tensor& host_in, Tensor& host_out,
+                           const std::vector<int64_t>& send_rows,
+                           const std::vector<int64_t>& recv_rows, int64_t per_row);
   // The all-gather in place of the array of `pieces`, size() chunks of `chunk`.
   void all_gather_pieces(std::span<const detail::ShmPiece> pieces, int64_t chunk, DType dtype);
 

@@ -29,6 +29,45 @@ inline bool same(const Tensor& a, const std::vector<double>& expected) {
 
 /// Runs every collective of `comm` (rank r of n) and checks the results; `large` elements make
 /// the tensors that must take several rounds of a transport's buffer.
+/// all_to_all_v: rank r sends (r + i) % 3 rows of width 2 to rank i (parts of no rows among them),
+/// each row naming its sender, receiver and index, in float32, float64 and int64, with the splits
+/// exchanged by all_to_all_splits; then `large` rows of 4 to the next rank (a part larger than a
+/// transport's buffers) and one row to each other.
+inline void check_all_to_all_v(parallel::Communicator& comm, int64_t large) {
+  const int n = comm.size(), r = comm.rank();
+  const auto value = [](int from, int to, int64_t k) {
+    return 1000.0 * from + 10.0 * to + double(k);
+  };
+  std::vector<int64_t> ins, outs;
+  for (int i = 0; i < n; ++i) ins.push_back((r + i) % 3), outs.push_back((i + r) % 3);
+  require(parallel::all_to_all_splits(comm, ins) == outs, "all_to_all_splits");
+  for (DType dt : {kFloat32, kFloat64, kInt64}) {
+    std::vector<double> sent, want;
+    for (int i = 0; i < n; ++i)
+      for (int64_t k = 0; k < ins[size_t(i)]; ++k) sent.insert(sent.end(), 2, value(r, i, k));
+    for (int j = 0; j < n; ++j)
+      for (int64_t k = 0; k < outs[size_t(j)]; ++k) want.insert(want.end(), 2, value(j, r, k));
+    const int64_t in_rows = int64_t(sent.size() / 2), out_rows = int64_t(want.size() / 2);
+    const Tensor in = from_vector(sent, {in_rows, 2}).to(dt);
+    Tensor out = full({out_rows, 2}, -1.0, {.dtype = dt});
+    comm.all_to_all_v(out, in, outs, ins)->wait();
+    require(same(out, want), str("all_to_all_v (", dt, ")"));
+  }
+  std::vector<int64_t> big_in(size_t(n), 1), big_out(size_t(n), 1);
+  if (n > 1)
+    big_in[size_t((r + 1) % n)] = large + r,
+                            big_out[size_t((r + n - 1) % n)] = large + (r + n - 1) % n;
+  int64_t in_rows = 0, out_rows = 0;
+  for (int i = 0; i < n; ++i) in_rows += big_in[size_t(i)], out_rows += big_out[size_t(i)];
+  const Tensor in = full({in_rows, 4}, double(r + 1));
+  Tensor out = zeros({out_rows, 4});
+  comm.all_to_all_v(out, in, big_out, big_in)->wait();
+  std::vector<double> want;
+  for (int j = 0; j < n; ++j)
+    want.insert(want.end(), size_t(4 * big_out[size_t(j)]), double(j + 1));
+  require(same(out, want), "all_to_all_v of a large part");
+}
+
 inline void check_collectives(parallel::Communicator& comm, int64_t large = 100'003) {
   const int n = comm.size();
   const int rank = comm.rank();
@@ -137,6 +176,8 @@ inline void check_collectives(parallel::Communicator& comm, int64_t large = 100'
     require(same(got1, std::vector<double>(3, prev)), "recv, first message");
     require(same(got2, std::vector<double>(3, prev + 100)), "recv, second message");
   }
+
+  check_all_to_all_v(comm, large);
 
   // Several collectives in flight at once complete in order, numbered alike on every rank.
   std::vector<Tensor> ts;

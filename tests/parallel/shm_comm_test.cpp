@@ -164,6 +164,17 @@ TEST(ShmCollectives, RejectBadTensorsNamingTheCall) {
   Tensor out = zeros({3, 2}), in = zeros({3, 3});
   EXPECT_THAT(tandem::testing::error_message<ShapeError>([&] { comm.all_to_all(out, in); }),
               ::testing::HasSubstr("must be shaped like the input"));
+  Tensor rows = zeros({3, 2}), fewer = zeros({2, 2});
+  EXPECT_THAT(tandem::testing::error_message<ValueError>([&] {
+                comm.all_to_all_v(rows, rows, {3, 0}, {3});
+              }),
+              ::testing::HasSubstr("1 input splits and 2 output splits, for a group of 1"));
+  EXPECT_THAT(
+      tandem::testing::error_message<ShapeError>([&] { comm.all_to_all_v(fewer, rows, {3}, {3}); }),
+      ::testing::HasSubstr("the input splits sum to 3 rows and the output's to 3"));
+  EXPECT_THAT(
+      tandem::testing::error_message<ValueError>([&] { comm.all_to_all_v(rows, rows, {-1}, {3}); }),
+      ::testing::HasSubstr("no split is negative"));
   Tensor one = ones({2});
   EXPECT_THAT(tandem::testing::error_message<ValueError>([&] { comm.send(one, 0); }),
               ::testing::HasSubstr("cannot exchange with rank 0"));
