@@ -84,47 +84,52 @@ TEST(DeviceThreads, FourCpuDevicesGiveTheBitsOfOneDevice) {
   }
 }
 
+// Whether two devices' backward ops overlap is up to the scheduler: on a 2-core host that other
+// work is loading, one pass may run them one after the other. The threads are checked on every
+// pass; the overlap must show in one of up to five.
 TEST(DeviceThreads, TheTraceShowsDevicesRunningBackwardAtTheSameTime) {
   tandem::testing::TempDir dir;
   const int layers = 4;
-  Branches g(cpus(kDevices, true), layers, 256, 128);
-  Tensor loss = g.loss(cpus(kDevices, true), layers);
-  trace::clear();
-  trace::enable();
-  loss.backward();
-  trace::enable(false);
-  trace::write_chrome_trace(dir.file("t.json"));
-  trace::clear();
-  const auto j = nlohmann::json::parse(tandem::testing::read_bytes(dir.file("t.json")));
-  struct Span {
-    int64_t tid, begin, end;
-  };
-  std::map<std::string, std::vector<Span>> by_device;  // "cpu:1" -> its linear backward spans
-  for (const auto& e : j["traceEvents"]) {
-    if (e["ph"] != "X" || e["cat"] != "backward") continue;
-    const std::string name = e["name"];
-    const auto open = name.find('[');
-    if (name.rfind("linear", 0) != 0 || open == std::string::npos) continue;
-    const std::string device = name.substr(open + 1, name.size() - open - 2);
-    by_device[device].push_back({e["tid"], e["ts"], int64_t(e["ts"]) + int64_t(e["dur"])});
-  }
-  ASSERT_EQ(by_device.size(), size_t(kDevices));
-  std::map<int64_t, std::string> thread_of;
-  for (const auto& [device, spans] : by_device) {
-    ASSERT_EQ(spans.size(), size_t(layers)) << device;
-    for (const Span& s : spans) {
-      EXPECT_EQ(s.tid, spans[0].tid) << device << "'s ops ran on one thread";
-      thread_of.emplace(s.tid, device);
-    }
-  }
-  EXPECT_EQ(thread_of.size(), size_t(kDevices)) << "each device has its own backward thread";
   int overlaps = 0;
-  for (const auto& [d1, s1] : by_device)
-    for (const auto& [d2, s2] : by_device)
-      if (d1 < d2)
-        for (const Span& a : s1)
-          for (const Span& b : s2) overlaps += a.begin < b.end && b.begin < a.end;
-  EXPECT_GT(overlaps, 0) << "no two devices' backward ops overlapped in time";
+  for (int attempt = 0; attempt < 5 && overlaps == 0; ++attempt) {
+    Branches g(cpus(kDevices, true), layers, 256, 128);
+    Tensor loss = g.loss(cpus(kDevices, true), layers);
+    trace::clear();
+    trace::enable();
+    loss.backward();
+    trace::enable(false);
+    trace::write_chrome_trace(dir.file("t.json"));
+    trace::clear();
+    const auto j = nlohmann::json::parse(tandem::testing::read_bytes(dir.file("t.json")));
+    struct Span {
+      int64_t tid, begin, end;
+    };
+    std::map<std::string, std::vector<Span>> by_device;  // "cpu:1" -> its linear backward spans
+    for (const auto& e : j["traceEvents"]) {
+      if (e["ph"] != "X" || e["cat"] != "backward") continue;
+      const std::string name = e["name"];
+      const auto open = name.find('[');
+      if (name.rfind("linear", 0) != 0 || open == std::string::npos) continue;
+      const std::string device = name.substr(open + 1, name.size() - open - 2);
+      by_device[device].push_back({e["tid"], e["ts"], int64_t(e["ts"]) + int64_t(e["dur"])});
+    }
+    ASSERT_EQ(by_device.size(), size_t(kDevices));
+    std::map<int64_t, std::string> thread_of;
+    for (const auto& [device, spans] : by_device) {
+      ASSERT_EQ(spans.size(), size_t(layers)) << device;
+      for (const Span& s : spans) {
+        EXPECT_EQ(s.tid, spans[0].tid) << device << "'s ops ran on one thread";
+        thread_of.emplace(s.tid, device);
+      }
+    }
+    EXPECT_EQ(thread_of.size(), size_t(kDevices)) << "each device has its own backward thread";
+    for (const auto& [d1, s1] : by_device)
+      for (const auto& [d2, s2] : by_device)
+        if (d1 < d2)
+          for (const Span& a : s1)
+            for (const Span& b : s2) overlaps += a.begin < b.end && b.begin < a.end;
+  }
+  EXPECT_GT(overlaps, 0) << "no two devices' backward ops overlapped in time, in five passes";
 }
 
 TEST(DeviceThreads, AnErrorOnADeviceNamesTheOpAndTheDeviceAndTheEngineGoesOn) {
