@@ -48,10 +48,12 @@ struct AttentionParams {
   int64_t rng_batch_stride = 0, rng_row_stride = 0;  // 0: Tq·Tk and Tk
   bool flash = false;
 
+  int64_t batch_stride(int64_t tq, int64_t tk) const {
+    return rng_batch_stride ? rng_batch_stride : tq * tk;
+  }
+  int64_t row_stride(int64_t tk) const { return rng_row_stride ? rng_row_stride : tk; }
   uint64_t dropout_counter(int64_t batch, int64_t i, int64_t j, int64_t tq, int64_t tk) const {
-    const int64_t row = rng_row_stride ? rng_row_stride : tk;
-    return rng.offset +
-           uint64_t(batch * (rng_batch_stride ? rng_batch_stride : tq * tk) + i * row + j);
+    return rng.offset + uint64_t(batch * batch_stride(tq, tk) + i * row_stride(tk) + j);
   }
 };
 

@@ -22,25 +22,18 @@ Tensor positional_uniforms(const Shape& shape, const TensorOptions& options, int
   const GeneratorState all =
       reserve_random(options.device, uint64_t(rows) * uint64_t(whole) * uint64_t(inner));
   Shape run_shape = shape;
-  run_shape[0] = 1, run_shape[1] = chunk;
+  run_shape[1] = chunk;
+  run_shape.erase(run_shape.begin());  // [chunk, ...]: one row's run
   NoGradGuard no_grad;
-  std::vector<Tensor> parts;
+  Tensor out = empty(shape, options);
   for (int64_t b = 0; b < rows; ++b)
-    for (int64_t id : chunks) {
+    for (size_t i = 0; i < chunks.size(); ++i) {
       // Row b's positions [id·chunk, (id + 1)·chunk) start at this counter on one device.
-      const uint64_t first = all.offset + uint64_t((b * whole + id * chunk) * inner);
+      const uint64_t first = all.offset + uint64_t((b * whole + chunks[i] * chunk) * inner);
       const ReplayGenerators run({{options.device, {all.seed, first}}}, {}, /*noted=*/false);
-      parts.push_back(rand(run_shape, options));
+      out.select(0, b).narrow(0, int64_t(i) * chunk, chunk).copy_(rand(run_shape, options));
     }
-  // [rows · chunks, 1, chunk, ...] in row-major order: row b's chunks side by side.
-  std::vector<Tensor> by_row;
-  const size_t per_row = chunks.size();
-  for (int64_t b = 0; b < rows; ++b) {
-    std::vector<Tensor> row(parts.begin() + ptrdiff_t(size_t(b) * per_row),
-                            parts.begin() + ptrdiff_t(size_t(b + 1) * per_row));
-    by_row.push_back(row.size() == 1 ? row[0] : cat(row, 1));
-  }
-  return cat(by_row, 0);
+  return out;
 }
 
 }  // namespace tandem::parallel::cp

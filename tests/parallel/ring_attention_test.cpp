@@ -24,40 +24,26 @@ using tandem::testing::rank_error;
 using tandem::testing::whole_attention;
 using Whole = tandem::testing::WholeAttention;
 
-TEST(RingAttention, EveryRankGetsOneDevicesOutputAndGradientsAtItsPositions) {
-  for (int cp : {1, 2, 4, 8})
-    for (SequenceSplit split : {SequenceSplit::ZigZag, SequenceSplit::Contiguous})
-      for (bool causal : {true, false}) {
-        const Whole w = whole_attention(4 * cp, causal, uint64_t(cp));
-        std::vector<double> errors(static_cast<size_t>(cp));
-        spawn_threads(
-            [&](std::shared_ptr<Communicator> g) {
-              errors[size_t(g->rank())] = rank_error(w, *g, split, causal);
-            },
-            cp);
-        for (int r = 0; r < cp; ++r)
-          EXPECT_LE(errors[size_t(r)], 1e-12)
-              << "cp " << cp << (split == SequenceSplit::ZigZag ? " zig-zag" : " contiguous")
-              << (causal ? " causal" : "") << ", rank " << r;
-      }
-}
-
-TEST(UlyssesAttention, EveryRankGetsOneDevicesOutputAndGradientsAtItsPositions) {
-  for (int cp : {1, 2, 4, 8})
-    for (SequenceSplit split : {SequenceSplit::ZigZag, SequenceSplit::Contiguous})
-      for (bool causal : {true, false}) {
-        const Whole w = whole_attention(4 * cp, causal, uint64_t(cp + 20), 8);
-        std::vector<double> errors(static_cast<size_t>(cp));
-        spawn_threads(
-            [&](std::shared_ptr<Communicator> g) {
-              errors[size_t(g->rank())] = rank_error(w, *g, split, causal, true);
-            },
-            cp);
-        for (int r = 0; r < cp; ++r)
-          EXPECT_LE(errors[size_t(r)], 1e-12)
-              << "cp " << cp << (split == SequenceSplit::ZigZag ? " zig-zag" : " contiguous")
-              << (causal ? " causal" : "") << ", rank " << r;
-      }
+// Ring attention over 3 heads; Ulysses over 8 (they must divide by cp).
+TEST(ContextAttention, EveryRankGetsOneDevicesOutputAndGradientsAtItsPositions) {
+  for (bool ulysses : {false, true})
+    for (int cp : {1, 2, 4, 8})
+      for (SequenceSplit split : {SequenceSplit::ZigZag, SequenceSplit::Contiguous})
+        for (bool causal : {true, false}) {
+          const Whole w =
+              whole_attention(4 * cp, causal, uint64_t(cp + (ulysses ? 20 : 0)), ulysses ? 8 : 3);
+          std::vector<double> errors(static_cast<size_t>(cp));
+          spawn_threads(
+              [&](std::shared_ptr<Communicator> g) {
+                errors[size_t(g->rank())] = rank_error(w, *g, split, causal, ulysses);
+              },
+              cp);
+          for (int r = 0; r < cp; ++r)
+            EXPECT_LE(errors[size_t(r)], 1e-12)
+                << (ulysses ? "Ulysses" : "ring") << ", cp " << cp
+                << (split == SequenceSplit::ZigZag ? " zig-zag" : " contiguous")
+                << (causal ? " causal" : "") << ", rank " << r;
+        }
 }
 
 TEST(ContextAttention, WithDropoutEveryRankDrawsOneDevicesNumbers) {

@@ -323,8 +323,8 @@ Problem<T> problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
           T(a.dropout_p),
           a.rng.seed,
           a.rng.offset,
-          a.rng_batch_stride ? a.rng_batch_stride : q.size(1) * k.size(1),
-          a.rng_row_stride ? a.rng_row_stride : k.size(1)};
+          a.batch_stride(q.size(1), k.size(1)),
+          a.row_stride(k.size(1))};
 }
 
 unsigned warps_for(int64_t rows) { return blocks_for(rows * kWarp); }

@@ -298,8 +298,8 @@ Scores<S> scores_for(const Tensor& q, const Tensor& k, const Tensor& mask,
           a.rng.offset,
           q.size(1),
           k.size(1),
-          a.rng_batch_stride ? a.rng_batch_stride : q.size(1) * k.size(1),
-          a.rng_row_stride ? a.rng_row_stride : k.size(1)};
+          a.batch_stride(q.size(1), k.size(1)),
+          a.row_stride(k.size(1))};
 }
 
 }  // namespace tandem::cuda::flash
