@@ -90,7 +90,8 @@ Sequential gpt(const GPTConfig& c) {
   Sequential model;
   model.push_back("transformer", std::move(embedding));
   for (int64_t i = 0; i < c.n_layer; ++i)
-    model.push_back(tandem::str("transformer.h.", i), Block(c));
+    model.push_back(tandem::str("transformer.h.", i),
+                    Block(c, c.moe_every > 0 && i % c.moe_every == 0));
   model.push_back("transformer.ln_f", LayerNorm(c.n_embd, {.bias = c.bias, .tensor = c.tensor}));
   model.push_back("lm_head", std::move(head));
   init_like_nanogpt(model, c.n_layer);

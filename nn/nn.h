@@ -14,6 +14,7 @@
 #include <tandem/nn/linear.h>
 #include <tandem/nn/loss.h>
 #include <tandem/nn/module.h>
+#include <tandem/nn/moe.h>
 #include <tandem/nn/optim/adam.h>
 #include <tandem/nn/optim/grad_scaler.h>
 #include <tandem/nn/optim/lr_scheduler.h>

@@ -1,6 +1,7 @@
 // nn/transformer.cpp — CausalSelfAttention, MLP and Block.
 #include <tandem/autograd/ops/nn_ops.h>
 #include <tandem/core/check.h>
+#include <tandem/nn/moe.h>
 #include <tandem/nn/transformer.h>
 
 namespace tandem::nn {
@@ -56,22 +57,22 @@ void MLP::visit(Visitor& v) {
   v("dropout", dropout);
 }
 
-Block::Block(const GPTConfig& c)
+Block::Block(const GPTConfig& c, bool moe)
     : ln_1(c.n_embd, {.bias = c.bias, .tensor = c.tensor}),
       attn(c),
       ln_2(c.n_embd, {.bias = c.bias, .tensor = c.tensor}),
-      mlp(c) {}
+      mlp(moe ? AnyModule(MoE(c)) : AnyModule(MLP(c))) {}
 
 Tensor Block::forward(const Tensor& x) const {
   const Tensor h = x + attn(ln_1(x));
-  return h + mlp(ln_2(h));
+  return h + mlp.forward(ln_2(h));
 }
 
 void Block::visit(Visitor& v) {
   v("ln_1", ln_1);
   v("attn", attn);
   v("ln_2", ln_2);
-  v("mlp", mlp);
+  v.slot("mlp", mlp);
 }
 
 }  // namespace tandem::nn

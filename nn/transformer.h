@@ -16,6 +16,7 @@
 #include <tandem/nn/dropout.h>
 #include <tandem/nn/layer_norm.h>
 #include <tandem/nn/linear.h>
+#include <tandem/nn/moe_options.h>
 #include <functional>
 
 namespace tandem::nn {
@@ -35,7 +36,11 @@ struct GPTConfig {
   double dropout = 0.0;
   bool bias = true;  // biases in the Linears and LayerNorms (nanoGPT's train.py sets false)
   GeluApproximate gelu = GeluApproximate::None;  // nanoGPT uses the erf form; GPT-2 the tanh one
-  TensorOptions tensor = {};                     // dtype and device of the parameters
+  // A mixture of experts (nn::MoE, moe.h) in place of the MLP of blocks 0, moe_every,
+  // 2·moe_every, … (Megatron-LM's moe_layer_freq); 0: none, every block dense.
+  int64_t moe_every = 0;
+  MoEOptions moe = {};
+  TensorOptions tensor = {};  // dtype and device of the parameters
 };
 
 /// Multi-head masked self-attention: each position attends to itself and the positions before it.
@@ -78,12 +83,13 @@ struct MLP : Module {
 };
 
 struct Block : Module {
-  explicit Block(const GPTConfig& config);
+  /// A block whose mlp is an MLP, or config.moe's nn::MoE when `moe`.
+  explicit Block(const GPTConfig& config, bool moe = false);
 
   LayerNorm ln_1;
   CausalSelfAttention attn;
   LayerNorm ln_2;
-  MLP mlp;
+  AnyModule mlp;  // MLP or nn::MoE: [B, T, C] -> [B, T, C]
 
   /// x [B, T, C] -> [B, T, C]
   Tensor forward(const Tensor& x) const;
