@@ -54,7 +54,9 @@ struct MoE : Module {
 };
 
 /// The sum of the aux_loss of every MoE in `model` from its last forward; a zero scalar when it
-/// has none (or none ran). Add it to the loss before backward.
+/// has none (or none ran). Add it to the loss before backward, after the forward has run: in
+/// `gpt_loss(model(x), y) + moe_aux_loss(model)` C++ may call moe_aux_loss first (the operands
+/// of + are unsequenced), so compute the logits in a statement of their own.
 Tensor moe_aux_loss(Module& model);
 
 /// Every MoE in `model`, with its dotted name ("transformer.h.0.mlp").
