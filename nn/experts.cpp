@@ -43,8 +43,12 @@ Tensor ExpertLinear::forward(const Tensor& x, const std::vector<int64_t>& counts
     begin += n;
   }
   // No rows at all (an expert-parallel rank no token chose): an empty product still reaches the
-  // weights, so that they get a gradient of zeros as they would on one device.
-  if (parts.empty()) return matmul(x, weight.select(0, 0).t());
+  // weights and the bias, so that they get a gradient of zeros as they would on one device (and
+  // every rank reduces the same gradients).
+  if (parts.empty()) {
+    const Tensor none = matmul(x, weight.select(0, 0).t());
+    return bias.defined() ? none + bias.select(0, 0) : none;
+  }
   return parts.size() == 1 ? parts[0] : cat(parts, 0);
 }
 

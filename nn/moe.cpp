@@ -49,7 +49,8 @@ Tensor MoE::forward(const Tensor& x) const {
   const Tensor tokens = embedding(flat, rows);  // [M, C]
   TD_CHECK_VALUE(dispatch || experts.size() == E, "MoE: ", experts.size(), " experts held of ", E,
                  ", and no dispatch to the others");
-  const Tensor out = dispatch ? dispatch(tokens, a.counts) : experts.forward(tokens, a.counts);
+  const Tensor out =
+      dispatch ? dispatch(tokens, a.counts, experts) : experts.forward(tokens, a.counts);
   // Combine: each choice reads its expert's row, a dropped one the zero row after them.
   const Tensor padded = cat({out, zeros({1, C}, out.options())}, 0);
   const Tensor slots = from_vector(a.slots, {N, options.top_k}, x.device());

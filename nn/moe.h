@@ -35,9 +35,11 @@ struct MoE : Module {
   // The routing group's counts (moe_routing.h). Null: this rank's tokens are the whole batch.
   ShareCounts share_counts;
   // How the tokens reach the experts: tokens [M, C] sorted by expert, counts[e] for each of the
-  // E experts -> their outputs in the same order. Null: `experts`, all held here. Expert
-  // parallelism sends each rank the rows of the experts it holds, and their outputs back.
-  using Dispatch = std::function<Tensor(const Tensor& tokens, const std::vector<int64_t>& counts)>;
+  // E experts, and the experts held here -> their outputs in the same order. Null: `experts`,
+  // all held here. Expert parallelism sends each rank the rows of the experts it holds, and
+  // their outputs back. The layer hands its experts in, so that a copy's hook runs the copy's.
+  using Dispatch = std::function<Tensor(const Tensor& tokens, const std::vector<int64_t>& counts,
+                                        const Experts& held)>;
   Dispatch dispatch;
 
   // What the last forward routed: its auxiliary loss (differentiable), the group's choices of

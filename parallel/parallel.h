@@ -35,6 +35,8 @@
 #include <tandem/parallel/ddp/zero_optimizer.h>
 #include <tandem/parallel/ddp/zero_shards.h>
 #include <tandem/parallel/device_mesh.h>
+#include <tandem/parallel/ep/dispatch.h>
+#include <tandem/parallel/ep/plan.h>
 #include <tandem/parallel/fsdp/fully_shard.h>
 #include <tandem/parallel/fsdp/sharded_checkpoint.h>
 #include <tandem/parallel/heartbeat.h>

@@ -1,0 +1,215 @@
+// Expert parallelism (parallel/ep/plan.h) trains an MoE GPT as one device does: ep = 2, 4 and 8
+// alone and dp × ep = 2 × 2 and 2 × 4, in float64 on thread ranks, 3 AdamW steps of the GPT
+// loss plus the MoE's auxiliary losses with clipping that bites, with a capacity that drops
+// tokens. The routing is one device's on every layout (the same counts, the same drops), and the
+// parameters and AdamW state put together from the ranks are one device's (≤ 1e-12 relative).
+#include <gtest/gtest.h>
+#include <tandem/parallel/clip_grad_norm.h>
+#include <tandem/parallel/whole_state.h>
+#include <tandem/tandem.h>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+
+#include "parallel/token_batch.h"
+
+namespace tandem::parallel::expert_parallel_test {  // named: unity builds join test files
+namespace {
+
+constexpr int64_t kBatch = 8, kT = 8, kVocab = 37, kExperts = 8;
+constexpr int kSteps = 3;
+constexpr double kClip = 0.3, kTolerance = 1e-12;
+
+// 2 blocks, both MoE (8 experts, top-2, capacity 1.0: some choices dropped in every step).
+nn::Sequential moe_gpt(int64_t experts = kExperts) {
+  static std::mutex drawing;  // ranks draw one at a time: the default generator is shared
+  std::lock_guard lock(drawing);
+  manual_seed(57);
+  return nn::gpt({.block_size = kT,
+                  .vocab_size = kVocab,
+                  .n_layer = 2,
+                  .n_head = 4,
+                  .n_embd = 16,
+                  .bias = true,
+                  .moe_every = 1,
+                  .moe = {.n_experts = experts, .top_k = 2, .capacity_factor = 1.0},
+                  .tensor = {.dtype = kFloat64}});
+}
+
+std::pair<Tensor, Tensor> batch(int step) {
+  return tandem::testing::random_token_batch(kBatch, kT, kVocab, uint64_t(step + 90));
+}
+
+optim::AdamW adamw(const nn::StateDict& named) {
+  return optim::AdamW(optim::adamw_groups(named, {.lr = 1e-2, .beta2 = 0.99, .weight_decay = 0.1}));
+}
+
+// What a run routed in each step, layer by layer.
+using Routing = std::vector<std::vector<int64_t>>;  // [step·layers + layer]: counts..., dropped
+
+Routing routing_of(nn::Module& model) {
+  Routing out;
+  for (auto& [name, m] : nn::moe_layers(model)) {
+    std::vector<int64_t> r = m->tokens_per_expert;
+    r.push_back(m->dropped);
+    out.push_back(r);
+  }
+  return out;
+}
+
+struct Trained {
+  nn::StateDict params;
+  optim::OptimizerState state;
+  std::vector<double> losses;
+  Routing routing;
+};
+
+Trained one_device() {
+  nn::Sequential model = moe_gpt();
+  optim::AdamW opt = adamw(model.named_parameters());
+  Trained t;
+  for (int s = 0; s < kSteps; ++s) {
+    const auto [x, y] = batch(s);
+    opt.zero_grad();
+    const Tensor logits = model(x);  // before moe_aux_loss: it reads this forward's losses
+    const Tensor loss = nn::gpt_loss(logits, y) + nn::moe_aux_loss(model);
+    loss.backward();
+    EXPECT_GT(optim::clip_grad_norm_(model.parameters(), kClip), kClip) << "the clip must bite";
+    opt.step();
+    t.losses.push_back(loss.item());
+    for (auto& r : routing_of(model)) t.routing.push_back(r);
+  }
+  t.params = model.named_parameters();
+  t.state = opt.state_dict();
+  return t;
+}
+
+double relative_error(const Tensor& a, const Tensor& b) {
+  const double scale = std::sqrt(sum(b * b).item());
+  return std::sqrt(sum((a - b) * (a - b)).item()) / (scale > 0 ? scale : 1);
+}
+
+// Rank world->rank()'s run of dp × ep; rank 0's result (the whole state), the others' empty.
+Trained run_layout(int dp, int ep, const std::shared_ptr<Communicator>& world) {
+  DeviceMesh mesh(world, {dp, ep}, {"dp", "ep"});
+  const auto rows = mesh.flatten({"dp", "ep"});
+  const Device dev = Device::cpu(world->rank());
+  auto table = std::make_shared<PlacementTable>();
+  nn::Sequential model =
+      ep::expert_parallel(moe_gpt(), mesh.group("ep"), {.rows = rows, .placements = table});
+  move_to(model, dev, *table);
+  DistributedDataParallel ddp(model, {.group = rows,
+                                      .bucket_cap_mb = 0.01,
+                                      .placements = table,
+                                      .mesh_group = mesh.group("dp"),
+                                      .ignored = ep::expert_parameters(model)});
+  ep::ExpertDataParallel experts(model, dp > 1 ? mesh.group("dp") : nullptr, ep);
+  optim::AdamW opt = adamw(model.named_parameters());
+  Trained t;
+  const int64_t n = kBatch / rows->size(), k = rows->rank();
+  for (int s = 0; s < kSteps; ++s) {
+    const auto [x, y] = batch(s);
+    opt.zero_grad();
+    const Tensor logits = ddp(x.narrow(0, k * n, n).to(dev));
+    const Tensor loss =
+        nn::gpt_loss(logits, y.narrow(0, k * n, n).to(dev)) + nn::moe_aux_loss(model);
+    loss.backward();
+    experts.reduce_gradients();
+    clip_grad_norm_(*table, kClip);
+    opt.step();
+    Tensor mean = loss.detach().reshape({1}).clone();
+    rows->all_reduce(mean)->wait();
+    t.losses.push_back(mean.item() / double(rows->size()));
+    for (auto& r : routing_of(model)) t.routing.push_back(r);
+  }
+  nn::StateDict params = full_state_dict(*table, model, world.get());
+  optim::OptimizerState state = full_optimizer_state(*table, model, opt, world.get());
+  if (world->rank() != 0) return {};
+  t.params = std::move(params);
+  t.state = std::move(state);
+  return t;
+}
+
+TEST(ExpertParallel, EveryLayoutTrainsAsOneDeviceWithTheSameDrops) {
+  const Trained want = one_device();
+  int64_t drops = 0;
+  for (const auto& r : want.routing) drops += r.back();
+  EXPECT_GT(drops, 0) << "the capacity must drop tokens for the test to mean anything";
+  for (const auto& [dp, ep] :
+       std::vector<std::pair<int, int>>{{1, 2}, {1, 4}, {1, 8}, {2, 2}, {2, 4}}) {
+    const std::string what = "dp " + std::to_string(dp) + " x ep " + std::to_string(ep);
+    Trained got;
+    std::mutex mu;
+    spawn_threads(
+        [&](std::shared_ptr<Communicator> world) {
+          Trained t = run_layout(dp, ep, world);
+          std::lock_guard lock(mu);
+          if (world->rank() == 0)
+            got = std::move(t);
+          else
+            EXPECT_EQ(t.routing.size(), 0u);
+        },
+        dp * ep);
+    EXPECT_EQ(got.routing, want.routing) << what << ": the routing differs from one device's";
+    for (int s = 0; s < kSteps; ++s)
+      EXPECT_NEAR(got.losses[size_t(s)], want.losses[size_t(s)], 1e-12 * want.losses[size_t(s)])
+          << what << ", step " << s;
+    std::map<std::string, Tensor> by_name(got.params.begin(), got.params.end());
+    for (const auto& [name, p] : want.params) {
+      ASSERT_TRUE(by_name.count(name)) << what << ": no " << name;
+      EXPECT_LE(relative_error(by_name.at(name), p), kTolerance) << what << ": " << name;
+    }
+    ASSERT_EQ(got.state.tensors.size(), want.state.tensors.size()) << what;
+    for (size_t i = 0; i < want.state.tensors.size(); ++i)
+      if (want.state.tensors[i].second.dim() > 0) {
+        EXPECT_LE(relative_error(got.state.tensors[i].second, want.state.tensors[i].second),
+                  kTolerance)
+            << what << ": " << want.state.tensors[i].first;
+      }
+  }
+}
+
+// The experts are recorded as Shard(0) along "ep": one device's state loads into ep = 2, and the
+// whole state put back together from the ranks is it again (names, shapes and values).
+TEST(ExpertParallel, TheWholeStateLoadsUnderAnotherLayout) {
+  const nn::StateDict whole = moe_gpt().named_parameters();
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> world) {
+        auto table = std::make_shared<PlacementTable>();
+        nn::Sequential model = ep::expert_parallel(moe_gpt(), world, {.placements = table});
+        {
+          NoGradGuard no_grad;
+          for (Tensor& p : model.parameters()) p.zero_();  // what the load must overwrite
+        }
+        load_full_state_dict(*table, model, whole, world.get(), "whole");
+        nn::StateDict back = full_state_dict(*table, model, world.get());
+        if (world->rank() != 0) return;
+        std::map<std::string, Tensor> by_name(back.begin(), back.end());
+        for (const auto& [name, p] : whole)
+          EXPECT_EQ(relative_error(by_name.at(name), p), 0) << name;
+      },
+      2);
+}
+
+TEST(ExpertParallel, BadLayoutsAreClearErrors) {
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> world) {
+        try {
+          ep::expert_parallel(moe_gpt(6), world);
+          ADD_FAILURE() << "6 experts over 4 ranks were accepted";
+        } catch (const ValueError& e) {
+          EXPECT_NE(std::string(e.what()).find("6 experts, which do not divide by the "
+                                               "expert-parallel size 4"),
+                    std::string::npos)
+              << e.what();
+        }
+        nn::Sequential dense =
+            nn::gpt({.block_size = 8, .vocab_size = 11, .n_layer = 1, .n_head = 2, .n_embd = 8});
+        EXPECT_THROW(ep::expert_parallel(dense, world), ValueError);
+      },
+      4);
+}
+
+}  // namespace
+}  // namespace tandem::parallel::expert_parallel_test
