@@ -46,6 +46,10 @@ struct GptOptions {
   // Attention on the tensor cores (AttentionBackend::Flash, enable_flash_attention): CUDA with
   // --amp bf16 or fp16 only.
   bool flash_attention = false;
+  // A mixture of experts (nn::MoE) in place of the MLP of blocks 0, moe_every, 2·moe_every, …:
+  // n_experts MLPs, each token sent to top_k; capacity_factor 0 is dropless routing.
+  int64_t n_experts = 0, top_k = 2, moe_every = 1;
+  double capacity_factor = 0;
 };
 
 /// `tandem train`. The defaults are the default recipe (see kDefaultRecipe in train/config.h):
@@ -82,7 +86,8 @@ struct TrainOptions {
   bool sequence_parallel = false;  // --tp: the activations between the regions split by position
   int cp = 1;  // --model gpt: context-parallel size (parallel/cp/plan.h); > 1 implies --ddp
   std::string cp_algorithm = "ring";  // --cp: ring | ulysses
-  std::string data_parallel;          // "cpu:0,cpu:1": DataParallel over these devices; empty: off
+  int ep = 1;  // --n-experts: expert-parallel size (parallel/ep/plan.h); > 1 implies --ddp
+  std::string data_parallel;  // "cpu:0,cpu:1": DataParallel over these devices; empty: off
   bool activation_checkpointing = false;  // recompute each block's activations in backward
   std::string pipeline;  // "cpu:0,cpu:1": the model cut into stages on these devices; empty: off
   int64_t chunks = 4;    // --pipeline: micro-batches per batch

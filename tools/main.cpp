@@ -1,5 +1,4 @@
-// tools/main.cpp — the `tandem` command: parses arguments (CLI11) and dispatches to a subcommand.
-// CLI11 is heavy to compile, so this is the only file that includes it.
+// tools/main.cpp — the `tandem` command: parses arguments (CLI11: only here) and dispatches.
 //   tandem demo    [--steps N] [--batch N] [--lr X] [--seed N]
 //   tandem train   [--model mlp|cnn|cnn-bn] [--dataset mnist|fashion-mnist|DIR] [...]
 //   tandem train   --model gpt [--text FILE] [--n-layer N] [...]
@@ -65,11 +64,8 @@ CLI::App* add_demo(CLI::App& app, tandem::tools::DemoOptions& demo) {
 struct TrainExtras {
   double lr = 0;
   int augment = 0;
-  CLI::Option* lr_opt = nullptr;
-  CLI::Option* augment_opt = nullptr;
-  CLI::Option* batch_opt = nullptr;
-  CLI::Option* optimizer_opt = nullptr;
-  CLI::Option* decay_opt = nullptr;
+  CLI::Option *lr_opt = nullptr, *augment_opt = nullptr, *batch_opt = nullptr,
+              *optimizer_opt = nullptr, *decay_opt = nullptr;
 };
 
 // --model gpt's own flags (nanoGPT's names, dashed).
@@ -84,6 +80,10 @@ void add_gpt_flags(CLI::App* cmd, tandem::tools::GptOptions& g) {
   opt("--n-head", g.n_head, "attention heads per block")->check(kPositive);
   opt("--n-embd", g.n_embd, "embedding width")->check(kPositive);
   opt("--block-size", g.block_size, "context length in characters")->check(kPositive);
+  opt("--n-experts", g.n_experts, "MoE in every --moe-every-th block: E expert MLPs (0: dense)");
+  opt("--top-k", g.top_k, "--n-experts: the experts each token goes to (1: Switch, 2: Mixtral)");
+  opt("--moe-every", g.moe_every, "--n-experts: blocks 0, N, 2N, ... are MoE (1: every block)");
+  opt("--capacity-factor", g.capacity_factor, "--n-experts: drop past F x even (unset: dropless)");
   opt("--dropout", g.dropout, "dropout in training");
   cmd->add_flag("--bias", g.bias, "biases in the Linears and LayerNorms")->group(group);
   cmd->add_flag("--flash-attention", g.flash_attention,
@@ -232,6 +232,8 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
                   "--cp: ring (k and v passed round the ring, any head count) or ulysses (two "
                   "all-to-alls, each rank attends for heads/N of the heads over every position)")
       ->type_name("ALGORITHM");
+  cmd->add_option("--ep", t.ep, "--n-experts: E/N experts per rank of N, rows over dp x ep")
+      ->type_name("N");
   cmd->add_option("--dp", t.dp,
                   "--tp/--pp/--cp: the data-parallel size; world = dp x pp x cp x tp is checked "
                   "(default: world / (pp x cp x tp))")

@@ -10,6 +10,7 @@
 
 #include "checkpointing.h"
 #include "config.h"
+#include "moe_setup.h"
 
 namespace tandem::tools {
 namespace {
@@ -33,6 +34,7 @@ void add_gpt(nlohmann::ordered_json& j, const GptOptions& g) {
   j["grad_clip"] = g.grad_clip;
   j["vocab_multiple"] = g.vocab_multiple;
   j["flash_attention"] = g.flash_attention;
+  add_experts(j, g);  // moe_setup.cpp
 }
 
 // The flags that apply to the run's model, in flag order.
@@ -75,6 +77,7 @@ nlohmann::ordered_json to_json(const TrainOptions& o) {
     j["sequence_parallel"] = o.sequence_parallel;
     j["cp"] = o.cp;
     j["cp_algorithm"] = o.cp_algorithm;
+    if (o.ep > 1) j["ep"] = o.ep;
   }
   return j;
 }
@@ -191,9 +194,7 @@ void check_context_parallel(const TrainOptions& o) {
                  " --cp-algorithm ulysses: each rank attends for heads/", o.cp,
                  " of the heads, and a rank has ", heads, " (--n-head ", g.n_head,
                  o.tp > 1 ? str(" / --tp ", o.tp) : std::string(),
-                 "); use --cp-algorithm ring, "
-                 "or a --cp that divides ",
-                 heads);
+                 "); use --cp-algorithm ring, or a --cp that divides ", heads);
 }
 
 }  // namespace
@@ -235,16 +236,18 @@ TrainOptions resolve_config(TrainOptions o) {
   TD_CHECK_VALUE(o.tp >= 1 && o.pp >= 1 && o.cp >= 1 && o.dp >= 0,
                  "train: --tp, --pp and --cp must be >= 1 and --dp >= 0, but got --tp ", o.tp,
                  " --pp ", o.pp, " --cp ", o.cp, " --dp ", o.dp);
-  TD_CHECK_VALUE(
-      (o.tp > 1 || !o.sequence_parallel) && (o.tp > 1 || o.pp > 1 || o.cp > 1 || o.dp == 0),
-      "train: --dp and --sequence-parallel describe a --tp run (tensor parallel size "
-      "> 1; --dp a --pp or --cp run too); for data parallelism alone use --ddp");
-  check_context_parallel(o);
-  if (o.cp > 1) o.ddp = true;  // a context-parallel run is a multi-process run, as --ddp's
+  TD_CHECK_VALUE((o.tp > 1 || !o.sequence_parallel) &&
+                     (o.tp > 1 || o.pp > 1 || o.cp > 1 || o.ep > 1 || o.dp == 0),
+                 "train: --dp and --sequence-parallel describe a --tp run (tensor parallel size "
+                 "> 1; --dp a --pp, --cp or --ep run too); for data parallelism alone use --ddp");
+  check_context_parallel(o), check_experts(o);  // moe_setup.cpp: the MoE flags
+  if (o.cp > 1 || o.ep > 1)
+    o.ddp = true;  // a context-parallel run is a multi-process run, as --ddp's
   // The flag that made this a run of ranks, for the errors below (--tp and --pp imply --ddp).
   const std::string ranks_flag = o.pp > 1   ? str("--pp ", o.pp)
                                  : o.tp > 1 ? str("--tp ", o.tp)
                                  : o.cp > 1 ? str("--cp ", o.cp)
+                                 : o.ep > 1 ? str("--ep ", o.ep)
                                             : std::string("--ddp");
   if (o.pp > 1) {
     TD_CHECK_VALUE(o.model == "gpt", "train: --pp ", o.pp, " needs --model gpt (", o.model,
@@ -387,6 +390,7 @@ GptOptions gpt_options_from_json(const std::string& json, const std::string& pat
     g.dropout = j.at("dropout").get<double>();
     g.bias = j.at("bias").get<bool>();
     g.vocab_multiple = j.value("vocab_multiple", int64_t{1});  // older checkpoints: unpadded
+    read_experts(j, g);                                        // a dense GPT's config has none
   } catch (const nlohmann::json::exception& e) {
     detail::fail<DataError>(path, ": the GPT's config is incomplete (", e.what(), ")");
   }

@@ -32,6 +32,7 @@
 #include "epoch.h"
 #include "gpt_vocabulary.h"
 #include "models.h"
+#include "moe_setup.h"
 #include "optim_setup.h"
 #include "progress.h"
 #include "report.h"
@@ -62,6 +63,7 @@ Tensor rows_of(const Tensor& t, int rank, int world) {
 std::pair<double, double> estimate_loss(Setup& s, const data::TextCorpus& corpus,
                                         const TrainOptions& o) {
   NoGradGuard no_grad;
+  const WholeBatchRouting routing(*s.model);  // every rank evaluates the whole batch
   s.model->eval();
   double mean[2] = {0, 0};
   for (int split = 0; split < 2; ++split) {
@@ -91,11 +93,13 @@ int run_train_gpt(const TrainOptions& flags) {
   // the ranks of a tp or cp group, or of a pipeline, share rows (a cp group splits their
   // positions: train_step).
   std::shared_ptr<parallel::DeviceMesh> mesh =
-      o.tp > 1 || o.pp > 1 || o.cp > 1 ? make_mesh(group, o) : nullptr;
+      o.tp > 1 || o.pp > 1 || o.cp > 1 || o.ep > 1 ? make_mesh(group, o) : nullptr;
   const Device device = placement.device;
   const int rank = group ? group->rank() : 0;
-  const int replica = mesh ? mesh->coordinate("dp") : rank;
-  const int replicas = mesh ? mesh->size("dp") : group ? group->size() : 1;
+  // The batch's rows split over dp (and over dp × ep with --ep: each rank routes its own rows).
+  const int replica =
+      mesh ? mesh->coordinate("dp") * o.ep + (o.ep > 1 ? mesh->coordinate("ep") : 0) : rank;
+  const int replicas = mesh ? mesh->size("dp") * o.ep : group ? group->size() : 1;
   const bool lead = rank == 0;
   // The checkpoint directory is checked before any work, not at the first save (rank 0 writes a
   // whole file; with --sharded-checkpoint every rank its shards).
@@ -138,7 +142,7 @@ int run_train_gpt(const TrainOptions& flags) {
     tp_stream = parallel::tp::rank_stream(mesh->group("tp"), model->parameters().front().device());
     // (Not for --cp alone: the plan's copy would draw its dropout from the rank's stream, where
     // context parallelism draws one device's numbers.)
-    if (o.tp > 1 || o.cp == 1)
+    if (o.tp > 1 || (o.cp == 1 && o.ep == 1))
       model = std::make_shared<nn::Sequential>(
           parallel::tp::tensor_parallel_gpt(*model, mesh->group("tp"),
                                             {.sequence_parallel = o.sequence_parallel,
@@ -148,9 +152,12 @@ int run_train_gpt(const TrainOptions& flags) {
       model = std::make_shared<nn::Sequential>(parallel::cp::context_parallel(
           *model, mesh->group("cp"),
           {.algorithm = parallel::cp::parse_algorithm(o.cp_algorithm), .placements = placements}));
+    if (o.ep > 1)  // this rank's experts of every MoE layer, the tokens sent to their holders
+      model = std::make_shared<nn::Sequential>(expert_parallel_gpt(*model, *mesh, placements));
   }
   Setup setup = make_setup(model, placement, o, mesh, placements);
   model = setup.model;  // with --pp, this rank's stage
+  setup.moe = g.n_experts > 0;
   setup.loss = [](const Tensor& logits, const Tensor& y) { return nn::gpt_loss(logits, y); };
   if (setup.tp)  // this rank's logits are its V/tp columns: never gathered
     setup.loss = [tp = setup.tp](const Tensor& logits, const Tensor& y) {
@@ -331,6 +338,7 @@ int run_train_gpt(const TrainOptions& flags) {
             {"status", last ? "finished" : str("iteration ", iter, " of ", g.max_iters)}};
         if (group) report.run.emplace_back("communication (this rank)", group->stats().str());
         if (!memory.empty()) report.run.emplace_back("memory (this rank, after step 1)", memory);
+        if (setup.moe) report.run.emplace_back("routing (last step)", routing_table(*model));
         write_report((fs::path(o.log_dir) / "report.html").string(), report, metrics.records());
       }
       eval_seconds += seconds_since(eval_start);
@@ -366,9 +374,10 @@ int run_train_gpt(const TrainOptions& flags) {
                      .loss_scale = scaler->is_enabled() ? scaler->get_scale() : 0,
                      .skipped_steps = scaler->is_enabled() ? scaler->skipped_steps() : -1});
       if (lead)
-        std::printf("iter %lld: loss %.4f, lr %.3g, %.0f tokens/s, %.1f ms/iter\n",
+        std::printf("iter %lld: loss %.4f, lr %.3g, %.0f tokens/s, %.1f ms/iter%s\n",
                     (long long)(iter + 1), mean, optimizer.lr(0), rate,
-                    1e3 * secs / double(std::max<int64_t>(interval_iters, 1)));
+                    1e3 * secs / double(std::max<int64_t>(interval_iters, 1)),
+                    setup.moe ? (", " + routing_line(*model)).c_str() : "");
       std::fflush(stdout);
       interval_loss = 0, interval_iters = 0;
       interval_start = Clock::now();

@@ -105,14 +105,20 @@ int64_t padded_vocab(const GptOptions& g, int64_t characters, int64_t tp) {
 }
 
 nn::GPTConfig gpt_config(const GptOptions& g, int64_t characters, int64_t rows) {
-  return {.block_size = g.block_size,
-          .vocab_size = characters,
-          .padded_vocab_size = rows,
-          .n_layer = g.n_layer,
-          .n_head = g.n_head,
-          .n_embd = g.n_embd,
-          .dropout = g.dropout,
-          .bias = g.bias};
+  return {
+      .block_size = g.block_size,
+      .vocab_size = characters,
+      .padded_vocab_size = rows,
+      .n_layer = g.n_layer,
+      .n_head = g.n_head,
+      .n_embd = g.n_embd,
+      .dropout = g.dropout,
+      .bias = g.bias,
+      .moe_every = g.n_experts > 0 ? g.moe_every : 0,
+      .moe = {.n_experts = std::max<int64_t>(g.n_experts, 1),
+              .top_k = std::min(g.top_k, std::max<int64_t>(g.n_experts, 1)),
+              .capacity_factor =
+                  g.capacity_factor > 0 ? std::optional<double>(g.capacity_factor) : std::nullopt}};
 }
 
 nn::Sequential make_gpt(const GptOptions& g, int64_t characters, int64_t rows, bool checkpointed) {

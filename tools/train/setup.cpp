@@ -36,6 +36,12 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
       data = mesh->size("dp") > 1 ? mesh->flatten({"dp", "cp"}) : s.cp;
       data_dim = parallel::cp::kDataDimension;
     }
+    if (o.ep > 1) {  // the dense tensors over dp × ep, the experts over dp (parallel/ep/plan.h)
+      const auto dp = mesh->group("dp");
+      data = dp->size() > 1 ? mesh->flatten({"dp", "ep"}) : mesh->group("ep");
+      s.experts = std::make_unique<parallel::ep::ExpertDataParallel>(
+          *s.model, dp->size() > 1 ? dp : nullptr, o.ep);
+    }
     s.mesh = std::move(mesh);
   }
   switch (p.mode) {
@@ -59,7 +65,9 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
               .comm_hook = o.ddp_hook.empty() ? nullptr : parallel::comm_hook_named(o.ddp_hook),
               .zero_stage = o.zero,
               .placements = s.placements,
-              .mesh_dim = data_dim});
+              .mesh_dim = data_dim,
+              .mesh_group = s.experts ? s.mesh->group("dp") : nullptr,
+              .ignored = s.experts ? s.experts->parameters() : std::vector<Tensor>{}});
       break;
     case Parallelism::DataParallel:  // holds the model itself: train()/eval() on it are seen
       s.dp = std::make_unique<parallel::DataParallel>(
@@ -81,7 +89,7 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
 std::shared_ptr<parallel::Communicator> join_ddp_group(Placement& p, const TrainOptions& o) {
   if (p.device.is_cuda()) p.device = parallel::local_device();  // LOCAL_RANK
   auto group = parallel::init_process_group({.device = p.device});
-  if (o.tp == 1 && o.pp == 1 && o.cp == 1)  // a mesh's checks are make_mesh's
+  if (o.tp == 1 && o.pp == 1 && o.cp == 1 && o.ep == 1)  // a mesh's checks are make_mesh's
     TD_CHECK_VALUE(o.batch_size % group->size() == 0, "train --ddp: --batch-size ", o.batch_size,
                    " (the global batch) does not split evenly over ", group->size(), " ranks");
   return group;
@@ -89,23 +97,25 @@ std::shared_ptr<parallel::Communicator> join_ddp_group(Placement& p, const Train
 
 std::shared_ptr<parallel::DeviceMesh> make_mesh(std::shared_ptr<parallel::Communicator> world,
                                                 const TrainOptions& o) {
-  const int n = world->size(), model_ranks = o.tp * o.pp * o.cp;
+  const int n = world->size(), model_ranks = o.tp * o.pp * o.cp * o.ep;
   const int dp = o.dp > 0 ? o.dp : n / model_ranks;
   std::string flags;
-  for (const auto& [flag, size] : {std::pair{"--tp ", o.tp}, {"--pp ", o.pp}, {"--cp ", o.cp}})
+  for (const auto& [flag, size] :
+       {std::pair{"--tp ", o.tp}, {"--pp ", o.pp}, {"--cp ", o.cp}, {"--ep ", o.ep}})
     if (size > 1) flags += str(flags.empty() ? "" : " ", flag, size);
   if (o.dp > 0) flags += str(" --dp ", o.dp);
   std::vector<int> sizes{dp};
   std::vector<std::string> names{"dp"};
-  for (const auto& [name, size] : {std::pair{"pp", o.pp}, {"cp", o.cp}})
+  for (const auto& [name, size] : {std::pair{"pp", o.pp}, {"cp", o.cp}, {"ep", o.ep}})
     if (size > 1) sizes.push_back(size), names.emplace_back(name);
   sizes.push_back(o.tp), names.emplace_back("tp");
   std::string shape;
   for (const std::string& name : names) shape += (shape.empty() ? "" : " x ") + name;
   TD_CHECK_VALUE(n % model_ranks == 0 && dp * model_ranks == n, "train ", flags, ": the run has ",
                  n, " ranks, which is not ", shape, " (launch ", shape, " processes)");
-  TD_CHECK_VALUE(o.batch_size % dp == 0, "train ", flags, ": --batch-size ", o.batch_size,
-                 " (the global batch) does not split evenly over ", dp, " data-parallel ranks");
+  TD_CHECK_VALUE(o.batch_size % (dp * o.ep) == 0, "train ", flags, ": --batch-size ", o.batch_size,
+                 " (the global batch) does not split evenly over ", dp * o.ep,
+                 o.ep > 1 ? " data- and expert-parallel ranks" : " data-parallel ranks");
   TD_CHECK_VALUE(o.zero == 0 || dp * o.cp > 1, "train ", flags, " --zero ", o.zero,
                  ": ZeRO shards over the data-parallel ranks, and this run has one (", n,
                  " ranks = ", shape, " with dp = 1); launch more ranks, or leave --zero out");

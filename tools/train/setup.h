@@ -12,6 +12,7 @@
 #include <tandem/parallel/ddp/distributed_data_parallel.h>
 #include <tandem/parallel/ddp/zero_optimizer.h>
 #include <tandem/parallel/device_mesh.h>
+#include <tandem/parallel/ep/plan.h>
 #include <tandem/parallel/fsdp/fully_shard.h>
 #include <tandem/parallel/pipeline/distributed_pipeline.h>
 #include <tandem/parallel/pipeline/pipeline.h>
@@ -51,6 +52,10 @@ struct Setup {
   // --pp: this rank's stage of the pipeline over the mesh's "pp" group; `model` is then the
   // stage's modules (the rest of the whole model was dropped), and holds the pipeline alive.
   std::shared_ptr<parallel::DistributedPipeline> stages;
+  // --n-experts: the MoE layers' auxiliary losses join the training loss; with --ep, each rank
+  // holds its experts, reduced over dp by `experts` (DDP leaves them out).
+  bool moe = false;
+  std::unique_ptr<parallel::ep::ExpertDataParallel> experts;
   // What this rank trains and how each tensor lies in the whole model, as every wrapper above
   // recorded it (parallel/placement.h): what the gradient norm and the partial-gradient
   // reduction read, whatever the mode.

@@ -80,14 +80,17 @@ StepResult train_step(Setup& s, const Tensor& whole_x, const Tensor& whole_y) {
     const parallel::PipelineResult r = s.pipe->step(x, y, s.loss, loss_scale(s));
     return {r.loss, r.output};
   }
-  Tensor logits, loss;
+  Tensor logits, loss, trained;
   {
     AmpScope amp(s.device, s.amp);  // the forward and the loss; backward runs outside
     logits = forward(s, x);
     loss = s.loss(logits, y);
+    // --n-experts: the balance and z-losses train too (the log shows the model's loss alone).
+    trained = s.moe ? loss + nn::moe_aux_loss(*s.model) : loss;
   }
   const bool scaling = s.scaler && s.scaler->is_enabled();  // no read of the scale: no sync
-  (scaling ? s.scaler->scale(loss) : loss).backward();
+  (scaling ? s.scaler->scale(trained) : trained).backward();
+  if (s.experts) s.experts->reduce_gradients();  // --ep: over dp, scaled by 1 / (dp · ep)
   // Sequence parallelism's replicated tensors saw only this rank's positions: their gradients
   // are Partial along "tp", summed here.
   parallel::reduce_partial_gradients(*s.placements);
