@@ -1,9 +1,9 @@
 // tools/gpt_moe_command_test.cpp — `tandem train --model gpt --n-experts E` as a user runs it:
 // an MoE GPT (4 experts, top-2, capacity 1.0: tokens dropped) trains under expert parallelism
-// (--ep 2, --ep 4, and dp × ep = 2 × 2 under `tandem launch`) to one device's model and AdamW
-// state up to float32 rounding, routing as one device does; the progress line shows the
-// routing; a checkpoint saved under --ep 2 resumes on one device and generates; bad input is a
-// clear error naming the flags.
+// (--ep 2, --ep 4, and dp × ep = 2 × 2 under DDP, ZeRO-2 and fully_shard under `tandem launch`) to
+// one device's model and AdamW state up to float32 rounding, routing as one device does; the
+// progress line shows the routing; a checkpoint saved under --ep 2 resumes on one device and
+// generates; bad input is a clear error naming the flags.
 #include <map>
 #include <tuple>
 
@@ -49,7 +49,9 @@ TEST(GptCommand, ExpertParallelTrainsAsOneDeviceUnderEveryLayout) {
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {runs.two, "ep2", " --ep 2"},
            {runs.four, "ep4", " --ep 4"},
-           {runs.four, "dp2ep2", " --ep 2 --dp 2"}}) {
+           {runs.four, "dp2ep2", " --ep 2 --dp 2"},
+           {runs.four, "zero2", " --ep 2 --dp 2 --zero 2"},
+           {runs.four, "fsdp", " --ep 2 --dp 2 --zero 3"}}) {
     const Result r = runs.run(launcher, 10, dir, kExperts + flags);
     EXPECT_EQ(routing_of(r.output), routing) << dir << ": the routing differs from one device's";
     for (const char* file : {"model.safetensors", "optimizer.safetensors"})

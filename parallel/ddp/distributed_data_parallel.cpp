@@ -59,13 +59,8 @@ DistributedDataParallelBase::DistributedDataParallelBase(nn::Module& module, DDP
     group_ = std::shared_ptr<Communicator>(&default_group(), [](Communicator*) {});
   }
   nn::StateDict named;
-  const auto ignored = [&](const Tensor& p) {
-    for (const Tensor& t : options_.ignored)
-      if (t.impl_ptr() == p.impl_ptr()) return true;
-    return false;
-  };
   for (auto& [name, p] : module.named_parameters())
-    if (p.requires_grad() && !ignored(p)) named.emplace_back(name, p);
+    if (p.requires_grad()) named.emplace_back(name, p);
   TD_CHECK_VALUE(!named.empty(),
                  "DistributedDataParallel: the module has no parameter that "
                  "requires grad");
@@ -110,11 +105,6 @@ DistributedDataParallelBase::DistributedDataParallelBase(nn::Module& module, DDP
                    " reduces with a reduce-scatter; a comm_hook ('", options_.comm_hook->name(),
                    "') replaces an all-reduce\n  hint: use one or the "
                    "other");
-    TD_CHECK_VALUE(!options_.mesh_group, "DistributedDataParallel: zero_stage ",
-                   options_.zero_stage, " cuts pieces along its whole group (", group_->size(),
-                   " ranks), which a mesh_group of ", options_.mesh_group->size(),
-                   " cannot record\n  hint: ZeRO with expert parallelism is not supported yet; "
-                   "use plain DDP");
     zero_ = std::make_shared<ZeroShards>(options_.zero_stage, params, names, plan, group_);
   }
   record_placements(names, params);
@@ -137,7 +127,7 @@ void DistributedDataParallelBase::record_placements(const std::vector<std::strin
                                                     const std::vector<Tensor>& params) {
   if (!options_.placements) options_.placements = std::make_shared<PlacementTable>();
   PlacementTable& table = *options_.placements;
-  table.add_dimension(options_.mesh_dim, options_.mesh_group ? options_.mesh_group : group_);
+  table.add_dimension(options_.mesh_dim, group_);
   for (size_t i = 0; i < params.size(); ++i) {
     table.record(params[i], names[i]);
     if (!zero_) continue;

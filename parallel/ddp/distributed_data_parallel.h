@@ -44,15 +44,6 @@ struct DDPOptions {
   /// owns none of dropped: their gradients are not here). Null: a table of its own.
   std::shared_ptr<PlacementTable> placements;
   std::string mesh_dim = "dp";
-  /// The ranks of `mesh_dim`, when they are fewer than `group`'s (null: `group`). Expert
-  /// parallelism reduces the dense gradients over dp × ep but records "dp" (the ranks that hold
-  /// the same experts), since the experts' cut is recorded along "ep" (parallel/ep/plan.h).
-  /// Plain DDP only: ZeRO's pieces lie along `group`.
-  std::shared_ptr<Communicator> mesh_group;
-  /// Parameters DDP leaves alone: not compared, broadcast, reduced nor recorded (PyTorch's
-  /// params-to-ignore, FSDP2's ignored_params). Expert parallelism's experts, which differ across
-  /// the group and are reduced over a smaller one (parallel/ep/plan.h).
-  std::vector<Tensor> ignored;
 };
 
 /// The part of DDP that does not depend on the module's type.

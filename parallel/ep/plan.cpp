@@ -1,5 +1,5 @@
 // parallel/ep/plan.cpp — a walk over the model's MoE layers: each keeps its rank's experts, sends
-// tokens to the others' and counts its choices over the rows' group; and the experts' reduction.
+// tokens to the others' and counts its choices over the rows' group; and the gradients over ep.
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/core/check.h>
@@ -90,21 +90,22 @@ std::vector<Tensor> expert_parameters(nn::Module& model) {
   return out;
 }
 
-ExpertDataParallel::ExpertDataParallel(nn::Module& model, std::shared_ptr<Communicator> dp, int ep)
-    : params_(expert_parameters(model)), dp_(std::move(dp)), ep_(ep) {
-  TD_CHECK_VALUE(ep >= 1, "ExpertDataParallel: ep must be at least 1, not ", ep);
-  if (!dp_ || dp_->size() == 1) return;
+void reduce_gradients(const PlacementTable& table) {
+  if (!table.has_dimension(kDimension)) return;
+  table.check_held("ep::reduce_gradients");
+  Communicator& ep = table.group(kDimension);
+  std::vector<Tensor> dense, experts;
+  for (const PlacedTensor& e : table.entries()) {
+    if (!e.local.grad().defined()) continue;
+    const Placement p = e.along(kDimension);
+    (std::holds_alternative<Replicate>(p) ? dense : experts).push_back(e.local);
+  }
+  if (ep.size() == 1) return;
+  if (!dense.empty()) all_reduce_gradients(dense, ep, ReduceOp::Sum);
   NoGradGuard no_grad;
-  for (Tensor& p : params_) dp_->broadcast(p, 0)->wait();
-}
-
-void ExpertDataParallel::reduce_gradients() {
-  const int dp = dp_ ? dp_->size() : 1;
-  if (dp > 1) all_reduce_gradients(params_, *dp_, ReduceOp::Sum);
-  NoGradGuard no_grad;
-  const double scale = 1.0 / double(dp * ep_);
-  for (Tensor& p : params_)
-    if (p.grad().defined()) p.grad().mul_(scale);
+  const double scale = 1.0 / double(ep.size());
+  for (Tensor& t : dense) t.grad().mul_(scale);
+  for (Tensor& t : experts) t.grad().mul_(scale);
 }
 
 }  // namespace tandem::parallel::ep

@@ -9,18 +9,20 @@
 //   experts                         0, 1                2, 3           (reduced over dp)
 //   capacity, balance loss          counted over the dp × ep rows: one device's decisions
 //
-// Gradients. A dense tensor's gradient on a rank is its rows' share of the mean: DDP over dp × ep
-// together averages it (DeviceMesh::flatten({"dp", "ep"})), with the experts left out
-// (DDPOptions::ignored = expert_parameters()). It records "dp" (DDPOptions::mesh_group), so
-// that the table's dimensions stay a grid: dp × ep, the experts Shard(0) along ep. An expert's
-// gradient already sums, through the all_to_all_v's backward, the shares of the ep group's
-// rows; ExpertDataParallel sums it over dp, the ranks holding the same experts, and divides by
-// dp · ep (Megatron-LM's expert data parallelism, scaled as its edp/dp factor).
+// Gradients. Data parallelism runs over dp as for any model (DDP, ZeRO or fully_shard over the
+// mesh's "dp"): the ranks that hold the same experts. Then ep::reduce_gradients reads the table:
+//   a dense tensor (Replicate along ep): each ep rank's gradient is its rows' share -> averaged
+//     over ep;
+//   an expert (Shard(0) along ep): its gradient already sums, through the all_to_all_v's
+//     backward, the shares of every rank of the ep group -> divided by ep (Megatron-LM's
+//     expert-data-parallel scaling).
+// The table stays a grid, dp × ep, so the norm, the clip and the whole state read it as any
+// other layout's, and the data-parallel wrappers shard the experts' slices as they do TP's.
 //
-//   DDP ddp(model, {.group = mesh.flatten({"dp", "ep"}), .mesh_group = mesh.group("dp"),
-//                   .placements = table, .ignored = ep::expert_parameters(model)});
-//   ep::ExpertDataParallel experts(model, mesh.group("dp"), mesh.size("ep"));
-//   loss.backward();  experts.reduce_gradients();  clip_grad_norm_(*table, 1.0);  opt.step();
+//   auto model = ep::expert_parallel(whole, mesh.group("ep"),
+//                                    {.rows = mesh.flatten({"dp", "ep"}), .placements = table});
+//   FullyShardedModule fsdp(model, {.group = mesh.group("dp"), .placements = table});
+//   loss.backward();  ep::reduce_gradients(*table);  clip_grad_norm_(*table, 1.0);  opt.step();
 #pragma once
 
 #include <tandem/nn/container.h>
@@ -49,24 +51,12 @@ nn::Sequential expert_parallel(const nn::Sequential& model,
                                const std::shared_ptr<Communicator>& group,
                                ExpertParallelOptions options = {});
 
-/// The experts' tensors of every MoE in `model` (what data parallelism over dp × ep must leave
-/// to ExpertDataParallel), in the model's order.
+/// The experts' tensors of every MoE in `model`, in the model's order.
 std::vector<Tensor> expert_parameters(nn::Module& model);
 
-/// The experts' data parallelism: their gradients summed over the ranks that hold the same
-/// experts (`dp`; null when there is one data rank) and divided by dp · ep.
-class ExpertDataParallel {
- public:
-  /// Copies dp rank 0's experts to the others (as DDP does its parameters). Collective over dp.
-  ExpertDataParallel(nn::Module& model, std::shared_ptr<Communicator> dp, int ep);
-  /// After backward, before the clip and the step. Collective over dp.
-  void reduce_gradients();
-  const std::vector<Tensor>& parameters() const { return params_; }
-
- private:
-  std::vector<Tensor> params_;
-  std::shared_ptr<Communicator> dp_;
-  int ep_;
-};
+/// After backward and data parallelism's reduction over dp: the gradients of the tensors
+/// Replicate along "ep" averaged over the table's ep group, those Shard along it divided by its
+/// size (see above). Collective over ep; a table without "ep" is left as it is.
+void reduce_gradients(const PlacementTable& table);
 
 }  // namespace tandem::parallel::ep

@@ -1,5 +1,6 @@
 // Expert parallelism (parallel/ep/plan.h) trains an MoE GPT as one device does: ep = 2, 4 and 8
-// alone and dp × ep = 2 × 2 and 2 × 4, in float64 on thread ranks, 3 AdamW steps of the GPT
+// alone, dp × ep = 2 × 2 and 2 × 4 under DDP, 2 × 2 under ZeRO-1 and ZeRO-2, 2 × 2 and 2 × 4
+// under fully_shard, in float64 on thread ranks, 3 AdamW steps of the GPT
 // loss plus the MoE's auxiliary losses with clipping that bites, with a capacity that drops
 // tokens. The routing is one device's on every layout (the same counts, the same drops), and the
 // parameters and AdamW state put together from the ranks are one device's (≤ 1e-12 relative).
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "parallel/token_batch.h"
 
@@ -90,41 +92,62 @@ double relative_error(const Tensor& a, const Tensor& b) {
   return std::sqrt(sum((a - b) * (a - b)).item()) / (scale > 0 ? scale : 1);
 }
 
-// Rank world->rank()'s run of dp × ep; rank 0's result (the whole state), the others' empty.
-Trained run_layout(int dp, int ep, const std::shared_ptr<Communicator>& world) {
+enum class Data { DDP, Zero1, Zero2, FullyShard };
+
+// Rank world->rank()'s run of dp × ep, data parallelism over dp by `data`; rank 0's result (the
+// whole state), the others' empty.
+Trained run_layout(int dp, int ep, Data data, const std::shared_ptr<Communicator>& world) {
   DeviceMesh mesh(world, {dp, ep}, {"dp", "ep"});
   const auto rows = mesh.flatten({"dp", "ep"});
   const Device dev = Device::cpu(world->rank());
   auto table = std::make_shared<PlacementTable>();
-  nn::Sequential model =
-      ep::expert_parallel(moe_gpt(), mesh.group("ep"), {.rows = rows, .placements = table});
-  move_to(model, dev, *table);
-  DistributedDataParallel ddp(model, {.group = rows,
-                                      .bucket_cap_mb = 0.01,
-                                      .placements = table,
-                                      .mesh_group = mesh.group("dp"),
-                                      .ignored = ep::expert_parameters(model)});
-  ep::ExpertDataParallel experts(model, dp > 1 ? mesh.group("dp") : nullptr, ep);
-  optim::AdamW opt = adamw(model.named_parameters());
+  auto model = std::make_shared<nn::Sequential>(
+      ep::expert_parallel(moe_gpt(), mesh.group("ep"), {.rows = rows, .placements = table}));
+  move_to(*model, dev, *table);
+  std::shared_ptr<DistributedDataParallel<nn::Sequential>> ddp;
+  std::shared_ptr<FullyShardedModule> fsdp;
+  if (dp > 1 && data == Data::FullyShard)
+    fsdp = std::make_shared<FullyShardedModule>(
+        model, FullyShardOptions{.group = mesh.group("dp"), .placements = table});
+  else if (dp > 1)
+    ddp = std::make_shared<DistributedDataParallel<nn::Sequential>>(
+        *model, DDPOptions{.group = mesh.group("dp"),
+                           .bucket_cap_mb = 0.01,
+                           .zero_stage = data == Data::Zero1   ? 1
+                                         : data == Data::Zero2 ? 2
+                                                               : 0,
+                           .placements = table});
+  const auto groups = optim::adamw_groups(model->named_parameters(),
+                                          {.lr = 1e-2, .beta2 = 0.99, .weight_decay = 0.1}, true);
+  std::shared_ptr<optim::Optimizer> opt;
+  optim::Optimizer* local = nullptr;
+  if (ddp && data != Data::DDP) {
+    std::shared_ptr<ZeroOptimizer> zero = zero_optimizer<optim::AdamW>(*ddp, groups);
+    local = &zero->inner();
+    opt = zero;
+  } else {
+    opt = std::make_shared<optim::AdamW>(groups);
+    local = opt.get();
+  }
   Trained t;
   const int64_t n = kBatch / rows->size(), k = rows->rank();
   for (int s = 0; s < kSteps; ++s) {
     const auto [x, y] = batch(s);
-    opt.zero_grad();
-    const Tensor logits = ddp(x.narrow(0, k * n, n).to(dev));
-    const Tensor loss =
-        nn::gpt_loss(logits, y.narrow(0, k * n, n).to(dev)) + nn::moe_aux_loss(model);
+    opt->zero_grad();
+    const Tensor xs = x.narrow(0, k * n, n).to(dev), ys = y.narrow(0, k * n, n).to(dev);
+    const Tensor logits = fsdp ? (*fsdp)(xs) : ddp ? (*ddp)(xs) : (*model)(xs);
+    const Tensor loss = nn::gpt_loss(logits, ys) + nn::moe_aux_loss(*model);
     loss.backward();
-    experts.reduce_gradients();
+    ep::reduce_gradients(*table);
     clip_grad_norm_(*table, kClip);
-    opt.step();
+    opt->step();
     Tensor mean = loss.detach().reshape({1}).clone();
     rows->all_reduce(mean)->wait();
     t.losses.push_back(mean.item() / double(rows->size()));
-    for (auto& r : routing_of(model)) t.routing.push_back(r);
+    for (auto& r : routing_of(*model)) t.routing.push_back(r);
   }
-  nn::StateDict params = full_state_dict(*table, model, world.get());
-  optim::OptimizerState state = full_optimizer_state(*table, model, opt, world.get());
+  nn::StateDict params = full_state_dict(*table, *model, world.get());
+  optim::OptimizerState state = full_optimizer_state(*table, *model, *local, world.get());
   if (world->rank() != 0) return {};
   t.params = std::move(params);
   t.state = std::move(state);
@@ -136,14 +159,19 @@ TEST(ExpertParallel, EveryLayoutTrainsAsOneDeviceWithTheSameDrops) {
   int64_t drops = 0;
   for (const auto& r : want.routing) drops += r.back();
   EXPECT_GT(drops, 0) << "the capacity must drop tokens for the test to mean anything";
-  for (const auto& [dp, ep] :
-       std::vector<std::pair<int, int>>{{1, 2}, {1, 4}, {1, 8}, {2, 2}, {2, 4}}) {
-    const std::string what = "dp " + std::to_string(dp) + " x ep " + std::to_string(ep);
+  const std::vector<std::tuple<int, int, Data>> layouts = {
+      {1, 2, Data::DDP},   {1, 4, Data::DDP},        {1, 8, Data::DDP},
+      {2, 2, Data::DDP},   {2, 4, Data::DDP},        {2, 2, Data::Zero1},
+      {2, 2, Data::Zero2}, {2, 2, Data::FullyShard}, {2, 4, Data::FullyShard}};
+  const char* data_names[] = {"DDP", "ZeRO-1", "ZeRO-2", "fully_shard"};
+  for (const auto& [dp, ep, data] : layouts) {
+    const std::string what = "dp " + std::to_string(dp) + " x ep " + std::to_string(ep) + " (" +
+                             data_names[int(data)] + ")";
     Trained got;
     std::mutex mu;
     spawn_threads(
         [&](std::shared_ptr<Communicator> world) {
-          Trained t = run_layout(dp, ep, world);
+          Trained t = run_layout(dp, ep, data, world);
           std::lock_guard lock(mu);
           if (world->rank() == 0)
             got = std::move(t);

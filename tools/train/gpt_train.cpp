@@ -354,7 +354,7 @@ int run_train_gpt(const TrainOptions& flags) {
     const double loss = r.loss.item();
     const bool applied = apply_update(update, loss, str("iteration ", iter));  // clip, step, lr
     if (o.ddp && memory.empty()) {  // this rank's memory after its first step, beside the formula
-      memory = memory_line(setup, o, replicas * o.cp);  // ZeRO shards over dp × cp
+      memory = memory_line(setup, o, replicas / o.ep * o.cp);  // ZeRO: over dp × cp
       if (lead)
         std::printf("memory per rank (rank 0, %s): %s\n", device.str().c_str(), memory.c_str());
     }

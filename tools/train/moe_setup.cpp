@@ -38,12 +38,11 @@ void check_experts(const TrainOptions& o) {
       {"--cp", o.cp > 1},
       {"--pipeline", !o.pipeline.empty()},
       {"--data-parallel", !o.data_parallel.empty()},
-      {"--activation-checkpointing", o.activation_checkpointing},
-      {"--zero", o.ep > 1 && o.zero > 0}};
+      {"--activation-checkpointing", o.activation_checkpointing}};
   for (const auto& [flag, on] : others)
-    TD_CHECK_VALUE(!on, "train: --n-experts with ", flag,
-                   " is not supported yet (the MoE layer trains with --ddp and --ep, and --zero "
-                   "without --ep)");
+    TD_CHECK_VALUE(
+        !on, "train: --n-experts with ", flag,
+        " is not supported yet (the MoE layer trains with --ddp, --ep and --zero 1|2|3)");
 }
 
 void add_experts(nlohmann::ordered_json& j, const GptOptions& g) {

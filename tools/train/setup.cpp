@@ -36,12 +36,7 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
       data = mesh->size("dp") > 1 ? mesh->flatten({"dp", "cp"}) : s.cp;
       data_dim = parallel::cp::kDataDimension;
     }
-    if (o.ep > 1) {  // the dense tensors over dp × ep, the experts over dp (parallel/ep/plan.h)
-      const auto dp = mesh->group("dp");
-      data = dp->size() > 1 ? mesh->flatten({"dp", "ep"}) : mesh->group("ep");
-      s.experts = std::make_unique<parallel::ep::ExpertDataParallel>(
-          *s.model, dp->size() > 1 ? dp : nullptr, o.ep);
-    }
+    s.expert_parallel = o.ep > 1;  // data parallelism over dp, then over ep (ep/plan.h)
     s.mesh = std::move(mesh);
   }
   switch (p.mode) {
@@ -65,9 +60,7 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
               .comm_hook = o.ddp_hook.empty() ? nullptr : parallel::comm_hook_named(o.ddp_hook),
               .zero_stage = o.zero,
               .placements = s.placements,
-              .mesh_dim = data_dim,
-              .mesh_group = s.experts ? s.mesh->group("dp") : nullptr,
-              .ignored = s.experts ? s.experts->parameters() : std::vector<Tensor>{}});
+              .mesh_dim = data_dim});
       break;
     case Parallelism::DataParallel:  // holds the model itself: train()/eval() on it are seen
       s.dp = std::make_unique<parallel::DataParallel>(

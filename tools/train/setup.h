@@ -52,10 +52,9 @@ struct Setup {
   // --pp: this rank's stage of the pipeline over the mesh's "pp" group; `model` is then the
   // stage's modules (the rest of the whole model was dropped), and holds the pipeline alive.
   std::shared_ptr<parallel::DistributedPipeline> stages;
-  // --n-experts: the MoE layers' auxiliary losses join the training loss; with --ep, each rank
-  // holds its experts, reduced over dp by `experts` (DDP leaves them out).
-  bool moe = false;
-  std::unique_ptr<parallel::ep::ExpertDataParallel> experts;
+  // --n-experts: the MoE layers' auxiliary losses join the training loss. --ep: each rank holds
+  // its experts; after data parallelism over dp, the gradients are reduced over ep.
+  bool moe = false, expert_parallel = false;
   // What this rank trains and how each tensor lies in the whole model, as every wrapper above
   // recorded it (parallel/placement.h): what the gradient norm and the partial-gradient
   // reduction read, whatever the mode.

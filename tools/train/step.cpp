@@ -90,7 +90,7 @@ StepResult train_step(Setup& s, const Tensor& whole_x, const Tensor& whole_y) {
   }
   const bool scaling = s.scaler && s.scaler->is_enabled();  // no read of the scale: no sync
   (scaling ? s.scaler->scale(trained) : trained).backward();
-  if (s.experts) s.experts->reduce_gradients();  // --ep: over dp, scaled by 1 / (dp · ep)
+  if (s.expert_parallel) parallel::ep::reduce_gradients(*s.placements);  // --ep: over ep
   // Sequence parallelism's replicated tensors saw only this rank's positions: their gradients
   // are Partial along "tp", summed here.
   parallel::reduce_partial_gradients(*s.placements);
