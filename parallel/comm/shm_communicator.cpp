@@ -13,8 +13,10 @@
 #include <tandem/parallel/failure_record.h>
 #include <tandem/parallel/store/prefix_store.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cstring>
 #include <random>
+#include <thread>
 
 namespace tandem::parallel {
 
@@ -51,6 +53,10 @@ ShmCommunicator::ShmCommunicator(std::shared_ptr<Store> store, int rank, int siz
                  "shm: a message channel needs at least one slot of a multiple of 64 bytes, not ",
                  options.channel.slots, " of ", options.channel.slot_bytes);
   const size_t data_bytes = 2 * options.buffer_bytes + size_t(size) * options.channel.bytes();
+  // The host's cores, not this process's affinity: a launcher that pins each rank to a core of
+  // its own leaves one core in each mask, and those ranks have a core each.
+  if (unsigned(size) > std::max(1u, std::thread::hardware_concurrency()))
+    spin_ = std::chrono::microseconds(0);
   if (rank == 0) store_->set("shm/prefix", segment_prefix());
   const std::string prefix = store_->get_string("shm/prefix");
   auto name = [&](int r) { return prefix + "-" + std::to_string(r); };
@@ -114,7 +120,7 @@ void ShmCommunicator::step() {
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     const ShmHeader& peer = segments_[size_t(r)].header();
-    const ShmWait result = shm_wait(peer, steps_, deadline_, timeout_);
+    const ShmWait result = shm_wait(peer, steps_, deadline_, timeout_, spin_);
     if (result == ShmWait::kReached) continue;
     const std::string why =
         detail::shm_wait_failure(result, r, peer, str("reach step ", steps_), timeout_);

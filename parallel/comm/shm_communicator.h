@@ -130,7 +130,10 @@ class ShmCommunicator : public Communicator {
   std::vector<uint64_t> sent_, received_;  // per peer: the numbers of point-to-point messages
   std::vector<std::unique_ptr<detail::ShmSender>> senders_;  // per peer, made at its first send
   // The worker thread's alone:
-  uint32_t steps_ = 0;   // synchronisations so far
+  uint32_t steps_ = 0;  // synchronisations so far
+  // How long a step spins before it yields (shm_wait): none when the group's ranks outnumber
+  // the cores this process may run on.
+  std::chrono::microseconds spin_{20};
   uint64_t rounds_ = 0;  // buffer uses so far (its parity picks the buffer)
   std::chrono::steady_clock::time_point deadline_;  // this collective's; zero until a step is late
 };

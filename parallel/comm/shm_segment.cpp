@@ -120,18 +120,20 @@ void shm_fail(ShmHeader& mine) {
 }
 
 ShmWait shm_wait(const ShmHeader& peer, uint32_t step, Clock::time_point& deadline,
-                 std::chrono::milliseconds timeout) {
+                 std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
   return shm_wait(peer.arrived, const_cast<std::atomic<uint32_t>&>(peer.sleepers), step, peer,
-                  deadline, timeout);
+                  deadline, timeout, spin);
 }
 
 ShmWait shm_wait(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleepers,
                  uint32_t target, const ShmHeader& peer, Clock::time_point& deadline,
-                 std::chrono::milliseconds timeout) {
+                 std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
   // Spin first: when both ranks are in the collective, the step comes within microseconds, and
   // a sleep would cost more than the copy (a futex wake-up takes tens of microseconds). Past
-  // 20 µs, yield between checks, so a rank that shares this core with the peer lets it run; past
-  // 1 ms, sleep, so a rank waiting for a peer that is still computing leaves the core to others.
+  // `spin` (20 µs; none when the ranks outnumber the cores, as Open MPI yields when it finds
+  // itself oversubscribed), yield between checks, so a rank that shares this core with the peer
+  // lets it run; past 1 ms, sleep, so a rank waiting for a peer that is still computing leaves
+  // the core to others.
   Clock::time_point start;
   for (int i = 0;; ++i) {
     if (reached(word, target)) return ShmWait::kReached;
@@ -144,7 +146,7 @@ ShmWait shm_wait(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleep
     }
     const auto waited = Clock::now() - start;
     if (waited > std::chrono::milliseconds(1)) break;
-    if (waited > std::chrono::microseconds(20)) sched_yield();
+    if (waited > spin) sched_yield();
   }
   for (;;) {
     sleepers.fetch_add(1, std::memory_order_seq_cst);
