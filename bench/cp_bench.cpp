@@ -25,6 +25,7 @@
 #include <fstream>
 
 #include "bench_util.h"
+#include "two_processes.h"
 
 using namespace tandem;
 using namespace tandem::parallel;
@@ -70,28 +71,8 @@ void balance(int rounds, int64_t length) {
   }
 }
 
-// Runs `fn(group)` in 2 shared-memory processes, one thread each; rank 0 writes its lines to a
-// file, printed here after.
-void in_two_processes(const std::function<void(Communicator&, std::ofstream&)>& fn) {
-  const std::string out = "/tmp/tandem-cp-bench-" + std::to_string(::getpid()) + ".txt";
-  std::remove(out.c_str());
-  spawn(
-      [&](int) {
-        set_num_threads(1);
-        auto group = init_process_group({.backend = "shm", .timeout = std::chrono::seconds(300)});
-        std::ofstream o(out, std::ios::app);
-        fn(*group, o);
-        group.reset();
-        destroy_process_group();
-      },
-      2);
-  std::ifstream in(out);
-  for (std::string line; std::getline(in, line);) std::printf("%s\n", line.c_str());
-  std::remove(out.c_str());
-}
-
 void overlap(int rounds, int64_t length) {
-  in_two_processes([&](Communicator& g, std::ofstream& o) {
+  bench::in_two_processes([&](Communicator& g, std::ofstream& o) {
     const int64_t cp = g.size();
     manual_seed(0);
     const Tensor q = randn({1, kHeads, length, kHeadDim}), k = randn(q.shape()),
@@ -288,7 +269,7 @@ void speed(int rounds, int64_t length) {
   const double alone = gpt_step_ms(rounds, one, ids, [&](const Tensor& x) { return one(x); });
   std::printf("speed, 4-layer GPT, T = %lld, batch %lld: one process x %d threads %.1f ms\n",
               (long long)length, (long long)kBatch, get_num_threads(), alone);
-  in_two_processes([&](Communicator& g, std::ofstream& o) {
+  bench::in_two_processes([&](Communicator& g, std::ofstream& o) {
     std::shared_ptr<Communicator> group(&g, [](Communicator*) {});
     nn::Sequential cp_model = cp::context_parallel(whole, group);
     DistributedDataParallel<nn::Sequential> ddp(cp_model, {.group = group});

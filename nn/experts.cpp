@@ -63,9 +63,13 @@ std::string ExpertLinear::extra_repr() const {
 }
 
 Experts::Experts(const GPTConfig& c, int64_t n)
-    : c_fc(n, c.n_embd, 4 * c.n_embd, {.bias = c.bias, .tensor = c.tensor}),
+    : c_fc(n, c.n_embd, hidden(c), {.bias = c.bias, .tensor = c.tensor}),
       gelu(c.gelu),
-      c_proj(n, 4 * c.n_embd, c.n_embd, {.bias = c.bias, .tensor = c.tensor}) {}
+      c_proj(n, hidden(c), c.n_embd, {.bias = c.bias, .tensor = c.tensor}) {}
+
+int64_t Experts::hidden(const GPTConfig& c) {
+  return c.moe.ffn_hidden_size > 0 ? c.moe.ffn_hidden_size : 4 * c.n_embd;
+}
 
 Tensor Experts::forward(const Tensor& tokens, const std::vector<int64_t>& counts) const {
   return c_proj.forward(tandem::gelu(c_fc.forward(tokens, counts), gelu), counts);

@@ -39,11 +39,13 @@ struct Experts : Module {
   /// `n_experts` MLPs of the config's width (its bias, GELU and parameter options).
   Experts(const GPTConfig& config, int64_t n_experts);
 
-  ExpertLinear c_fc;  // C -> 4C
+  ExpertLinear c_fc;  // C -> 4C (or moe.ffn_hidden_size)
   GeluApproximate gelu;
   ExpertLinear c_proj;  // 4C -> C
 
   int64_t size() const { return c_fc.experts(); }
+  /// Each expert's hidden width under `config`: moe.ffn_hidden_size, or 4C.
+  static int64_t hidden(const GPTConfig& config);
   /// tokens [M, C] sorted by expert, counts[e] of them for expert e -> [M, C]: each row through
   /// its expert's MLP.
   Tensor forward(const Tensor& tokens, const std::vector<int64_t>& counts) const;

@@ -29,6 +29,9 @@ struct MoEOptions {
   std::optional<double> capacity_factor;
   double aux_loss_weight = 0.01;  // α of Switch's load-balancing loss (0: none)
   double z_loss_weight = 0.001;   // of ST-MoE's router z-loss (0: none)
+  // Each expert's hidden width (Megatron-LM's moe_ffn_hidden_size); 0: 4·C, the dense MLP's. E
+  // experts of 4C/k each, top-k, cost what the dense MLP costs per token (fine-grained experts).
+  int64_t ffn_hidden_size = 0;
 };
 
 }  // namespace tandem::nn

@@ -48,7 +48,7 @@ struct GptOptions {
   bool flash_attention = false;
   // A mixture of experts (nn::MoE) in place of the MLP of blocks 0, moe_every, 2·moe_every, …:
   // n_experts MLPs, each token sent to top_k; capacity_factor 0 is dropless routing.
-  int64_t n_experts = 0, top_k = 2, moe_every = 1;
+  int64_t n_experts = 0, top_k = 2, moe_every = 1, moe_ffn_hidden_size = 0;  // 0: 4 x n_embd
   double capacity_factor = 0;
 };
 

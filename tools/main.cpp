@@ -1,7 +1,6 @@
 // tools/main.cpp — the `tandem` command: parses arguments (CLI11: only here) and dispatches.
 //   tandem demo    [--steps N] [--batch N] [--lr X] [--seed N]
-//   tandem train   [--model mlp|cnn|cnn-bn] [--dataset mnist|fashion-mnist|DIR] [...]
-//   tandem train   --model gpt [--text FILE] [--n-layer N] [...]
+//   tandem train   [--model mlp|cnn|cnn-bn|gpt] [--dataset mnist|DIR] [--text FILE] [...]
 //   tandem generate --checkpoint DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]
 //   tandem fetch   mnist|fashion-mnist [--dir DIR]
 //   tandem devices [--csv|--json]
@@ -84,11 +83,12 @@ void add_gpt_flags(CLI::App* cmd, tandem::tools::GptOptions& g) {
   opt("--top-k", g.top_k, "--n-experts: the experts each token goes to (1: Switch, 2: Mixtral)");
   opt("--moe-every", g.moe_every, "--n-experts: blocks 0, N, 2N, ... are MoE (1: every block)");
   opt("--capacity-factor", g.capacity_factor, "--n-experts: drop past F x even (unset: dropless)");
+  opt("--moe-ffn-hidden-size", g.moe_ffn_hidden_size, "--n-experts: each expert's (0: 4 x n_embd)");
   opt("--dropout", g.dropout, "dropout in training");
   cmd->add_flag("--bias", g.bias, "biases in the Linears and LayerNorms")->group(group);
   cmd->add_flag("--flash-attention", g.flash_attention,
-                "attention on the tensor cores (FlashAttention-2's algorithm; needs --device "
-                "cuda:N and --amp bf16 or fp16; off by default until it has run on a GPU)")
+                "attention on the tensor cores (FlashAttention-2's algorithm; --device cuda:N, "
+                "--amp bf16 or fp16; off by default until it has run on a GPU)")
       ->group(group);
   opt("--max-iters", g.max_iters, "training iterations")->check(kPositive);
   opt("--warmup-iters", g.warmup_iters, "iterations of linear lr warm-up");

@@ -220,6 +220,33 @@ TEST(ExpertParallel, TheWholeStateLoadsUnderAnotherLayout) {
       2);
 }
 
+// Memory per rank against the formula: each rank holds the dense parameters whole and 1/ep of
+// the experts', counted in parameters and in the bytes its device holds after the move (the
+// model's whole copy stays on the host).
+TEST(ExpertParallel, EachRankHoldsOneEpthOfTheExperts) {
+  nn::Sequential whole = moe_gpt();
+  int64_t experts = 0;
+  for (const Tensor& t : ep::expert_parameters(whole)) experts += t.numel();
+  const int64_t dense = whole.parameter_count() - experts;
+  // 2 layers × (c_fc [E, 4C, C] + [E, 4C] and c_proj [E, C, 4C] + [E, C]), C = 16, E = 8.
+  EXPECT_EQ(experts, 2 * kExperts * (64 * 16 + 64 + 16 * 64 + 16));
+  for (int ep : {2, 4, 8}) {
+    spawn_threads(
+        [&](std::shared_ptr<Communicator> world) {
+          const Device dev = Device::cpu(world->rank() + 1);  // cpu:0 is the host's, `whole`'s
+          const int64_t before = memory_stats(dev).allocated_bytes;
+          auto table = std::make_shared<PlacementTable>();
+          nn::Sequential model = ep::expert_parallel(whole, world, {.placements = table});
+          move_to(model, dev, *table);
+          const int64_t want = dense + experts / ep;
+          EXPECT_EQ(model.parameter_count(), want) << "ep " << ep;
+          EXPECT_EQ(memory_stats(dev).allocated_bytes - before, want * int64_t(sizeof(double)))
+              << "ep " << ep << ", rank " << world->rank();
+        },
+        ep);
+  }
+}
+
 TEST(ExpertParallel, BadLayoutsAreClearErrors) {
   spawn_threads(
       [&](std::shared_ptr<Communicator> world) {

@@ -118,7 +118,8 @@ nn::GPTConfig gpt_config(const GptOptions& g, int64_t characters, int64_t rows) 
       .moe = {.n_experts = std::max<int64_t>(g.n_experts, 1),
               .top_k = std::min(g.top_k, std::max<int64_t>(g.n_experts, 1)),
               .capacity_factor =
-                  g.capacity_factor > 0 ? std::optional<double>(g.capacity_factor) : std::nullopt}};
+                  g.capacity_factor > 0 ? std::optional<double>(g.capacity_factor) : std::nullopt,
+              .ffn_hidden_size = g.moe_ffn_hidden_size}};
 }
 
 nn::Sequential make_gpt(const GptOptions& g, int64_t characters, int64_t rows, bool checkpointed) {

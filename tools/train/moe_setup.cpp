@@ -14,7 +14,8 @@ void check_experts(const TrainOptions& o) {
   const GptOptions& g = o.gpt;
   TD_CHECK_VALUE(o.ep >= 1, "train: --ep must be at least 1, but got ", o.ep);
   if (g.n_experts == 0) {
-    for (const char* flag : {"--top-k", "--moe-every", "--capacity-factor", "--ep"})
+    for (const char* flag :
+         {"--top-k", "--moe-every", "--capacity-factor", "--moe-ffn-hidden-size", "--ep"})
       TD_CHECK_VALUE(!given(o, flag), "train: ", flag,
                      " describes a mixture of experts: it needs --n-experts E");
     return;
@@ -25,6 +26,8 @@ void check_experts(const TrainOptions& o) {
   TD_CHECK_VALUE(g.top_k >= 1 && g.top_k <= g.n_experts, "train: --top-k ", g.top_k,
                  " must be between 1 and --n-experts (", g.n_experts, ")");
   TD_CHECK_VALUE(g.moe_every >= 1, "train: --moe-every must be at least 1, but got ", g.moe_every);
+  TD_CHECK_VALUE(g.moe_ffn_hidden_size >= 0, "train: --moe-ffn-hidden-size must be >= 0, but got ",
+                 g.moe_ffn_hidden_size);
   TD_CHECK_VALUE(g.capacity_factor > 0 || !given(o, "--capacity-factor"),
                  "train: --capacity-factor ", g.capacity_factor,
                  " would drop every token\n  hint: give a positive factor (1.25 is Switch's), or "
@@ -50,7 +53,8 @@ void add_experts(nlohmann::ordered_json& j, const GptOptions& g) {
   j.update({{"n_experts", g.n_experts},
             {"top_k", g.top_k},
             {"moe_every", g.moe_every},
-            {"capacity_factor", g.capacity_factor}});
+            {"capacity_factor", g.capacity_factor},
+            {"moe_ffn_hidden_size", g.moe_ffn_hidden_size}});
 }
 
 void read_experts(const nlohmann::json& j, GptOptions& g) {
@@ -58,6 +62,7 @@ void read_experts(const nlohmann::json& j, GptOptions& g) {
   g.top_k = j.value("top_k", int64_t{2});
   g.moe_every = j.value("moe_every", int64_t{1});
   g.capacity_factor = j.value("capacity_factor", 0.0);
+  g.moe_ffn_hidden_size = j.value("moe_ffn_hidden_size", int64_t{0});
 }
 
 nn::Sequential expert_parallel_gpt(const nn::Sequential& model, parallel::DeviceMesh& mesh,
