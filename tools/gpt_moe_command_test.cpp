@@ -1,9 +1,10 @@
 // tools/gpt_moe_command_test.cpp — `tandem train --model gpt --n-experts E` as a user runs it:
 // an MoE GPT (4 experts, top-2, capacity 1.0: tokens dropped) trains under expert parallelism
-// (--ep 2, --ep 4, and dp × ep = 2 × 2 under DDP, ZeRO-2 and fully_shard under `tandem launch`) to
-// one device's model and AdamW state up to float32 rounding, routing as one device does; the
-// progress line shows the routing; a checkpoint saved under --ep 2 resumes on one device and
-// generates; bad input is a clear error naming the flags.
+// (--ep 2, --ep 4, and dp × ep = 2 × 2 under DDP, ZeRO-2 and fully_shard under `tandem launch`),
+// under data parallelism alone (--ddp: the capacity counted over the ranks' rows) and with tensor
+// parallelism (--tp 2, --tp 2 --ep 2) to one device's model and AdamW state up to float32 rounding,
+// routing as one device does; the progress line shows the routing; a checkpoint saved under --ep 2
+// resumes on one device and generates; bad input is a clear error naming the flags.
 #include <map>
 #include <tuple>
 
@@ -51,6 +52,9 @@ TEST(GptCommand, ExpertParallelTrainsAsOneDeviceUnderEveryLayout) {
            {runs.four, "ep4", " --ep 4"},
            {runs.four, "dp2ep2", " --ep 2 --dp 2"},
            {runs.four, "zero2", " --ep 2 --dp 2 --zero 2"},
+           {runs.two, "ddp", " --ddp"},
+           {runs.two, "tp", " --tp 2"},
+           {runs.four, "tp-ep", " --tp 2 --ep 2"},
            {runs.four, "fsdp", " --ep 2 --dp 2 --zero 3"}}) {
     const Result r = runs.run(launcher, 10, dir, kExperts + flags);
     EXPECT_EQ(routing_of(r.output), routing) << dir << ": the routing differs from one device's";
@@ -78,7 +82,8 @@ TEST(GptCommand, ExpertsBadInputNamesTheFlags) {
            {"", " --n-experts 4 --top-k 5", "--top-k 5 must be between 1 and --n-experts (4)"},
            {"", " --n-experts 4 --capacity-factor 0", "--capacity-factor 0 would drop every token"},
            {"", " --ep 2", "--ep describes a mixture of experts: it needs --n-experts E"},
-           {"", " --n-experts 4 --tp 2", "--n-experts with --tp is not supported yet"},
+           {"", " --n-experts 4 --tp 2 --sequence-parallel",
+            "--n-experts with --sequence-parallel is not supported yet"},
            {runs.two, " --n-experts 4 --ep 4",
             "--ep 4: the run has 2 ranks, which is not dp x ep x tp"},
        }) {

@@ -78,9 +78,15 @@ nn::Sequential expert_parallel(const nn::Sequential& model,
                           const nn::Experts& held) {
       return dispatch_to_experts(tokens, counts, held, group);
     };
-    m->share_counts = [rows](const std::vector<int64_t>& local) { return gathered(local, *rows); };
   }
+  share_routing(copy, rows);
   return copy;
+}
+
+void share_routing(nn::Module& model, std::shared_ptr<Communicator> rows) {
+  TD_CHECK_VALUE(rows != nullptr, "share_routing: no group");
+  for (auto& [name, m] : nn::moe_layers(model))
+    m->share_counts = [rows](const std::vector<int64_t>& local) { return gathered(local, *rows); };
 }
 
 std::vector<Tensor> expert_parameters(nn::Module& model) {

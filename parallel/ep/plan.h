@@ -51,6 +51,12 @@ nn::Sequential expert_parallel(const nn::Sequential& model,
                                const std::shared_ptr<Communicator>& group,
                                ExpertParallelOptions options = {});
 
+/// Every MoE of `model` counts its choices over `rows` (the ranks the batch's rows are split
+/// over, in the rows' order), so that its capacity and balance loss are one device's for the
+/// whole batch. expert_parallel does it; data parallelism with the experts whole on every rank
+/// (ep = 1) calls it itself, or each rank would drop by its own rows (as Megatron-LM does).
+void share_routing(nn::Module& model, std::shared_ptr<Communicator> rows);
+
 /// The experts' tensors of every MoE in `model`, in the model's order.
 std::vector<Tensor> expert_parameters(nn::Module& model);
 

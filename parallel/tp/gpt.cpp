@@ -10,13 +10,18 @@ namespace {
 
 // Every attention of the model: their heads must divide by t (a slice of c_attn's rows that cut a
 // head in two would be an error no user could read).
+// And whether any block has a dense MLP: a GPT whose every block is a mixture of experts
+// (nn/moe.h, GPTConfig::moe_every 1) has no mlp.c_fc for the plan to cut, and its experts stay
+// whole on every tensor-parallel rank (expert parallelism splits them: parallel/ep/plan.h).
 class Heads : public nn::Visitor {
  public:
   int64_t n_head = 0;
+  bool dense_mlp = false;
   void operator()(std::string_view, Tensor&) override {}
   void buffer(std::string_view, Tensor&) override {}
   void operator()(std::string_view, nn::Module& m) override {
     if (auto* a = dynamic_cast<nn::CausalSelfAttention*>(&m)) n_head = a->n_head;
+    if (dynamic_cast<nn::MLP*>(&m) != nullptr) dense_mlp = true;
     m.visit(*this);
   }
 };
@@ -50,7 +55,10 @@ nn::Sequential tensor_parallel_gpt(const nn::Sequential& gpt, const Group& group
                  "tensor_parallel_gpt: the model has no CausalSelfAttention; "
                  "the plan is nn::gpt's (tp::parallelize takes a plan of any model's)");
   divide(heads.n_head, group->size(), "tensor_parallel_gpt: n_head");
-  return parallelize(gpt, group, gpt_plan(), std::move(options));
+  Plan plan = gpt_plan();
+  if (!heads.dense_mlp)
+    std::erase_if(plan, [](const LayerPlan& e) { return e.name.starts_with("mlp.c_"); });
+  return parallelize(gpt, group, plan, std::move(options));
 }
 
 int64_t padded_vocab_size(int64_t vocab_size, int64_t tp_size, int64_t multiple) {

@@ -1,7 +1,8 @@
 // Expert parallelism (parallel/ep/plan.h) trains an MoE GPT as one device does: ep = 2, 4 and 8
 // alone, dp × ep = 2 × 2 and 2 × 4 under DDP, 2 × 2 under ZeRO-1 and ZeRO-2, 2 × 2 and 2 × 4
-// under fully_shard, in float64 on thread ranks, 3 AdamW steps of the GPT
-// loss plus the MoE's auxiliary losses with clipping that bites, with a capacity that drops
+// under fully_shard, and with tensor parallelism cutting the dense blocks (ep × tp = 2 × 2,
+// dp × ep × tp = 2 × 2 × 2 under DDP and fully_shard), in float64 on thread ranks, 3 AdamW steps of
+// the GPT loss plus the MoE's auxiliary losses with clipping that bites, with a capacity that drops
 // tokens. The routing is one device's on every layout (the same counts, the same drops), and the
 // parameters and AdamW state put together from the ranks are one device's (≤ 1e-12 relative).
 #include <gtest/gtest.h>
@@ -23,18 +24,20 @@ constexpr int64_t kBatch = 8, kT = 8, kVocab = 37, kExperts = 8;
 constexpr int kSteps = 3;
 constexpr double kClip = 0.3, kTolerance = 1e-12;
 
-// 2 blocks, both MoE (8 experts, top-2, capacity 1.0: some choices dropped in every step).
-nn::Sequential moe_gpt(int64_t experts = kExperts) {
+// 2 blocks, both MoE (8 experts, top-2, capacity 1.0: some choices dropped in every step); with
+// moe_every 2, block 1 dense (the one tensor parallelism cuts).
+nn::Sequential moe_gpt(int64_t experts = kExperts, int64_t moe_every = 1) {
   static std::mutex drawing;  // ranks draw one at a time: the default generator is shared
   std::lock_guard lock(drawing);
   manual_seed(57);
   return nn::gpt({.block_size = kT,
                   .vocab_size = kVocab,
+                  .padded_vocab_size = tp::padded_vocab_size(kVocab, 2),  // unread: for TP's cut
                   .n_layer = 2,
                   .n_head = 4,
                   .n_embd = 16,
                   .bias = true,
-                  .moe_every = 1,
+                  .moe_every = moe_every,
                   .moe = {.n_experts = experts, .top_k = 2, .capacity_factor = 1.0},
                   .tensor = {.dtype = kFloat64}});
 }
@@ -67,8 +70,8 @@ struct Trained {
   Routing routing;
 };
 
-Trained one_device() {
-  nn::Sequential model = moe_gpt();
+Trained one_device(int64_t moe_every = 1) {
+  nn::Sequential model = moe_gpt(kExperts, moe_every);
   optim::AdamW opt = adamw(model.named_parameters());
   Trained t;
   for (int s = 0; s < kSteps; ++s) {
@@ -96,13 +99,16 @@ enum class Data { DDP, Zero1, Zero2, FullyShard };
 
 // Rank world->rank()'s run of dp × ep, data parallelism over dp by `data`; rank 0's result (the
 // whole state), the others' empty.
-Trained run_layout(int dp, int ep, Data data, const std::shared_ptr<Communicator>& world) {
-  DeviceMesh mesh(world, {dp, ep}, {"dp", "ep"});
-  const auto rows = mesh.flatten({"dp", "ep"});
+Trained run_layout(int dp, int ep, int tp, Data data, const std::shared_ptr<Communicator>& world) {
+  DeviceMesh mesh(world, {dp, ep, tp}, {"dp", "ep", "tp"});
+  const auto rows = mesh.flatten({"dp", "ep"});  // a tp group's ranks share their rows
   const Device dev = Device::cpu(world->rank());
   auto table = std::make_shared<PlacementTable>();
+  nn::Sequential whole = moe_gpt(kExperts, tp > 1 ? 2 : 1);
+  if (tp > 1)  // the dense blocks' attention and MLP cut; the MoE whole on every tp rank
+    whole = tp::tensor_parallel_gpt(whole, mesh.group("tp"), {.placements = table});
   auto model = std::make_shared<nn::Sequential>(
-      ep::expert_parallel(moe_gpt(), mesh.group("ep"), {.rows = rows, .placements = table}));
+      ep::expert_parallel(whole, mesh.group("ep"), {.rows = rows, .placements = table}));
   move_to(*model, dev, *table);
   std::shared_ptr<DistributedDataParallel<nn::Sequential>> ddp;
   std::shared_ptr<FullyShardedModule> fsdp;
@@ -136,7 +142,9 @@ Trained run_layout(int dp, int ep, Data data, const std::shared_ptr<Communicator
     opt->zero_grad();
     const Tensor xs = x.narrow(0, k * n, n).to(dev), ys = y.narrow(0, k * n, n).to(dev);
     const Tensor logits = fsdp ? (*fsdp)(xs) : ddp ? (*ddp)(xs) : (*model)(xs);
-    const Tensor loss = nn::gpt_loss(logits, ys) + nn::moe_aux_loss(*model);
+    const Tensor ce =
+        tp > 1 ? tp::gpt_loss(logits, ys, mesh.group("tp")) : nn::gpt_loss(logits, ys);
+    const Tensor loss = ce + nn::moe_aux_loss(*model);
     loss.backward();
     ep::reduce_gradients(*table);
     clip_grad_norm_(*table, kClip);
@@ -155,30 +163,35 @@ Trained run_layout(int dp, int ep, Data data, const std::shared_ptr<Communicator
 }
 
 TEST(ExpertParallel, EveryLayoutTrainsAsOneDeviceWithTheSameDrops) {
-  const Trained want = one_device();
-  int64_t drops = 0;
-  for (const auto& r : want.routing) drops += r.back();
-  EXPECT_GT(drops, 0) << "the capacity must drop tokens for the test to mean anything";
-  const std::vector<std::tuple<int, int, Data>> layouts = {
-      {1, 2, Data::DDP},   {1, 4, Data::DDP},        {1, 8, Data::DDP},
-      {2, 2, Data::DDP},   {2, 4, Data::DDP},        {2, 2, Data::Zero1},
-      {2, 2, Data::Zero2}, {2, 2, Data::FullyShard}, {2, 4, Data::FullyShard}};
+  // With tensor parallelism, the GPT of moe_every 2: block 1's MLP is the one TP cuts.
+  const Trained wants[2] = {one_device(1), one_device(2)};
+  for (const Trained& want : wants) {
+    int64_t drops = 0;
+    for (const auto& r : want.routing) drops += r.back();
+    EXPECT_GT(drops, 0) << "the capacity must drop tokens for the test to mean anything";
+  }
+  const std::vector<std::tuple<int, int, int, Data>> layouts = {
+      {1, 2, 1, Data::DDP},   {1, 4, 1, Data::DDP},        {1, 8, 1, Data::DDP},
+      {2, 2, 1, Data::DDP},   {2, 4, 1, Data::DDP},        {2, 2, 1, Data::Zero1},
+      {2, 2, 1, Data::Zero2}, {2, 2, 1, Data::FullyShard}, {2, 4, 1, Data::FullyShard},
+      {1, 2, 2, Data::DDP},   {2, 2, 2, Data::DDP},        {2, 2, 2, Data::FullyShard}};
   const char* data_names[] = {"DDP", "ZeRO-1", "ZeRO-2", "fully_shard"};
-  for (const auto& [dp, ep, data] : layouts) {
-    const std::string what = "dp " + std::to_string(dp) + " x ep " + std::to_string(ep) + " (" +
-                             data_names[int(data)] + ")";
+  for (const auto& [dp, ep, tp, data] : layouts) {
+    const Trained& want = wants[tp > 1 ? 1 : 0];
+    const std::string what = "dp " + std::to_string(dp) + " x ep " + std::to_string(ep) + " x tp " +
+                             std::to_string(tp) + " (" + data_names[int(data)] + ")";
     Trained got;
     std::mutex mu;
     spawn_threads(
         [&](std::shared_ptr<Communicator> world) {
-          Trained t = run_layout(dp, ep, data, world);
+          Trained t = run_layout(dp, ep, tp, data, world);
           std::lock_guard lock(mu);
           if (world->rank() == 0)
             got = std::move(t);
           else
             EXPECT_EQ(t.routing.size(), 0u);
         },
-        dp * ep);
+        dp * ep * tp);
     EXPECT_EQ(got.routing, want.routing) << what << ": the routing differs from one device's";
     for (int s = 0; s < kSteps; ++s)
       EXPECT_NEAR(got.losses[size_t(s)], want.losses[size_t(s)], 1e-12 * want.losses[size_t(s)])

@@ -158,6 +158,8 @@ int run_train_gpt(const TrainOptions& flags) {
   Setup setup = make_setup(model, placement, o, mesh, placements);
   model = setup.model;  // with --pp, this rank's stage
   setup.moe = g.n_experts > 0;
+  if (setup.moe && o.ep == 1 && replicas > 1)  // the capacity counted over the batch's rows
+    parallel::ep::share_routing(*model, mesh ? mesh->group("dp") : group);
   setup.loss = [](const Tensor& logits, const Tensor& y) { return nn::gpt_loss(logits, y); };
   if (setup.tp)  // this rank's logits are its V/tp columns: never gathered
     setup.loss = [tp = setup.tp](const Tensor& logits, const Tensor& y) {

@@ -36,7 +36,7 @@ void check_experts(const TrainOptions& o) {
                  "ranks, and --n-experts ", g.n_experts, " does not divide by it");
   // What the MoE layer does not compose with yet, named rather than trained wrong.
   const std::pair<const char*, bool> others[] = {
-      {"--tp", o.tp > 1},
+      {"--sequence-parallel", o.sequence_parallel},
       {"--pp", o.pp > 1},
       {"--cp", o.cp > 1},
       {"--pipeline", !o.pipeline.empty()},
@@ -45,7 +45,7 @@ void check_experts(const TrainOptions& o) {
   for (const auto& [flag, on] : others)
     TD_CHECK_VALUE(
         !on, "train: --n-experts with ", flag,
-        " is not supported yet (the MoE layer trains with --ddp, --ep and --zero 1|2|3)");
+        " is not supported yet (the MoE layer trains with --ddp, --ep, --tp and --zero)");
 }
 
 void add_experts(nlohmann::ordered_json& j, const GptOptions& g) {
