@@ -176,7 +176,10 @@ TEST(ExpertParallel, EveryLayoutTrainsAsOneDeviceWithTheSameDrops) {
       {2, 2, 1, Data::Zero2}, {2, 2, 1, Data::FullyShard}, {2, 4, 1, Data::FullyShard},
       {1, 2, 2, Data::DDP},   {2, 2, 2, Data::DDP},        {2, 2, 2, Data::FullyShard}};
   const char* data_names[] = {"DDP", "ZeRO-1", "ZeRO-2", "fully_shard"};
-  for (const auto& [dp, ep, tp, data] : layouts) {
+  for (const auto& layout : layouts) {
+    // Plain variables: clang 14 does not let a lambda capture structured bindings.
+    const int dp = std::get<0>(layout), ep = std::get<1>(layout), tp = std::get<2>(layout);
+    const Data data = std::get<3>(layout);
     const Trained& want = wants[tp > 1 ? 1 : 0];
     const std::string what = "dp " + std::to_string(dp) + " x ep " + std::to_string(ep) + " x tp " +
                              std::to_string(tp) + " (" + data_names[int(data)] + ")";
