@@ -130,14 +130,18 @@ ShmWait shm_wait(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleep
                  std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
   // Spin first: when both ranks are in the collective, the step comes within microseconds, and
   // a sleep would cost more than the copy (a futex wake-up takes tens of microseconds). Past
-  // `spin` (20 µs; none when the ranks outnumber the cores, as Open MPI yields when it finds
-  // itself oversubscribed), yield between checks, so a rank that shares this core with the peer
-  // lets it run; past 1 ms, sleep, so a rank waiting for a peer that is still computing leaves
-  // the core to others.
+  // `spin` (20 µs), yield between checks, so a rank that shares this core with the peer lets it
+  // run; past 1 ms, sleep, so a rank waiting for a peer that is still computing leaves the core
+  // to others. A `spin` of zero (the ranks outnumber the cores: Open MPI's yield_when_idle)
+  // yields at every check, since the peer this rank waits for may be waiting for this core.
+  const bool yield_always = spin.count() == 0;
   Clock::time_point start;
   for (int i = 0;; ++i) {
     if (reached(word, target)) return ShmWait::kReached;
-    detail::cpu_relax();
+    if (yield_always)
+      sched_yield();
+    else
+      detail::cpu_relax();
     if ((i & 63) != 63) continue;
     if (i == 63) {  // late: now the clock
       start = Clock::now();
