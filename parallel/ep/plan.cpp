@@ -8,7 +8,6 @@
 #include <tandem/parallel/ep/dispatch.h>
 #include <tandem/parallel/ep/plan.h>
 #include <tandem/parallel/tp/regions.h>
-#include <map>
 
 namespace tandem::parallel::ep {
 namespace {
@@ -51,12 +50,9 @@ nn::Sequential expert_parallel(const nn::Sequential& model,
   auto table = options.placements;
   if (table) table->follow(original.parameters(), copy.parameters());
   // Every tensor recorded under its name (Replicate where no wrapper cut it), so that the
-  // table alone describes the model: the experts' entries keep their names when DDP skips them.
-  std::map<const TensorImpl*, std::string> names;
-  for (auto& [name, p] : copy.named_parameters()) {
-    names[p.impl_ptr().get()] = name;
-    if (table) table->record(p, name);
-  }
+  // table alone describes the model, and the experts' slices inherit their whole's names.
+  if (table)
+    for (auto& [name, p] : copy.named_parameters()) table->record(p, name);
 
   const auto layers = nn::moe_layers(copy);
   TD_CHECK_VALUE(!layers.empty(), "expert_parallel: the model has no MoE layer whose experts ",
