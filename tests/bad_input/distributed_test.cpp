@@ -19,15 +19,7 @@
 #include "bad_input/bad_input.h"
 #include "parallel/raw_exchange.h"
 #include "support/launcher_vars.h"
-
-// Open MPI is not run under a sanitizer (tests/CMakeLists.txt says why), here neither.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TANDEM_BAD_INPUT_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define TANDEM_BAD_INPUT_SANITIZED 1
-#endif
-#endif
+#include "support/sanitizer.h"
 
 namespace tandem::bad_input {
 namespace {
@@ -199,9 +191,8 @@ INSTANTIATE_TEST_SUITE_P(BadInput, Distributed, ::testing::ValuesIn(kRows), row_
 // of its own, since MPI starts once per process.
 TEST(BadInputMpi, BackendWithoutMpirunIsRefused) {
   if (!parallel::mpi_available()) GTEST_SKIP() << "this build has no MPI";
-#ifdef TANDEM_BAD_INPUT_SANITIZED
-  GTEST_SKIP() << "Open MPI under a sanitizer";
-#endif
+  // Open MPI is not run under a sanitizer (tests/CMakeLists.txt says why), here neither.
+  if (tandem::testing::kSanitized) GTEST_SKIP() << "Open MPI under a sanitizer";
   check({"MpiBackendWithoutMpirun",
          [](const TempDir& d) {
            return ranks_outcomes(d, 1, [](int) {

@@ -13,22 +13,13 @@
 #include "data/temp_dir.h"
 #include "parallel/ddp_models.h"
 #include "support/expect.h"
+#include "support/sanitizer.h"
 
 namespace tandem::parallel {
 namespace {
 
 // ThreadSanitizer runs a thread of its own in the processes it watches.
-#if defined(__SANITIZE_THREAD__)
-constexpr int kRuntimeThreads = 1;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr int kRuntimeThreads = 1;
-#else
-constexpr int kRuntimeThreads = 0;
-#endif
-#else
-constexpr int kRuntimeThreads = 0;
-#endif
+constexpr int kRuntimeThreads = tandem::testing::kThreadSanitizer ? 1 : 0;
 
 int threads_of_this_process() {
   int n = 0;
