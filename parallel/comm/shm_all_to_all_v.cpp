@@ -8,7 +8,8 @@
 // the head of its buffer with the first round's pieces, and after that round's step reads every
 // rank's: the global largest arrives with the data, and a call whose parts all fit one round
 // (the common small one) takes one synchronisation, as MPI_Alltoallv's eager sends do, not an
-// all-reduce of the sizes and then a round.
+// all-reduce of the sizes and then a round. A rank's part for itself goes straight from its input
+// to its output, not through its buffer.
 //
 //   buffer of rank i:  [largest part of i's pairs | piece for 0 | piece for 1 | ... | piece for
 //   N-1]
@@ -35,12 +36,16 @@ void ShmCommunicator::all_to_all_v_rounds(const Tensor& host_in, Tensor& host_ou
   for (size_t r = 0; r < n; ++r) {
     send_n[r] = send_rows[r] * per_row, send_at[r] = a, a += send_n[r];
     recv_n[r] = recv_rows[r] * per_row, recv_at[r] = b, b += recv_n[r];
-    mine = std::max({mine, send_n[r], recv_n[r]});
   }
-  constexpr size_t kHead = 64;  // the largest part, on a cache line of its own
-  const int64_t piece = int64_t((options_.buffer_bytes - kHead) / es) / size_;
   const char* in = static_cast<const char*>(host_in.data_ptr());
   char* out = static_cast<char*>(host_out.data_ptr());
+  const size_t self = size_t(rank_);  // its part's sizes are equal (check_all_to_all_v)
+  shm_copy(out + size_t(recv_at[self]) * es, in + size_t(send_at[self]) * es,
+           size_t(send_n[self]) * es);
+  send_n[self] = recv_n[self] = 0;
+  for (size_t r = 0; r < n; ++r) mine = std::max({mine, send_n[r], recv_n[r]});
+  constexpr size_t kHead = 64;  // the largest part, on a cache line of its own
+  const int64_t piece = int64_t((options_.buffer_bytes - kHead) / es) / size_;
   int64_t largest = mine;  // until the first round's heads are read: this rank's pairs'
   for (int64_t off = 0; off == 0 || off < largest; off += piece) {
     char* own = buffer(rank_);
