@@ -5,30 +5,29 @@
 // one. GCC says so with __SANITIZE_*__, clang with __has_feature.
 #pragma once
 
+#include <cstddef>
+
+// __has_feature where the compiler has it (clang; GCC from 14), else no feature.
+#if defined(__has_feature)
+#define TANDEM_TEST_HAS_FEATURE(x) __has_feature(x)
+#else
+#define TANDEM_TEST_HAS_FEATURE(x) 0
+#endif
+
 namespace tandem::testing {
 
-#if defined(__SANITIZE_THREAD__)
-inline constexpr bool kThreadSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-inline constexpr bool kThreadSanitizer = true;
+inline constexpr bool kThreadSanitizer =
+#if defined(__SANITIZE_THREAD__) || TANDEM_TEST_HAS_FEATURE(thread_sanitizer)
+    true;
 #else
-inline constexpr bool kThreadSanitizer = false;
-#endif
-#else
-inline constexpr bool kThreadSanitizer = false;
+    false;
 #endif
 
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-inline constexpr bool kAddressSanitizer = true;
+inline constexpr bool kAddressSanitizer =
+#if defined(__SANITIZE_ADDRESS__) || TANDEM_TEST_HAS_FEATURE(address_sanitizer)
+    true;
 #else
-inline constexpr bool kAddressSanitizer = false;
-#endif
-#else
-inline constexpr bool kAddressSanitizer = false;
+    false;
 #endif
 
 inline constexpr bool kSanitized = kThreadSanitizer || kAddressSanitizer;
