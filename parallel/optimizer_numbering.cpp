@@ -11,7 +11,8 @@ namespace tandem::parallel {
 using nlohmann::json;
 namespace {
 
-// {"groups": n, "stage": [...], "params": [[name, group, place], ...]}: what this rank knows.
+// {"groups": n, "params": [[name, group, stage, place], ...]}: what this rank knows (a name's
+// stage: its pipeline stage, placement.h's stage(name)).
 json this_ranks_part(const PlacementTable& table, nn::Module& model,
                      const optim::Optimizer& optimizer) {
   std::vector<std::string> order;  // the module's parameters by one device's names, in order
@@ -21,7 +22,7 @@ json this_ranks_part(const PlacementTable& table, nn::Module& model,
   }
   const json groups = json::parse(optimizer.state_dict().param_groups_json);
   const std::vector<Tensor> params = optimizer.parameters();
-  json out = {{"groups", groups.size()}, {"stage", table.stage()}, {"params", json::array()}};
+  json out = {{"groups", groups.size()}, {"params", json::array()}};
   for (size_t g = 0; g < groups.size(); ++g)
     for (const size_t i : groups[g].at("params").get<std::vector<size_t>>()) {
       const PlacedTensor* e = i < params.size() ? table.find(params[i]) : nullptr;
@@ -32,7 +33,7 @@ json this_ranks_part(const PlacementTable& table, nn::Module& model,
       const auto at = std::find(order.begin(), order.end(), e->name);
       TD_CHECK_VALUE(at != order.end(), "optimizer state: the optimizer's parameter \"", e->name,
                      "\" is not a parameter of the model given");
-      out["params"].push_back({e->name, g, at - order.begin()});
+      out["params"].push_back({e->name, g, table.stage(e->name), at - order.begin()});
     }
   return out;
 }
@@ -56,7 +57,6 @@ OptimizerNumbering number_parameters(const PlacementTable& table, nn::Module& mo
                    ": make every rank's with every group, empty or not "
                    "(optim::adamw_groups(..., keep_empty_groups = true))");
     groups = n;
-    const std::vector<int64_t> stage = part["stage"];
     for (const json& p : part["params"]) {
       const std::string name = p[0];
       const size_t g = p[1];
@@ -64,7 +64,7 @@ OptimizerNumbering number_parameters(const PlacementTable& table, nn::Module& mo
       TD_CHECK_VALUE(it->second.first == g, "optimizer state: \"", name, "\" is in group ",
                      it->second.first, " on rank ", it->second.second, " and in group ", g,
                      " on rank ", r);
-      if (fresh) keys.emplace_back(g, stage, p[2].get<int64_t>(), name);
+      if (fresh) keys.emplace_back(g, p[2].get<std::vector<int64_t>>(), p[3].get<int64_t>(), name);
     }
   }
   std::sort(keys.begin(), keys.end());

@@ -263,6 +263,15 @@ std::vector<int64_t> PlacementTable::stage() const {
   return out;
 }
 
+std::vector<int64_t> PlacementTable::stage(const std::string& name) const {
+  std::vector<int64_t> out;
+  const auto own = stage_of_name_.find(name);
+  for (const Dimension& d : dims_)
+    if (d.across == Across::Stages)
+      out.push_back(own != stage_of_name_.end() ? own->second : d.group->rank());
+  return out;
+}
+
 std::string PlacementTable::str() const {
   std::string out;
   for (const Dimension& d : dims_)

@@ -26,6 +26,7 @@
 
 #include <tandem/nn/module.h>
 #include <tandem/parallel/comm/communicator.h>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -132,6 +133,11 @@ class PlacementTable {
   /// This rank's coordinates along the dimensions whose ranks hold different tensors (a
   /// pipeline's stages), in the order added: empty without a pipeline.
   std::vector<int64_t> stage() const;
+  /// The same for one tensor, by its one-device name: where a pipeline rank holds several stages
+  /// (interleaved, V schedules), the pipeline records each name's own stage of the model, so
+  /// that the whole state comes out in one device's order; other names: stage().
+  std::vector<int64_t> stage(const std::string& name) const;
+  void set_stage(const std::string& name, int64_t stage) { stage_of_name_.emplace(name, stage); }
   /// "31 tensors, tp (2 ranks, divides); dp (2 ranks)", for errors and `describe`.
   std::string str() const;
 
@@ -153,6 +159,7 @@ class PlacementTable {
   PlacedTensor fresh(const Tensor& local, const std::string& name);
 
   std::vector<Dimension> dims_;
+  std::map<std::string, int64_t> stage_of_name_;  // set_stage's: the first stage holding it
   std::vector<PlacedTensor> entries_;
   // The tensors of entries replaced or dropped, with their names; weak: a whole tensor that
   // fully_shard let go must not stay alive here.

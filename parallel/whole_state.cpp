@@ -135,13 +135,14 @@ nn::StateDict full_state_dict(const PlacementTable& table, nn::Module& model, Co
   const Device device = device_of(table);
   HeldParts mine;
   // The model's state_dict names, in order, each with the part it is (a tied name: its weight's).
-  json names = {{"stage", table.stage()}, {"names", json::array()}};
+  json names = {{"names", json::array()}};  // [key, part, the part's stage]
   agree(world, device, attempt([&] {
           table.check_held("full_state_dict");
           mine = held_parts(table, model.named_buffers(), nullptr, "full_state_dict");
           for (const auto& [key, t] : model.state_dict()) {
             const std::string part = table.name_of(t);  // a ZeRO rank's parameter: its pieces' name
-            names["names"].push_back({key, part.empty() ? key : part});
+            const std::string whole = part.empty() ? key : part;
+            names["names"].push_back({key, whole, table.stage(whole)});
           }
         }));
   const std::vector<std::string> all_names = gather_strings(world, names.dump());
@@ -154,7 +155,7 @@ nn::StateDict full_state_dict(const PlacementTable& table, nn::Module& model, Co
     for (const std::string& text : all_names) {
       const json j = json::parse(text);
       for (size_t i = 0; i < j["names"].size(); ++i)
-        order.emplace_back(j["stage"].get<std::vector<int64_t>>(), i, j["names"][i][0],
+        order.emplace_back(j["names"][i][2].get<std::vector<int64_t>>(), i, j["names"][i][0],
                            j["names"][i][1]);
     }
     std::stable_sort(order.begin(), order.end());

@@ -91,10 +91,11 @@ struct TrainOptions {
   bool activation_checkpointing = false;  // recompute each block's activations in backward
   std::string pipeline;  // "cpu:0,cpu:1": the model cut into stages on these devices; empty: off
   int64_t chunks = 4;    // --pipeline: micro-batches per batch
-  std::string pipeline_schedule = "gpipe";  // --pipeline: gpipe | 1f1b
-  std::string amp = "none";                 // none | bf16 | fp16: autocast (fp16 with a GradScaler)
-  bool cuda_graphs = false;  // the whole step as one CUDA graph (train/graphed_step.h)
-  GptOptions gpt;            // --model gpt only
+  std::string pipeline_schedule = "gpipe";  // --pipeline/--pp: parallel::parse_schedule's names
+  int64_t virtual_stages = 0;  // --pipeline-schedule interleaved: stages per rank (0: 2)
+  std::string amp = "none";    // none | bf16 | fp16: autocast (fp16 with a GradScaler)
+  bool cuda_graphs = false;    // the whole step as one CUDA graph (train/graphed_step.h)
+  GptOptions gpt;              // --model gpt only
   // The flags given on the command line ("--epochs", ...), so that resolve_config can refuse one
   // that does not apply to the run (it would otherwise be silently ignored) and tell a default
   // from a choice. Empty for a run built in code: nothing is refused for being given.

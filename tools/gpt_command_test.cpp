@@ -5,7 +5,8 @@
 // bit-identical to one never interrupted; DataParallel, a pipeline (the tied embedding on both
 // end stages), activation checkpointing and DDP under `tandem launch` train the same model as one
 // device up to float32 rounding, and so does tensor parallelism (alone and on a data × tensor
-// mesh), whose checkpoints resume at any size; bad input is a clear error.
+// mesh), whose checkpoints resume at any size; so does every pipeline schedule (interleaved,
+// zero-bubble, DualPipeV) composed with dp, tp and ZeRO; bad input is a clear error.
 #include <map>
 #include <tuple>
 
@@ -276,6 +277,40 @@ TEST(GptCommand, PipelineParallelTrainsAsOneDeviceAndResumesOnAnyLayout) {
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {runs.two, " --pp 4", "--pp 4: the run has 2 ranks, which is not dp x pp x tp"},
            {"", " --pp 2 --pipeline cpu:0,cpu:1", "--pp (a stage per rank) and --pipeline"}}) {
+    const Result r = tandem_cli(launcher + gpt_flags(runs.tmp / "text.txt", 5) + " --log-dir " +
+                                    (runs.tmp / "log-bad").string() + flags,
+                                runs.tmp / "bad.txt");
+    EXPECT_NE(r.code, 0) << flags;
+    EXPECT_NE(r.output.find(message), std::string::npos) << flags << "\n" << r.output;
+  }
+}
+
+// Every pipeline schedule in the trainer, composed with data and tensor parallelism and ZeRO:
+// the V schedules hold stages 0 and 3 of 4 on rank 0 (the tied embedding and head on one rank),
+// interleaved stages 0 and 2; each run ends with one device's model and AdamW state.
+TEST(GptCommand, EveryPipelineScheduleTrainsAsOneDevice) {
+  CheckpointedRuns runs;
+  runs.run("", 10, "one", "");
+  const Result v = runs.run(runs.two, 10, "zb-v", " --pp 2 --chunks 4 --pipeline-schedule zb-v");
+  EXPECT_NE(v.output.find("zb-v, 4 chunks; this rank stages 0, 3 of 4"), std::string::npos)
+      << v.output;
+  runs.run(runs.four, 10, "dualpipev", " --pp 2 --tp 2 --chunks 4 --pipeline-schedule dualpipev");
+  runs.run(runs.four, 10, "interleaved",
+           " --pp 2 --dp 2 --zero 3 --chunks 4 --pipeline-schedule interleaved");
+  runs.run(runs.four, 10, "zb-h1", " --pp 2 --dp 2 --zero 2 --chunks 2 --pipeline-schedule zb-h1");
+  for (const char* mode : {"zb-v", "dualpipev", "interleaved", "zb-h1"})
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+      runs.expect_close("one", mode, file);
+  for (const auto& [launcher, flags, message] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {runs.two, " --pp 2 --pipeline-schedule 1f1b --virtual-stages 3",
+            "--virtual-stages is the interleaved schedule's"},
+           {runs.two, " --pp 2 --chunks 2 --pipeline-schedule dualpipev",
+            "2 micro-batches over 2 ranks; DualPipeV needs at least 2p = 4"},
+           {runs.two, " --pp 2 --chunks 5 --pipeline-schedule interleaved",
+            "5 micro-batches over 2 ranks"},
+           {runs.four, " --pp 2 --dp 2 --zero 3 --chunks 4 --pipeline-schedule zb-v",
+            "--zero 3 with --pipeline-schedule zb-v is not supported yet"}}) {
     const Result r = tandem_cli(launcher + gpt_flags(runs.tmp / "text.txt", 5) + " --log-dir " +
                                     (runs.tmp / "log-bad").string() + flags,
                                 runs.tmp / "bad.txt");

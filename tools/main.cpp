@@ -252,11 +252,10 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
                 "saves the training state)");
   cmd->add_option("--pipeline", t.pipeline,
                   "pipeline parallelism over DEVICES (cpu:0,cpu:1 or cuda:0,cuda:1): the model "
-                  "(mlp or cnn) cut into one stage per device, balanced by parameter count, each "
-                  "batch cut into --chunks micro-batches; with --activation-checkpointing every "
-                  "micro-batch but the last is recomputed in backward")
+                  "cut into stages balanced by parameter count, each batch into --chunks "
+                  "micro-batches (--activation-checkpointing: all but the last recomputed)")
       ->type_name("DEVICES");
-  cmd->add_option("--chunks", t.chunks, "--pipeline: micro-batches per batch")
+  cmd->add_option("--chunks", t.chunks, "--pipeline/--pp: micro-batches per batch")
       ->capture_default_str();
   cmd->add_option("--amp", t.amp,
                   "mixed precision: none, bf16 (autocast: matmuls and convolutions in bfloat16, "
@@ -265,9 +264,10 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
       ->capture_default_str();
   add_gpt_flags(cmd, t.gpt);
   cmd->add_option("--pipeline-schedule", t.pipeline_schedule,
-                  "--pipeline: gpipe (all forwards, then all backwards) or 1f1b (one forward, one "
-                  "backward: fewer activations held)")
+                  "--pipeline/--pp: gpipe, 1f1b, interleaved (--virtual-stages per rank), zb-h1, "
+                  "zb-v or dualpipev (docs/parallelism.md draws each)")
       ->capture_default_str();
+  cmd->add_option("--virtual-stages", t.virtual_stages, "interleaved: stages per rank (2)");
   return cmd;
 }
 

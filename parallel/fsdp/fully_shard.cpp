@@ -138,6 +138,12 @@ void FullyShardedModule::set_is_last_backward(bool last) { state_->last_backward
 FullyShardedModule::NoSync::~NoSync() { m_->state_->sync = true; }
 
 Tensor FullyShardedModule::forward(const Tensor& input) {
+  return forward_items(input, 0, model_->items().size());
+}
+
+Tensor FullyShardedModule::forward_items(const Tensor& input, size_t first, size_t end) {
+  TD_CHECK_INDEX(first <= end && end <= model_->items().size(), "fully_shard: items [", first, ", ",
+                 end, ") of a model of ", model_->items().size());
   State& s = *state_;
   const bool grad = GradMode::is_enabled();
   const bool reshard = s.options.reshard_after_forward || !grad;
@@ -149,7 +155,7 @@ Tensor FullyShardedModule::forward(const Tensor& input) {
     if (s.root != State::kNone) s.units[s.root]->finish_gather(grad);
   }
   const auto& items = model_->items();
-  for (size_t k = 0; k < items.size(); ++k) {
+  for (size_t k = first; k < end; ++k) {
     const size_t u = s.item_unit[k];
     {
       std::lock_guard lk(s.mutex);

@@ -68,6 +68,9 @@ class FullyShardedModule : public nn::Module {
 
   Tensor forward(const Tensor& x);
   Tensor operator()(const Tensor& x) { return forward(x); }
+  /// The model's items [first, end) alone, as forward runs them: a pipeline rank that holds
+  /// several stages (interleaved, V schedules) runs each stage's items as its own forward.
+  Tensor forward_items(const Tensor& x, size_t first, size_t end);
   /// Transparent: parameters() are the shards, under the model's names; state_dict() holds this
   /// rank's shards (full_state_dict() the whole tensors).
   void visit(nn::Visitor& v) override;

@@ -5,7 +5,9 @@
 #include <tandem/autograd/ops/ops.h>
 #include <tandem/core/check.h>
 #include <tandem/core/trace.h>
+#include <tandem/parallel/comm/broadcast_object.h>
 #include <tandem/parallel/pipeline/distributed_pipeline.h>
+#include <tandem/parallel/pipeline/schedule_check.h>
 #include <tandem/parallel/pipeline/split.h>
 #include <tandem/parallel/pipeline/stage_runner.h>
 #include <tandem/parallel/pipeline/tensor_message.h>
@@ -13,6 +15,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <sstream>
 
 namespace tandem::parallel {
 
@@ -22,23 +25,32 @@ DistributedPipeline::DistributedPipeline(nn::Sequential& model, std::shared_ptr<
   TD_CHECK_VALUE(group_ != nullptr, "DistributedPipeline: no group");
   TD_CHECK_VALUE(options_.chunks >= 1, "DistributedPipeline: chunks = ", options_.chunks,
                  "; a batch is cut into at least one micro-batch");
-  const int stages = group_->size(), k = group_->rank();
-  const std::vector<int64_t> sizes = stage_sizes(model, stages, options_.balance);
-  // Which stages use each parameter, by identity: every rank sees the whole model, so every rank
+  const int ranks = group_->size(), k = group_->rank();
+  order_ = pipeline_order(options_.schedule, ranks, options_.chunks, options_.virtual_stages, false,
+                          options_.order, {.max_in_flight = options_.max_in_flight});
+  const int64_t S = order_.stages();
+  TD_CHECK_VALUE(int64_t(model.size()) >= S, "DistributedPipeline: ", S, " stages (",
+                 to_string(options_.schedule), " over ", ranks, " ranks) but the model has ",
+                 model.size(), " modules; each stage needs at least one");
+  const std::vector<int64_t> sizes = stage_sizes(model, S, options_.balance);
+  // Which ranks use each parameter, by identity: every rank sees the whole model, so every rank
   // finds the same tied weights in the same order (new_group below must be called alike).
   std::map<const TensorImpl*, std::set<int>> users;
   int64_t begin = 0;
-  for (int s = 0; s < stages; ++s) {
+  for (int64_t s = 0; s < S; ++s) {
     nn::Sequential modules = model.slice(size_t(begin), size_t(begin + sizes[size_t(s)]));
-    for (const Tensor& p : modules.parameters()) users[&p.impl()].insert(s);
-    if (s == k) stage_ = std::move(modules);
+    const int holder = order_.stage_ranks[size_t(s)];
+    for (const Tensor& p : modules.parameters()) users[&p.impl()].insert(holder);
+    if (holder == k) {
+      for (const nn::NamedModule& m : modules.items()) stage_.push_back(m.name, m.module.shared());
+      stages_.emplace(s, std::move(modules));
+    }
     begin += sizes[size_t(s)];
   }
   std::vector<int> everyone;
-  for (int r = 0; r < stages; ++r) everyone.push_back(r);
+  for (int r = 0; r < ranks; ++r) everyone.push_back(r);
   activations_ = group_->new_group(everyone);
   gradients_ = group_->new_group(everyone);
-
   const nn::StateDict mine = stage_.named_parameters();
   std::map<std::set<int>, std::shared_ptr<Communicator>> groups;  // one per set of stages
   for (const Tensor& p : model.parameters()) {
@@ -65,7 +77,63 @@ DistributedPipeline::DistributedPipeline(nn::Sequential& model, std::shared_ptr<
         break;
       }
   options_.placements->keep_only(named);
+  // Each name's own stage (a rank may hold several): the whole state's order is one device's.
+  for (auto& [s, modules] : stages_) {
+    for (const auto& [name, t] : modules.state_dict())
+      for (const auto& [whole, p] : model.state_dict())
+        if (p.is_same(t)) {
+          options_.placements->set_stage(whole, s);
+          break;
+        }
+  }
   for (const Tensor& copy : counted_elsewhere()) options_.placements->record(copy).counted = false;
+}
+
+nn::Sequential& DistributedPipeline::stage_modules(int64_t s) {
+  const auto it = stages_.find(s);
+  TD_CHECK_INDEX(it != stages_.end(), "DistributedPipeline: rank ", stage_index(),
+                 " does not hold stage ", s);
+  return it->second;
+}
+
+std::pair<size_t, size_t> DistributedPipeline::stage_items(int64_t s) {
+  const size_t n = stage_modules(s).items().size();
+  size_t first = 0;
+  for (const auto& [t, modules] : stages_) {  // held stages, in model order, as stage_ is
+    if (t == s) break;
+    first += modules.items().size();
+  }
+  return {first, first + n};
+}
+
+void DistributedPipeline::run_through(std::function<Tensor(const Tensor&)> forward,
+                                      std::function<void(bool last)> before_backward) {
+  TD_CHECK_VALUE(stages_.size() == 1, "DistributedPipeline::run_through: rank ", stage_index(),
+                 " holds ", stages_.size(),
+                 " stages; give a forward that takes the stage (forward(x, stage))");
+  forward_ = forward ? [f = std::move(forward)](const Tensor& x, int64_t) { return f(x); }
+                     : std::function<Tensor(const Tensor&, int64_t)>();
+  before_backward_ = before_backward
+                         ? [b = std::move(before_backward)](int64_t, bool last) { b(last); }
+                         : std::function<void(int64_t, bool)>();
+}
+
+std::vector<std::vector<TimedAction>> DistributedPipeline::gather_timelines(
+    const std::vector<TimedAction>& mine) {
+  std::string text;                  // "1F3 12.5 13.25\n" per action: the notation, then the times
+  for (const TimedAction& t : mine)  // to the microsecond
+    text +=
+        to_string(t.action) + " " + std::to_string(t.start) + " " + std::to_string(t.end) + "\n";
+  std::vector<std::vector<TimedAction>> out;
+  for (const std::string& rank : all_gather_strings(*group_, text)) {
+    out.emplace_back();
+    std::istringstream lines(rank);
+    std::string word;
+    double start = 0, end = 0;
+    while (lines >> word >> start >> end)
+      out.back().push_back({parse_actions(word).at(0), start, end});
+  }
+  return out;
 }
 
 Device DistributedPipeline::device() {
@@ -84,23 +152,26 @@ std::vector<Tensor> DistributedPipeline::counted_elsewhere() {
 namespace {
 
 // The messages between stages on ranks: activations and gradients on two groups of their own,
-// posted in micro-batch order (the order the neighbour reads them), so that a forward's message
-// never waits behind a backward's.
+// so that a forward's message never waits behind a backward's. Each carries its stage and
+// micro-batch (tensor_message.h); a rank reads a neighbour's messages in the order they were sent
+// and keeps those its schedule asks for later in a mailbox, so the two ranks' orders need not
+// agree (interleaved and V schedules send a neighbour several stages' messages).
 class MessageTransport : public StageTransport {
  public:
-  MessageTransport(Communicator& activations, Communicator& gradients, int stage, Device device)
-      : activations_(activations), gradients_(gradients), k_(stage), device_(device) {}
-  Tensor take_activation(int64_t) override { return recv_tensor(activations_, k_ - 1, device_); }
-  void put_activation(int64_t, const Tensor& y) override {
-    send_tensor(activations_, y, k_ + 1, sends_);
+  MessageTransport(Communicator& activations, Communicator& gradients,
+                   const std::vector<int>& stage_ranks, Device device)
+      : activations_(activations), gradients_(gradients), ranks_(stage_ranks), device_(device) {}
+  Tensor take_activation(int64_t s, int64_t i) override {
+    return take(activations_, arrived_activations_, ranks_[size_t(s - 1)], {s, i});
   }
-  Tensor take_gradient(int64_t, const Tensor& output) override {
-    Tensor g = empty(output.shape(), {.dtype = output.dtype(), .device = device_});
-    gradients_.recv(g, k_ + 1)->wait();
-    return g;
+  void put_activation(int64_t s, int64_t i, const Tensor& y) override {
+    send_tensor(activations_, y, ranks_[size_t(s + 1)], sends_, {s + 1, i});
   }
-  void put_gradient(int64_t, const Tensor& g) override {
-    sends_.push_back(gradients_.send(g, k_ - 1));
+  Tensor take_gradient(int64_t s, int64_t i, const Tensor&) override {
+    return take(gradients_, arrived_gradients_, ranks_[size_t(s + 1)], {s, i});
+  }
+  void put_gradient(int64_t s, int64_t i, const Tensor& g) override {
+    send_tensor(gradients_, g, ranks_[size_t(s - 1)], sends_, {s - 1, i});
   }
   void wait_for_sends() {
     for (const WorkPtr& w : sends_) w->wait();
@@ -108,10 +179,26 @@ class MessageTransport : public StageTransport {
   }
 
  private:
+  using Mailbox = std::map<MessageTag, Tensor>;
+  Tensor take(Communicator& comm, Mailbox& mailbox, int from, const MessageTag& tag) {
+    for (auto it = mailbox.find(tag); it == mailbox.end(); it = mailbox.find(tag)) {
+      MessageTag got{};
+      Tensor t = recv_tensor(comm, from, device_, &got);
+      TD_CHECK_VALUE(!mailbox.count(got), "pipeline: rank ", from, " sent stage ", got[0],
+                     "'s micro-batch ", got[1], " twice");
+      mailbox.emplace(got, std::move(t));
+    }
+    const auto it = mailbox.find(tag);
+    Tensor t = std::move(it->second);
+    mailbox.erase(it);
+    return t;
+  }
+
   Communicator& activations_;
   Communicator& gradients_;
-  int k_;
+  const std::vector<int>& ranks_;
   Device device_;
+  Mailbox arrived_activations_, arrived_gradients_;
   std::vector<WorkPtr> sends_;
 };
 
@@ -156,21 +243,20 @@ DistributedPipelineResult DistributedPipeline::run(const Tensor& input, const Te
     sizes = micro_batch_sizes(batch, m);
     targets = tandem::split(*target, sizes);
   }
-  std::vector<PipelineAction> actions;
-  if (training) {
-    actions = stage_actions(options_.schedule, k, stages(), m);
-  } else {
-    for (int64_t i = 0; i < m; ++i) actions.push_back({PipelineAction::Forward, i});
-  }
-  StageStep mine{
-      .first = is_first(),
-      .last = is_last(),
-      .training = training,
-      .device = dev,
-      .where = str("pipeline stage ", k, " of ", stages(), " on ", dev),
-      .forward = [this](const Tensor& x, int64_t) { return forward_ ? forward_(x) : stage_(x); },
-      .inputs = std::move(inputs),
-      .before_backward = before_backward_};
+  const PipelineOrder evaluation =
+      training ? PipelineOrder{} : forward_order(order_.stage_ranks, m);
+  const std::vector<PipelineAction>& actions =
+      training ? order_.ranks[size_t(k)] : evaluation.ranks[size_t(k)];
+  RankStep mine{.training = training,
+                .device = dev,
+                .where = str("pipeline rank ", k, " of ", stages(), " on ", dev),
+                .stage_count = order_.stages(),
+                .inputs = std::move(inputs),
+                .before_backward = before_backward_};
+  for (auto& [s, modules] : stages_)
+    mine.forward[s] = [this, s = s, &modules = modules](const Tensor& x, int64_t) {
+      return forward_ ? forward_(x, s) : modules(x);
+    };
   if (is_last() && training) {
     mine.targets = std::move(targets), mine.sizes = sizes, mine.batch = batch;
     mine.loss = *loss, mine.loss_scale = loss_scale;
@@ -181,8 +267,8 @@ DistributedPipelineResult DistributedPipeline::run(const Tensor& input, const Te
       for (const Tied& t : tied_)
         if (t.name == name && p.grad().defined()) tied_before[name] = p.grad().clone();
   const int64_t start = trace::now_us();
-  MessageTransport transport(*activations_, *gradients_, k, dev);
-  StageResult done = run_stage(actions, mine, transport);
+  MessageTransport transport(*activations_, *gradients_, order_.stage_ranks, dev);
+  StageResult done = run_rank(actions, mine, transport);
   transport.wait_for_sends();  // a send never holds up the schedule: waited for at the end
 
   DistributedPipelineResult result;
@@ -197,11 +283,13 @@ DistributedPipelineResult DistributedPipeline::run(const Tensor& input, const Te
       for (const Tensor& part : done.losses) loss_sum = loss_sum + part.reshape({1}).to(kFloat64);
     }
     Tensor l = loss_sum.contiguous();
-    group_->broadcast(l, stages() - 1)->wait();
+    group_->broadcast(l, last_rank())->wait();
     result.loss = l.reshape({});
   }
   result.seconds = double(trace::now_us() - start) * 1e-6;
   result.busy_seconds = done.busy_seconds;
+  result.peak_activation_bytes = done.peak_bytes;
+  result.timeline = std::move(done.timeline);
   return result;
 }
 

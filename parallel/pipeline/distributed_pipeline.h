@@ -14,14 +14,18 @@
 //   parallel::clip_grad_norm_(*pipe.placements(), 1.0);    // the tied weight counted once
 //   opt.step();
 //
-// Each stage follows the same schedules as the in-process pipeline (schedule.h: GPipe or 1F1B),
-// one action at a time on the calling thread. Forward i receives the stage before's activation for
-// micro-batch i (a small header first, with its dtype and shape, so a stage needs to know nothing
-// about its neighbours' shapes), runs the stage on it, and sends the output on; backward i
-// receives the output's gradient and sends the input's back. Activations and gradients travel on
-// two communicators of their own (new_group over the same ranks): on each, every rank posts its
-// messages in micro-batch order, the order its neighbours read them, so neither direction waits
-// behind the other.
+// Each rank runs its list of the schedule's actions (schedule.h: GPipe, 1F1B, interleaved, ZB-H1,
+// ZB-V, DualPipeV, or an order of one's own, checked before the first step: schedule_check.h), one
+// action at a time on the calling thread. A rank holds one stage, or several (interleaved: stages
+// r, r+p, …; the V schedules: r and 2p−1−r), each a run of consecutive modules of the model.
+// Forward i of a stage takes the stage before's activation for micro-batch i (received, or left
+// by that stage when it is on this rank), runs the stage on it, and hands the output on; backward
+// takes the output's gradient and hands the input's back. Messages carry their stage,
+// micro-batch, dtype and shape in a small header, so a rank needs to know nothing about its
+// neighbours' shapes and takes them in whatever order its schedule asks (one that arrives early
+// waits in a mailbox). Activations and gradients travel on two communicators of their own
+// (new_group over the same ranks), so neither direction waits behind the other; sends never
+// wait (they are waited for at the end of the step), receives do.
 //
 // What it computes: as the in-process pipeline, the mean loss over the whole batch and its
 // gradients. A parameter that two stages use (GPT's token embedding, read again by lm_head) is a
@@ -33,10 +37,12 @@
 #include <tandem/nn/container.h>
 #include <tandem/parallel/comm/communicator.h>
 #include <tandem/parallel/pipeline/schedule.h>
+#include <tandem/parallel/pipeline/schedule_sim.h>
 #include <tandem/parallel/placement.h>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,7 +51,16 @@ namespace tandem::parallel {
 struct DistributedPipelineOptions {
   int64_t chunks = 1;  // micro-batches per batch (M)
   PipelineSchedule schedule = PipelineSchedule::GPipe;
-  /// Modules per stage, as split()'s balance; empty: balanced by parameter count.
+  /// Interleaved's stages per rank (v ≥ 2); 0: the schedule's own (2 for the interleaved and V
+  /// schedules, 1 for the others).
+  int64_t virtual_stages = 0;
+  /// A schedule of one's own, instead of `schedule`: its stage_ranks cut the model, its
+  /// micro_batches must be `chunks`; sends and receives are added where it has none.
+  std::optional<PipelineOrder> order = std::nullopt;
+  /// Refuse an order that holds more micro-batches' activations on a stage's rank (0: any).
+  int64_t max_in_flight = 0;
+  /// Modules per stage, as split()'s balance (one entry per stage, not per rank); empty:
+  /// balanced by parameter count.
   std::vector<int64_t> balance = {};
   /// The table (placement.h) that learns which tensors this rank trains: the stage's, along
   /// `mesh_dim` as pipeline stages, a tied copy another stage counts marked so. The entries of
@@ -61,6 +76,12 @@ struct DistributedPipelineResult {
   Tensor output;
   double seconds = 0;       // the step's wall time on this rank
   double busy_seconds = 0;  // the part spent computing: the rest waited for neighbours
+  /// The most memory this rank's device held above the step's start, between actions
+  /// (activations kept for backward and W, messages waiting): beside simulate()'s peak_memory.
+  int64_t peak_activation_bytes = 0;
+  /// This rank's actions as they ran (seconds on trace::now_us's clock, shared by the processes
+  /// of one host): to set beside simulate(order()) (schedule_sim.h).
+  std::vector<TimedAction> timeline;
 };
 
 class DistributedPipeline {
@@ -70,7 +91,8 @@ class DistributedPipeline {
   /// `model`: the whole model, built the same way on every rank of `group`; this rank keeps the
   /// modules of stage group->rank() (the model's own objects, under the model's names), of
   /// group->size() stages. Collective: every rank of the group constructs its pipeline at once
-  /// (it makes the message and tied-weight groups). ValueError for chunks < 1 or a bad balance.
+  /// (it makes the message and tied-weight groups). ValueError for chunks < 1, a bad balance,
+  /// fewer modules than stages, or an order the check refuses (schedule_check.h), naming it.
   DistributedPipeline(nn::Sequential& model, std::shared_ptr<Communicator> group,
                       DistributedPipelineOptions options = {});
 
@@ -87,21 +109,43 @@ class DistributedPipeline {
   /// undefined on the others.
   Tensor evaluate(const Tensor& input);
 
+  /// Every module this rank holds (all its stages'), under the model's names: for its
+  /// parameters, the optimizer, moves and state dicts. Its forward is not the pipeline's.
   nn::Sequential& stage() { return stage_; }
-  /// Runs the stage's forward through `forward` from now on: a wrapper of stage() that must see
-  /// every micro-batch, such as fully_shard's (parallel/fsdp/fully_shard.h), which gathers a
-  /// unit's shards in its own forward and reduce-scatters the micro-batches' gradients into
-  /// them; `before_backward(last)` is told before each backward whether it is the step's last
-  /// (fully_shard's set_is_last_backward). Null: the stage's modules themselves.
-  void run_through(std::function<Tensor(const Tensor&)> forward,
-                   std::function<void(bool last)> before_backward = nullptr) {
+  /// Stage s's modules (a stage this rank holds).
+  nn::Sequential& stage_modules(int64_t s);
+  /// Where they lie in stage(): its items [first, end).
+  std::pair<size_t, size_t> stage_items(int64_t s);
+  /// The stages this rank holds, in model order.
+  std::vector<int64_t> held_stages() const { return order_.stages_of(stage_index()); }
+  /// Runs each stage's forward through `forward(x, stage)` from now on: a wrapper of the stage's
+  /// modules that must see every micro-batch, such as fully_shard's
+  /// (parallel/fsdp/fully_shard.h), which gathers a unit's shards in its own forward and
+  /// reduce-scatters the micro-batches' gradients into them; `before_backward(stage, last)` is
+  /// told before each backward whether it is that stage's last of the step (fully_shard's
+  /// set_is_last_backward). Null: the stage's modules themselves.
+  void run_through(std::function<Tensor(const Tensor&, int64_t stage)> forward,
+                   std::function<void(int64_t stage, bool last)> before_backward = nullptr) {
     forward_ = std::move(forward);
     before_backward_ = std::move(before_backward);
   }
+  /// The same for a rank that holds one stage (its wrapper: stage()'s).
+  void run_through(std::function<Tensor(const Tensor&)> forward,
+                   std::function<void(bool last)> before_backward = nullptr);
+  /// This rank's position in the pipeline's group.
   int stage_index() const { return group_->rank(); }
+  /// Ranks in the pipeline (p); the model has order().stages() stages.
   int stages() const { return group_->size(); }
-  bool is_first() const { return stage_index() == 0; }
-  bool is_last() const { return stage_index() + 1 == stages(); }
+  /// Whether this rank holds the first stage (it reads the input) or the last (the target, the
+  /// loss and the output).
+  bool is_first() const { return order_.stage_ranks.front() == stage_index(); }
+  bool is_last() const { return last_rank() == stage_index(); }
+  int last_rank() const { return order_.stage_ranks.back(); }
+  /// The schedule every rank runs, with its sends and receives (checked).
+  const PipelineOrder& order() const { return order_; }
+  /// Every rank's timeline of a step (its DistributedPipelineResult::timeline), on every rank,
+  /// in rank order: collective over the group, for a picture or measured_costs().
+  std::vector<std::vector<TimedAction>> gather_timelines(const std::vector<TimedAction>& mine);
   const std::shared_ptr<Communicator>& group() const { return group_; }
 
   /// What this rank trains and how it lies in the whole model (the options' table).
@@ -123,12 +167,14 @@ class DistributedPipeline {
                                 double loss_scale);
   void sum_tied_gradients(const std::map<std::string, Tensor>& before);
 
-  nn::Sequential stage_;
+  nn::Sequential stage_;                      // every module this rank holds
+  std::map<int64_t, nn::Sequential> stages_;  // per held stage, the same modules
+  PipelineOrder order_;
   std::shared_ptr<Communicator> group_, activations_, gradients_;
   DistributedPipelineOptions options_;
   std::vector<Tied> tied_;
-  std::function<Tensor(const Tensor&)> forward_;  // run_through's; null: stage_ itself
-  std::function<void(bool)> before_backward_;
+  std::function<Tensor(const Tensor&, int64_t)> forward_;  // run_through's; null: the stage
+  std::function<void(int64_t, bool)> before_backward_;
 };
 
 }  // namespace tandem::parallel

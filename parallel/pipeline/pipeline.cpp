@@ -9,6 +9,7 @@
 #include <tandem/nn/activation_checkpoint.h>
 #include <tandem/parallel/pipeline/exchange.h>
 #include <tandem/parallel/pipeline/pipeline.h>
+#include <tandem/parallel/pipeline/schedule_check.h>
 #include <tandem/parallel/pipeline/stage_runner.h>
 #include <algorithm>
 #include <exception>
@@ -22,14 +23,26 @@ bool defers_weight_grads(const PipelineOptions& o) {
   return o.weight_grads == PipelineWeightGrads::Deferred;
 }
 
-// Stage k's thread: its device, and k (two stages on one device get a thread each).
-std::vector<WorkerKey> keys_of(const std::vector<Stage>& stages) {
-  std::vector<WorkerKey> keys;
-  for (size_t k = 0; k < stages.size(); ++k) keys.push_back({stages[k].device, int(k)});
-  return keys;
+int64_t stages_per_rank(const PipelineOptions& o) {
+  if (o.schedule == PipelineSchedule::Interleaved1F1B)
+    return o.virtual_stages ? o.virtual_stages : 2;
+  return stage_count(o.schedule, 1);
 }
 
 }  // namespace
+
+std::vector<Device> pipeline_devices(PipelineSchedule schedule, const std::vector<Device>& devices,
+                                     int64_t virtual_stages) {
+  const int64_t p = int64_t(devices.size());
+  const int64_t v = schedule == PipelineSchedule::Interleaved1F1B && virtual_stages == 0
+                        ? 2
+                        : std::max<int64_t>(virtual_stages, 1);
+  std::vector<Device> out;
+  for (int64_t s = 0; s < stage_count(schedule, p, v); ++s)
+    out.push_back(devices[size_t(
+        s < p || schedule == PipelineSchedule::Interleaved1F1B ? s % p : 2 * p - 1 - s)]);
+  return out;
+}
 
 // One step's shared state: what the caller hands the stages and what they hand back.
 struct Pipeline::Run {
@@ -41,9 +54,10 @@ struct Pipeline::Run {
   const PipelineLossFn* loss_fn;  // null when evaluating
   double loss_scale;              // backward starts from loss × loss_scale
   Exchange exchange;
-  std::vector<Tensor> outputs, losses;  // per micro-batch, from the last stage
-  std::vector<int64_t> peak;            // per stage
-  std::vector<int64_t> busy_us;         // per stage
+  std::vector<Tensor> outputs, losses;             // per micro-batch, from the last stage
+  std::vector<int64_t> peak;                       // per rank
+  std::vector<int64_t> busy_us;                    // per rank
+  std::vector<std::vector<TimedAction>> timeline;  // per rank
   std::mutex error_mutex;
   std::exception_ptr error;  // the first stage failure
 };
@@ -53,8 +67,29 @@ Pipeline::Pipeline(std::vector<Stage> stages, PipelineOptions options)
   TD_CHECK_VALUE(!stages_.empty(), "Pipeline: no stages");
   TD_CHECK_VALUE(options_.chunks >= 1, "Pipeline: chunks = ", options_.chunks,
                  "; a batch is cut into at least one micro-batch");
+  const int64_t S = int64_t(stages_.size());
+  if (options_.order) {
+    TD_CHECK_VALUE(options_.order->stages() == S, "Pipeline: the order given has ",
+                   options_.order->stages(), " stages but there are ", S);
+  } else {
+    const int64_t v = stages_per_rank(options_);
+    TD_CHECK_VALUE(S % v == 0, "Pipeline: ", S, " stages for ", to_string(options_.schedule),
+                   ", which holds ", v, " per rank; split the model over pipeline_devices()");
+  }
+  const int64_t ranks = options_.order ? options_.order->world() : S / stages_per_rank(options_);
+  order_ = pipeline_order(options_.schedule, ranks, options_.chunks, options_.virtual_stages,
+                          defers_weight_grads(options_), options_.order,
+                          {.max_in_flight = options_.max_in_flight});
+  for (int r = 0; r < order_.world(); ++r) {
+    const std::vector<int64_t> mine = order_.stages_of(r);
+    const Device dev = stages_[size_t(mine.front())].device;
+    for (int64_t s : mine)
+      TD_CHECK_VALUE(stages_[size_t(s)].device == dev, "Pipeline: stages ", mine.front(), " and ",
+                     s, " run on rank ", r, " but were split onto ", dev, " and ",
+                     stages_[size_t(s)].device, "; split the model over pipeline_devices()");
+    keys_.push_back({dev, r});  // two ranks on one device get a thread each
+  }
   workers_ = std::make_unique<DeviceWorkers>("pp");
-  keys_ = keys_of(stages_);
 }
 
 PipelineResult Pipeline::step(const Tensor& input, const Tensor& target, const PipelineLossFn& loss,
@@ -93,8 +128,9 @@ PipelineResult Pipeline::run(const Tensor& input, const Tensor* target, const Pi
   r.loss_scale = loss_scale;
   r.outputs.resize(size_t(m));
   r.losses.resize(size_t(m));
-  r.peak.assign(stages_.size(), 0);
-  r.busy_us.assign(stages_.size(), 0);
+  r.peak.assign(keys_.size(), 0);
+  r.busy_us.assign(keys_.size(), 0);
+  r.timeline.resize(keys_.size());
 
   // A tied weight's copies' gradients before this step, so that accumulating steps sum once.
   const TiedGradients tied_before = r.training ? tied_gradients_before(stages_) : TiedGradients{};
@@ -103,7 +139,7 @@ PipelineResult Pipeline::run(const Tensor& input, const Tensor* target, const Pi
   // of the intra-op threads.
   workers_->run(keys_, [&](size_t k) {
     try {
-      run_stage(k, r);
+      run_rank(k, r);
     } catch (const Exchange::Aborted&) {
       // Another stage failed and says so.
     } catch (...) {
@@ -126,73 +162,75 @@ PipelineResult Pipeline::run(const Tensor& input, const Tensor* target, const Pi
   result.peak_activation_bytes = std::move(r.peak);
   result.seconds = seconds;
   for (int64_t us : r.busy_us) result.busy_seconds.push_back(double(us) * 1e-6);
+  result.timeline = std::move(r.timeline);
   return result;
 }
 
 namespace {
 
-// The messages between stages of one process: through the Exchange, which a failed stage
-// aborts (every waiting stage wakes).
+// The messages between ranks of one process: through the Exchange, keyed by the stage they are
+// for, which a failed rank aborts (every waiting rank wakes).
 class ExchangeTransport : public StageTransport {
  public:
-  ExchangeTransport(Exchange& exchange, int64_t stage) : exchange_(exchange), k_(stage) {}
-  Tensor take_activation(int64_t i) override { return exchange_.take(Exchange::Activation, k_, i); }
-  void put_activation(int64_t i, const Tensor& y) override {
-    exchange_.put(Exchange::Activation, k_ + 1, i, y);
+  explicit ExchangeTransport(Exchange& exchange) : exchange_(exchange) {}
+  Tensor take_activation(int64_t s, int64_t i) override {
+    return exchange_.take(Exchange::Activation, s, i);
   }
-  Tensor take_gradient(int64_t i, const Tensor&) override {
-    return exchange_.take(Exchange::Gradient, k_, i);
+  void put_activation(int64_t s, int64_t i, const Tensor& y) override {
+    exchange_.put(Exchange::Activation, s + 1, i, y);
   }
-  void put_gradient(int64_t i, const Tensor& g) override {
-    exchange_.put(Exchange::Gradient, k_ - 1, i, g);
+  Tensor take_gradient(int64_t s, int64_t i, const Tensor&) override {
+    return exchange_.take(Exchange::Gradient, s, i);
+  }
+  void put_gradient(int64_t s, int64_t i, const Tensor& g) override {
+    exchange_.put(Exchange::Gradient, s - 1, i, g);
   }
   bool aborted() override { return exchange_.aborted(); }
 
  private:
   Exchange& exchange_;
-  int64_t k_;
 };
 
 }  // namespace
 
-void Pipeline::run_stage(size_t k, Run& r) {
-  Stage& stage = stages_[k];
-  const int64_t m = int64_t(r.sizes.size());
-  StageStep step{.first = k == 0,
-                 .last = k + 1 == stages_.size(),
-                 .training = r.training,
-                 .device = stage.device,
-                 .where = str("pipeline stage ", k, " on ", stage.device)};
-  step.defer_weight_grads = r.training && defers_weight_grads(options_);
-  // The stage object outlives the step, whose backward is where a checkpoint recomputes.
-  step.forward = [&](const Tensor& x, int64_t i) {
-    const bool checkpointed =
-        r.training && (options_.checkpoint == PipelineCheckpoint::Always ||
-                       (options_.checkpoint == PipelineCheckpoint::ExceptLast && i + 1 < m));
-    return checkpointed ? nn::activation_checkpoint(
-                              [&stage](const Tensor& v) { return stage.modules(v); }, x)
-                        : stage.modules(x);
-  };
-  if (step.first) step.inputs = r.inputs;
-  if (step.last && r.training) {
+void Pipeline::run_rank(size_t rank, Run& r) {
+  const int64_t m = int64_t(r.sizes.size()), S = int64_t(stages_.size());
+  const Device dev = keys_[rank].device;
+  RankStep step{.training = r.training,
+                .device = dev,
+                .where = str("pipeline rank ", rank, " on ", dev),
+                .stage_count = S};
+  // The stage objects outlive the step, whose backward is where a checkpoint recomputes.
+  for (int64_t s : order_.stages_of(int(rank))) {
+    Stage& stage = stages_[size_t(s)];
+    step.forward[s] = [&r, &stage, m, this](const Tensor& x, int64_t i) {
+      const bool checkpointed =
+          r.training && (options_.checkpoint == PipelineCheckpoint::Always ||
+                         (options_.checkpoint == PipelineCheckpoint::ExceptLast && i + 1 < m));
+      return checkpointed ? nn::activation_checkpoint(
+                                [&stage](const Tensor& v) { return stage.modules(v); }, x)
+                          : stage.modules(x);
+    };
+  }
+  if (step.forward.count(0)) step.inputs = r.inputs;
+  const bool last = step.forward.count(S - 1) != 0;
+  if (last && r.training) {
     step.targets = r.targets, step.sizes = r.sizes, step.batch = r.batch;
     step.loss = *r.loss_fn, step.loss_scale = r.loss_scale;
   }
-  std::vector<PipelineAction> actions;
-  if (r.training) {
-    actions = stage_actions(options_.schedule, int64_t(k), int64_t(stages_.size()), m,
-                            step.defer_weight_grads);
-  } else {
-    for (int64_t i = 0; i < m; ++i) actions.push_back({PipelineAction::Forward, i});
-  }
-  ExchangeTransport transport(r.exchange, int64_t(k));
-  StageResult done = parallel::run_stage(actions, step, transport);
-  if (step.last) {
+  const PipelineOrder evaluation =
+      r.training ? PipelineOrder{} : forward_order(order_.stage_ranks, m);
+  const std::vector<PipelineAction>& actions =
+      r.training ? order_.ranks[rank] : evaluation.ranks[rank];
+  ExchangeTransport transport(r.exchange);
+  StageResult done = parallel::run_rank(actions, step, transport);
+  if (last) {
     r.outputs = std::move(done.outputs);
     if (r.training) r.losses = std::move(done.losses);
   }
-  r.peak[k] = done.peak_bytes;
-  r.busy_us[k] = int64_t(done.busy_seconds * 1e6);
+  r.peak[rank] = done.peak_bytes;
+  r.busy_us[rank] = int64_t(done.busy_seconds * 1e6);
+  r.timeline[rank] = std::move(done.timeline);
 }
 
 }  // namespace tandem::parallel

@@ -11,17 +11,20 @@
 //   }
 //
 // How it works: the batch is cut into `chunks` micro-batches along dim 0 (sizes differ by at most
-// one). Each stage has its own worker thread (autograd/device_workers.h) that runs the schedule's
-// list of actions for it (schedule.h). A forward takes its input from the stage before (for stage
-// 0, the micro-batch), detached, and passes its output on; a backward takes the output's gradient
-// from the stage after and passes the input's gradient back (exchange.h). Each stage's graph
-// therefore ends at its own boundaries, and backward of one micro-batch on one stage runs while
-// another stage computes something else. With GPipe, each backward leaves the stage's Linear weight
-// gradients for one W action over all micro-batches (PipelineWeightGrads; the backward's
-// defer_weight_grads option, autograd/deferred_weight_grads.h): one large product per weight
-// instead of M small ones on the critical path. (The weights stay put during a step and each
-// meets every micro-batch: the CPU GEMM packs such a weight for oneDNN by itself,
-// core/kernels/cpu/weight_cache.h.)
+// one). The schedule (schedule.h) gives each rank — here a device — its list of actions, and
+// each rank has its own worker thread (autograd/device_workers.h) that runs it. A forward takes
+// its input from the stage before (for stage 0, the micro-batch), detached, and passes its output
+// on; a backward takes the output's gradient from the stage after and passes the input's
+// gradient back (exchange.h). Each stage's graph therefore ends at its own boundaries, and
+// backward of one micro-batch on one stage runs while another stage computes something else.
+// Schedules with several stages per rank (interleaved, zb-v, dualpipev) take the stages split()
+// made over pipeline_devices(): a device appears once per stage it holds. With GPipe, each
+// backward leaves the stage's Linear weight gradients for one W action over all micro-batches
+// (PipelineWeightGrads; the backward's defer_weight_grads option,
+// autograd/deferred_weight_grads.h): one large product per weight instead of M small ones on the
+// critical path; the zero-bubble schedules place a W per micro-batch where the bubble was. (The
+// weights stay put during a step and each meets every micro-batch: the CPU GEMM packs such a weight
+// for oneDNN by itself, core/kernels/cpu/weight_cache.h.)
 //
 // What it computes: the loss function is applied to each micro-batch's output and must return
 // the mean over that micro-batch (as cross_entropy and mse_loss do by default). The pipeline
@@ -35,10 +38,12 @@
 
 #include <tandem/autograd/device_workers.h>
 #include <tandem/parallel/pipeline/schedule.h>
+#include <tandem/parallel/pipeline/schedule_sim.h>
 #include <tandem/parallel/pipeline/split.h>
 #include <tandem/parallel/pipeline/tied.h>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace tandem::parallel {
@@ -60,6 +65,14 @@ enum class PipelineWeightGrads { Auto, WithBackward, Deferred };
 struct PipelineOptions {
   int64_t chunks = 1;  // micro-batches per batch (M)
   PipelineSchedule schedule = PipelineSchedule::GPipe;
+  /// Interleaved's stages per rank (v ≥ 2); 0: the schedule's own (2 for the interleaved and V
+  /// schedules, 1 for the others).
+  int64_t virtual_stages = 0;
+  /// A schedule of one's own, instead of `schedule`: one stage of split()'s per stage of the
+  /// order, each on its rank's device; micro_batches must be `chunks`.
+  std::optional<PipelineOrder> order = std::nullopt;
+  /// Refuse an order that holds more micro-batches' activations on a rank (0: any).
+  int64_t max_in_flight = 0;
   PipelineCheckpoint checkpoint = PipelineCheckpoint::Never;
   PipelineWeightGrads weight_grads = PipelineWeightGrads::Auto;
 };
@@ -74,16 +87,28 @@ struct PipelineResult {
   /// began, sampled between actions (activations kept for backward, messages in flight; the
   /// transient buffers inside one op are not included), from memory_stats().
   std::vector<int64_t> peak_activation_bytes;
-  /// The step's wall time, and per stage the part spent computing (its forwards and backwards,
-  /// not the waits for a neighbour): busy_seconds[k] / seconds is stage k's utilisation, at most
-  /// M / (M + K − 1) for stages of equal work — the rest is the bubble.
+  /// The step's wall time, and per rank the part spent computing (its forwards and backwards,
+  /// not the waits for a neighbour): busy_seconds[r] / seconds is rank r's utilisation, at most
+  /// M / (M + K − 1) for GPipe or 1F1B over stages of equal work — the rest is the bubble.
   double seconds = 0;
   std::vector<double> busy_seconds;
+  /// Per rank, its actions as they ran (seconds on trace::now_us's clock): to set beside
+  /// simulate(order()) (schedule_sim.h).
+  std::vector<std::vector<TimedAction>> timeline;
 };
+
+/// The device of each stage for split() when `schedule` runs over `devices` (one per rank):
+/// devices itself, or for the interleaved schedule (v stages per rank) devices v times over, for
+/// the V schedules down the devices and back up.
+std::vector<Device> pipeline_devices(PipelineSchedule schedule, const std::vector<Device>& devices,
+                                     int64_t virtual_stages = 0);
 
 class Pipeline {
  public:
-  /// Stages as split() makes them. ValueError for no stages or chunks < 1.
+  /// Stages as split() makes them, one per stage of the schedule (pipeline_devices() gives
+  /// their devices). ValueError for no stages, chunks < 1, a stage count the schedule cannot
+  /// use, two stages of one rank on different devices, or an order the check refuses
+  /// (schedule_check.h), naming it.
   Pipeline(std::vector<Stage> stages, PipelineOptions options = {});
 
   /// One training step's forward and backward over every micro-batch, in the schedule's order;
@@ -104,17 +129,21 @@ class Pipeline {
 
   std::vector<Stage>& stages() { return stages_; }
   const PipelineOptions& options() const { return options_; }
+  /// The schedule's actions per rank, with the messages (ranks: the devices, in order of their
+  /// first stage).
+  const PipelineOrder& order() const { return order_; }
 
  private:
   struct Run;
-  void run_stage(size_t k, Run& run);
+  void run_rank(size_t r, Run& run);
   PipelineResult run(const Tensor& input, const Tensor* target, const PipelineLossFn* loss,
                      double loss_scale);
 
   std::vector<Stage> stages_;
   PipelineOptions options_;
-  std::unique_ptr<DeviceWorkers> workers_;  // one thread per stage, the pipeline's own
-  std::vector<WorkerKey> keys_;             // stage k's: its device and k
+  PipelineOrder order_;
+  std::unique_ptr<DeviceWorkers> workers_;  // one thread per rank, the pipeline's own
+  std::vector<WorkerKey> keys_;             // rank r's: its device and r
 };
 
 }  // namespace tandem::parallel

@@ -1,7 +1,10 @@
-// parallel/pipeline/schedule.cpp — the two schedules' action lists.
+// parallel/pipeline/schedule.cpp — the order as data: its text, and the sends and receives a
+// compute order implies.
 #include <tandem/core/check.h>
 #include <tandem/parallel/pipeline/schedule.h>
 #include <algorithm>
+#include <cctype>
+#include <sstream>
 
 namespace tandem::parallel {
 
@@ -10,43 +13,56 @@ std::vector<int64_t> micro_batch_sizes(int64_t n, int64_t m) {
   for (int64_t i = 0; i < n % m; ++i) ++sizes[size_t(i)];
   return sizes;
 }
+
+std::vector<int64_t> PipelineOrder::stages_of(int rank) const {
+  std::vector<int64_t> out;
+  for (int64_t s = 0; s < stages(); ++s)
+    if (stage_ranks[size_t(s)] == rank) out.push_back(s);
+  return out;
+}
+
+bool has_communication(const PipelineOrder& order) {
+  for (const auto& actions : order.ranks)
+    for (const PipelineAction& a : actions)
+      if (!a.is_compute()) return true;
+  return false;
+}
+
+PipelineOrder with_communication(const PipelineOrder& order) {
+  if (has_communication(order)) return order;
+  PipelineOrder out = order;
+  const int64_t S = order.stages();
+  const auto remote = [&](int64_t from, int64_t to) {
+    return to >= 0 && to < S && order.stage_ranks[size_t(from)] != order.stage_ranks[size_t(to)];
+  };
+  using A = PipelineAction;
+  for (size_t r = 0; r < order.ranks.size(); ++r) {
+    std::vector<A>& list = out.ranks[r];
+    list.clear();
+    for (const A& a : order.ranks[r]) {
+      const int64_t s = a.stage, i = a.micro_batch;
+      const bool backward = a.kind == A::Backward || a.kind == A::BackwardInput;
+      // The receive just before the action that needs it: a rank posts it no earlier than its
+      // own schedule reaches that point (receives block; sends do not, see pipeline runtime).
+      if (a.kind == A::Forward && remote(s, s - 1)) list.push_back({A::RecvForward, s, i});
+      if (backward && remote(s, s + 1)) list.push_back({A::RecvBackward, s, i});
+      list.push_back(a);
+      if (a.kind == A::Forward && remote(s, s + 1)) list.push_back({A::SendForward, s, i});
+      if (backward && remote(s, s - 1)) list.push_back({A::SendBackward, s, i});
+    }
+  }
+  return out;
+}
+
 namespace {
 
-// 1F1B: the later a stage, the fewer forwards it runs before its first backward: the last stage
-// starts backward on micro-batch 0 as soon as its forward is done.
-void one_f_one_b(std::vector<PipelineAction>& actions, int64_t stage, int64_t stages, int64_t m) {
-  const int64_t warmup = std::min(stages - stage - 1, m);
-  for (int64_t i = 0; i < warmup; ++i) actions.push_back({PipelineAction::Forward, i});
-  for (int64_t i = warmup; i < m; ++i) {
-    actions.push_back({PipelineAction::Forward, i});
-    actions.push_back({PipelineAction::Backward, i - warmup});
-  }
-  for (int64_t i = m - warmup; i < m; ++i) actions.push_back({PipelineAction::Backward, i});
-}
+constexpr const char* kWords[] = {"F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
 
 }  // namespace
 
-std::vector<PipelineAction> stage_actions(PipelineSchedule schedule, int64_t stage, int64_t stages,
-                                          int64_t micro_batches, bool deferred_weight_grads) {
-  TD_CHECK_VALUE(stages >= 1 && stage >= 0 && stage < stages && micro_batches >= 1,
-                 "stage_actions: stage ", stage, " of ", stages, " with ", micro_batches,
-                 " micro-batches");
-  const int64_t m = micro_batches;
-  std::vector<PipelineAction> actions;
-  if (schedule == PipelineSchedule::GPipe) {
-    for (int64_t i = 0; i < m; ++i) actions.push_back({PipelineAction::Forward, i});
-    for (int64_t i = m - 1; i >= 0; --i) actions.push_back({PipelineAction::Backward, i});
-  } else {
-    one_f_one_b(actions, stage, stages, m);
-  }
-  if (deferred_weight_grads) actions.push_back({PipelineAction::Weight, -1});
-  return actions;
-}
-
-std::string to_string(const PipelineAction& action) {
-  if (action.kind == PipelineAction::Weight) return "W";
-  std::string out(1, action.kind == PipelineAction::Forward ? 'F' : 'B');
-  out += std::to_string(action.micro_batch);
+std::string to_string(const PipelineAction& a) {
+  std::string out = std::to_string(a.stage) + kWords[a.kind];
+  out += a.micro_batch == PipelineAction::kAll ? "*" : std::to_string(a.micro_batch);
   return out;
 }
 
@@ -59,15 +75,79 @@ std::string to_string(const std::vector<PipelineAction>& actions) {
   return out;
 }
 
+std::string to_string(const PipelineOrder& order) {
+  std::string out;
+  for (size_t r = 0; r < order.ranks.size(); ++r)
+    out += "rank " + std::to_string(r) + ": " + to_string(order.ranks[r]) + "\n";
+  return out;
+}
+
+std::vector<PipelineAction> parse_actions(const std::string& text) {
+  std::vector<PipelineAction> out;
+  std::istringstream words(text);
+  std::string word;
+  while (words >> word) {
+    size_t digits = 0;
+    while (digits < word.size() && std::isdigit(static_cast<unsigned char>(word[digits]))) ++digits;
+    bool read = false;
+    // No kind's word is the start of another's, so the first that fits is the one.
+    for (int k = 0; k < 8 && !read && digits > 0; ++k) {
+      const std::string kind = kWords[k];
+      if (word.compare(digits, kind.size(), kind) != 0) continue;
+      const std::string rest = word.substr(digits + kind.size());
+      const bool all = rest == "*" && k == PipelineAction::BackwardWeight;
+      if (!all && (rest.empty() || !std::all_of(rest.begin(), rest.end(), [](char c) {
+                     return std::isdigit(static_cast<unsigned char>(c));
+                   })))
+        continue;
+      out.push_back({PipelineAction::Kind(k), std::stoll(word.substr(0, digits)),
+                     all ? PipelineAction::kAll : std::stoll(rest)});
+      read = true;
+    }
+    TD_CHECK_VALUE(read, "pipeline: cannot read the action \"", word,
+                   "\" (write stage, kind, micro-batch: 1F3, 0I2, 2W0, 1SEND_F3, 0RECV_B1, 0W*)");
+  }
+  return out;
+}
+
 std::string to_string(PipelineSchedule schedule) {
-  return schedule == PipelineSchedule::GPipe ? "gpipe" : "1f1b";
+  switch (schedule) {
+    case PipelineSchedule::GPipe:
+      return "gpipe";
+    case PipelineSchedule::OneFOneB:
+      return "1f1b";
+    case PipelineSchedule::Interleaved1F1B:
+      return "interleaved";
+    case PipelineSchedule::ZeroBubbleH1:
+      return "zb-h1";
+    case PipelineSchedule::ZeroBubbleV:
+      return "zb-v";
+    case PipelineSchedule::DualPipeV:
+      return "dualpipev";
+  }
+  return "?";
 }
 
 PipelineSchedule parse_schedule(const std::string& name) {
-  if (name == "gpipe") return PipelineSchedule::GPipe;
-  if (name == "1f1b") return PipelineSchedule::OneFOneB;
-  ::tandem::detail::fail<ValueError>("pipeline: unknown schedule \"", name,
-                                     "\" (choose gpipe or 1f1b)");
+  for (PipelineSchedule s :
+       {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB, PipelineSchedule::Interleaved1F1B,
+        PipelineSchedule::ZeroBubbleH1, PipelineSchedule::ZeroBubbleV, PipelineSchedule::DualPipeV})
+    if (to_string(s) == name) return s;
+  ::tandem::detail::fail<ValueError>(
+      "pipeline: unknown schedule \"", name,
+      "\" (choose gpipe, 1f1b, interleaved, zb-h1, zb-v or dualpipev)");
+}
+
+int64_t stage_count(PipelineSchedule schedule, int64_t ranks, int64_t virtual_stages) {
+  switch (schedule) {
+    case PipelineSchedule::Interleaved1F1B:
+      return ranks * virtual_stages;
+    case PipelineSchedule::ZeroBubbleV:
+    case PipelineSchedule::DualPipeV:
+      return 2 * ranks;
+    default:
+      return ranks;
+  }
 }
 
 }  // namespace tandem::parallel

@@ -4,28 +4,31 @@
 
 namespace tandem::parallel {
 namespace {
-constexpr int64_t kMaxDims = 8, kHeader = 2 + kMaxDims;
+constexpr int64_t kMaxDims = 8, kHeader = 4 + kMaxDims;  // tag, dtype, dims, sizes
 }  // namespace
 
-void send_tensor(Communicator& comm, const Tensor& t, int dst, std::vector<WorkPtr>& sends) {
+void send_tensor(Communicator& comm, const Tensor& t, int dst, std::vector<WorkPtr>& sends,
+                 MessageTag tag) {
   TD_CHECK_SHAPE(t.dim() <= kMaxDims, "send_tensor: a tensor of ", t.dim(), " dimensions; at most ",
                  kMaxDims, " can be sent with their shape");
   std::vector<int64_t> header(size_t(kHeader), 0);
-  header[0] = static_cast<int64_t>(t.dtype());
-  header[1] = t.dim();
-  for (int64_t d = 0; d < t.dim(); ++d) header[size_t(2 + d)] = t.size(d);
+  header[0] = tag[0], header[1] = tag[1];
+  header[2] = static_cast<int64_t>(t.dtype());
+  header[3] = t.dim();
+  for (int64_t d = 0; d < t.dim(); ++d) header[size_t(4 + d)] = t.size(d);
   sends.push_back(comm.send(from_vector(header, {kHeader}, t.device()), dst));
   sends.push_back(comm.send(t.contiguous(), dst));
 }
 
-Tensor recv_tensor(Communicator& comm, int src, Device device) {
+Tensor recv_tensor(Communicator& comm, int src, Device device, MessageTag* tag) {
   Tensor header = empty({kHeader}, {.dtype = kInt64, .device = device});
   comm.recv(header, src)->wait();
   const std::vector<int64_t> h = header.to_vector<int64_t>();
-  TD_CHECK_SHAPE(h[1] >= 0 && h[1] <= kMaxDims, "recv_tensor: rank ", src, " sent a header of ",
-                 h[1], " dimensions: not a send_tensor message");
-  const std::vector<int64_t> shape(h.begin() + 2, h.begin() + 2 + h[1]);
-  Tensor t = empty(shape, {.dtype = static_cast<DType>(h[0]), .device = device});
+  TD_CHECK_SHAPE(h[3] >= 0 && h[3] <= kMaxDims, "recv_tensor: rank ", src, " sent a header of ",
+                 h[3], " dimensions: not a send_tensor message");
+  if (tag) *tag = {h[0], h[1]};
+  const std::vector<int64_t> shape(h.begin() + 4, h.begin() + 4 + h[3]);
+  Tensor t = empty(shape, {.dtype = static_cast<DType>(h[2]), .device = device});
   comm.recv(t, src)->wait();
   return t;
 }

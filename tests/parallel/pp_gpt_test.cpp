@@ -1,11 +1,13 @@
 // tests/parallel/pp_gpt_test.cpp — the GPT cut into pipeline stages that are ranks of their own
 // (DistributedPipeline), alone and composed with tensor and data parallelism, trains as on one
-// device: a float64 GPT (4 blocks, 4 heads, biases, lm_head tied to the token embedding, which
+// device: a float64 GPT (6 blocks, 4 heads, biases, lm_head tied to the token embedding, which
 // the first and last stages each hold a copy of; dropout off) trained 3 AdamW steps with decay on
 // matrices and the global norm clipped, on thread ranks (cpu:0..n-1) arranged as a (dp, pp, tp)
 // mesh, has one device's loss at every step and one device's parameters, each stage's slices put
-// back together, to 1e-12 relative (‖difference‖ / ‖parameter‖). GPipe and 1F1B; PP = 2 and 4;
-// PP × TP = 2 × 2 with and without sequence parallelism; DP × PP × TP = 2 × 2 × 2.
+// back together, to 1e-12 relative (‖difference‖ / ‖parameter‖). Every schedule (GPipe, 1F1B,
+// interleaved with v = 2, ZB-H1, ZB-V, DualPipeV) on PP = 2 and 4 with 4 to 16 micro-batches
+// (a covering subset under a sanitizer); PP × TP = 2 × 2 with and without sequence parallelism;
+// DP × PP × TP = 2 × 2 × 2, and with ZB-V.
 #include <tandem/parallel/all_reduce_gradients.h>
 #include <tandem/parallel/clip_grad_norm.h>
 #include <tandem/parallel/comm/thread_communicator.h>
@@ -16,6 +18,7 @@
 
 #include "parallel/token_batch.h"
 #include "support/expect.h"
+#include "support/sanitizer.h"
 
 namespace tandem::parallel {
 namespace {
@@ -23,7 +26,7 @@ namespace {
 using tandem::testing::error_message;
 using ::testing::HasSubstr;
 
-constexpr int64_t kBatch = 4, kT = 8, kVocab = 12;
+constexpr int64_t kBatch = 16, kT = 8, kVocab = 12;
 constexpr int kSteps = 3;
 constexpr double kClip = 0.5;
 
@@ -31,7 +34,7 @@ nn::Sequential initial_gpt() {
   manual_seed(11);
   return nn::gpt({.block_size = kT,
                   .vocab_size = kVocab,
-                  .n_layer = 4,
+                  .n_layer = 6,  // 9 modules: enough for ZB-V's 8 stages over 4 ranks
                   .n_head = 4,
                   .n_embd = 16,
                   .dropout = 0.0,
@@ -88,6 +91,7 @@ struct Layout {
   int64_t chunks = 2;
   PipelineSchedule schedule = PipelineSchedule::GPipe;
   bool sequence_parallel = false;
+  int64_t virtual_stages = 0;  // interleaved's v (0: 2)
 };
 
 // Every rank of a (dp, pp, tp) mesh trains its stage's slices on its rows of batches [from, to),
@@ -106,7 +110,10 @@ Trained pipelined(const Layout& l, int from = 0, int to = kSteps,
         nn::Sequential model = tp::tensor_parallel_gpt(
             whole, tp, {.sequence_parallel = l.sequence_parallel, .placements = table});
         DistributedPipeline pipe(model, pp,
-                                 {.chunks = l.chunks, .schedule = l.schedule, .placements = table});
+                                 {.chunks = l.chunks,
+                                  .schedule = l.schedule,
+                                  .virtual_stages = l.virtual_stages,
+                                  .placements = table});
         table->add_dimension("dp", dp);  // replicas: the gradients averaged over it below
         move_to(pipe.stage(), dev, *table);
         optim::AdamW opt = adamw(pipe.stage().named_parameters());
@@ -153,8 +160,9 @@ void expect_one_device(const Layout& l) {
   static const Trained want = one_device();
   const Trained got = pipelined(l);
   const std::string what =
-      str("DP × PP × TP = ", l.dp, " × ", l.pp, " × ", l.tp, ", ", to_string(l.schedule), ", ",
-          l.chunks, " micro-batches", l.sequence_parallel ? ", sequence parallel" : "");
+      str("DP × PP × TP = ", l.dp, " × ", l.pp, " × ", l.tp, ", ", to_string(l.schedule),
+          l.virtual_stages ? str(" v=", l.virtual_stages) : std::string(), ", ", l.chunks,
+          " micro-batches", l.sequence_parallel ? ", sequence parallel" : "");
   for (size_t s = 0; s < want.losses.size(); ++s)
     EXPECT_NEAR(got.losses[s], want.losses[s], 1e-12 * std::abs(want.losses[s]))
         << "step " << s << ", " << what;
@@ -175,6 +183,32 @@ TEST(PipelinedGPT, TwoStagesTrainAsOneDeviceWithGPipeAnd1F1B) {
 
 TEST(PipelinedGPT, FourStagesTrainAsOneDevice) {
   expect_one_device({.pp = 4, .chunks = 4, .schedule = PipelineSchedule::OneFOneB});
+}
+
+TEST(PipelinedGPT, EveryScheduleTrainsAsOneDevice) {
+  using S = PipelineSchedule;
+  size_t i = 0;
+  for (S schedule :
+       {S::GPipe, S::OneFOneB, S::Interleaved1F1B, S::ZeroBubbleH1, S::ZeroBubbleV, S::DualPipeV})
+    for (int pp : {2, 4})
+      for (int64_t chunks : {4, 6, 16}) {
+        if (schedule == S::DualPipeV && chunks < 2 * pp) continue;  // needs m ≥ 2p
+        if (schedule == S::Interleaved1F1B && chunks % pp != 0 && chunks > pp) continue;
+        if (!tandem::testing::runs_case(i++, 5)) continue;
+        expect_one_device({.pp = pp, .chunks = chunks, .schedule = schedule});
+      }
+  // Three chunks per rank, the model in 6 stages over 2 ranks.
+  expect_one_device({.pp = 2, .chunks = 4, .schedule = S::Interleaved1F1B, .virtual_stages = 3});
+}
+
+TEST(PipelinedGPT, ZeroBubbleComposesWithDataAndTensorParallelism) {
+  expect_one_device(
+      {.dp = 2, .pp = 2, .tp = 2, .chunks = 4, .schedule = PipelineSchedule::ZeroBubbleV});
+  expect_one_device({.pp = 2,
+                     .tp = 2,
+                     .chunks = 4,
+                     .schedule = PipelineSchedule::DualPipeV,
+                     .sequence_parallel = true});
 }
 
 TEST(PipelinedGPT, PipelineTimesTensorParallelTrainsAsOneDevice) {
@@ -287,8 +321,29 @@ TEST(PipelinedGPT, AFailingStageNamesItselfAndItsNeighbourStops) {
         2);
   });
   EXPECT_THAT(msg, HasSubstr("the loss function failed"));
-  EXPECT_THAT(msg, HasSubstr("pipeline stage 1 of 2"));
-  EXPECT_THAT(msg, HasSubstr("micro-batch 0 (forward)"));
+  EXPECT_THAT(msg, HasSubstr("pipeline rank 1 of 2 on cpu, stage 1, micro-batch 0 (forward, 1F0)"));
+}
+
+// Each rank's timeline of a step runs its order's actions, and every rank can see them all.
+TEST(PipelinedGPT, TimelinesFollowTheOrderAndGatherOnEveryRank) {
+  nn::Sequential whole = initial_gpt();
+  spawn_threads(
+      [&](std::shared_ptr<Communicator> g) {
+        nn::Sequential model = own_copy(whole, g);
+        DistributedPipeline pipe(model, g,
+                                 {.chunks = 4, .schedule = PipelineSchedule::ZeroBubbleV});
+        const auto [x, y] = batch(0);
+        const DistributedPipelineResult r = pipe.step(x, y, loss_of);
+        EXPECT_GT(r.peak_activation_bytes, 0);
+        const auto all = pipe.gather_timelines(r.timeline);
+        ASSERT_EQ(all.size(), 2u);
+        for (size_t k = 0; k < 2; ++k) {
+          std::vector<PipelineAction> ran;
+          for (const TimedAction& t : all[k]) ran.push_back(t.action);
+          EXPECT_EQ(ran, pipe.order().ranks[k]) << "rank " << k;
+        }
+      },
+      2);
 }
 
 TEST(PipelinedGPT, BadOptionsAreClearErrors) {

@@ -19,6 +19,7 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
         parallel::DistributedPipelineOptions{
             .chunks = o.chunks,
             .schedule = parallel::parse_schedule(o.pipeline_schedule),
+            .virtual_stages = o.virtual_stages,
             .placements = s.placements});
     s.model = std::shared_ptr<nn::Sequential>(s.stages, &s.stages->stage());
   }
@@ -48,9 +49,21 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
         s.fsdp = std::make_unique<parallel::FullyShardedModule>(
             s.model, parallel::FullyShardOptions{
                          .group = data, .placements = s.placements, .mesh_dim = data_dim});
-        if (s.stages)  // each micro-batch through fully_shard, reduced once all are in
-          s.stages->run_through([f = s.fsdp.get()](const Tensor& x) { return (*f)(x); },
-                                [f = s.fsdp.get()](bool last) { f->set_is_last_backward(last); });
+        if (s.stages) {  // each micro-batch through fully_shard, reduced once all are in
+          // A rank may hold several stages (interleaved, V schedules): each runs its items,
+          // and the units reduce after the rank's last backward of the step, whichever stage's.
+          parallel::DistributedPipeline* pipe = s.stages.get();
+          const int64_t backwards = int64_t(pipe->held_stages().size()) * o.chunks;
+          s.stages->run_through(
+              [f = s.fsdp.get(), pipe](const Tensor& x, int64_t stage) {
+                const auto [first, end] = pipe->stage_items(stage);
+                return f->forward_items(x, first, end);
+              },
+              [f = s.fsdp.get(), backwards, left = std::make_shared<int64_t>(0)](int64_t, bool) {
+                if (*left == 0) *left = backwards;  // a new step
+                f->set_is_last_backward(--*left == 0);
+              });
+        }
         break;
       }
       s.ddp = std::make_unique<parallel::DistributedDataParallel<nn::Sequential>>(
@@ -67,10 +80,14 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
           nn::AnyModule(s.model), parallel::DataParallelOptions{.device_ids = p.devices});
       break;
     case Parallelism::Pipeline:  // the model's own modules move to the stages' devices
+    {
+      const parallel::PipelineSchedule schedule = parallel::parse_schedule(o.pipeline_schedule);
       s.pipe = std::make_unique<parallel::Pipeline>(
-          parallel::split(*s.model, p.devices),
-          parallel::PipelineOptions{.chunks = o.chunks,
-                                    .schedule = parallel::parse_schedule(o.pipeline_schedule)});
+          parallel::split(*s.model,
+                          parallel::pipeline_devices(schedule, p.devices, o.virtual_stages)),
+          parallel::PipelineOptions{
+              .chunks = o.chunks, .schedule = schedule, .virtual_stages = o.virtual_stages});
+    }
       *s.placements = parallel::placements(s.pipe->stages());  // a tied copy counted once
       break;
   }

@@ -14,14 +14,18 @@ std::string describe_parallelism(Setup& s, const TrainOptions& o,
   // --cp: how the heads attend across the context ranks; the data ranks then include them.
   const std::string context = s.cp ? str(", context parallel (", o.cp_algorithm, ", zig-zag)") : "";
   const char* over = s.cp ? " over dp x cp" : " over dp";
-  if (s.stages)
-    line = str(", pipeline", s.mesh->size("tp") > 1 ? " x tensor" : "", s.cp ? " x context" : "",
-               " parallel: ", s.mesh->str(), " (", group->backend(), ", ", o.pipeline_schedule,
-               ", ", o.chunks, " chunks; this stage ", s.model->size(), " modules",
-               s.sequence_parallel ? ", sequence parallel" : "", context,
-               s.fsdp ? str(", fully sharded", over) : "",
-               s.ddp && o.zero ? str(", ZeRO stage ", o.zero, over) : "", ")");
-  else if (s.tp)
+  if (s.stages) {
+    std::string held;
+    for (int64_t stage : s.stages->held_stages()) held += str(held.empty() ? "" : ", ", stage);
+    line =
+        str(", pipeline", s.mesh->size("tp") > 1 ? " x tensor" : "", s.cp ? " x context" : "",
+            " parallel: ", s.mesh->str(), " (", group->backend(), ", ", o.pipeline_schedule, ", ",
+            o.chunks, " chunks; this rank stage", held.find(',') == std::string::npos ? " " : "s ",
+            held, " of ", s.stages->order().stages(), ", ", s.model->size(), " modules",
+            s.sequence_parallel ? ", sequence parallel" : "", context,
+            s.fsdp ? str(", fully sharded", over) : "",
+            s.ddp && o.zero ? str(", ZeRO stage ", o.zero, over) : "", ")");
+  } else if (s.tp) {
     line = str(s.mesh->size("tp") > 1 ? ", tensor" : "",
                s.mesh->size("tp") > 1 && s.cp ? " x context"
                : s.cp                         ? ", context"
@@ -30,9 +34,10 @@ std::string describe_parallelism(Setup& s, const TrainOptions& o,
                s.sequence_parallel ? ", sequence parallel" : "", context,
                s.fsdp ? str(", fully sharded", over) : "",
                s.ddp && o.zero ? str(", ZeRO stage ", o.zero, over) : "", ")");
-  else if (s.fsdp)
+  } else if (s.fsdp) {
     line = str(", fully sharded over ", group->size(), " ranks (", group->backend(),
                ", ZeRO stage 3: ", s.fsdp->units().size(), " units)");
+  }
   if (s.ddp && !s.tp)
     line = str(", DDP over ", group->size(), " ranks (", group->backend(),
                o.ddp_hook.empty() ? "" : ", " + o.ddp_hook,

@@ -109,7 +109,7 @@ double eval_loss(Setup& s, const Tensor& whole_x, const Tensor& whole_y) {
   const Tensor out = s.stages->evaluate(x);
   Tensor loss = from_vector(std::vector<double>{s.stages->is_last() ? s.loss(out, y).item() : 0},
                             {1}, s.device);
-  s.stages->group()->broadcast(loss, s.stages->stages() - 1)->wait();
+  s.stages->group()->broadcast(loss, s.stages->last_rank())->wait();
   return whole_sequence_loss(s, loss.reshape({})).item();
 }
 
