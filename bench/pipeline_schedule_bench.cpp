@@ -8,8 +8,9 @@
 //    each of their 8 stages 1 layer: the same work per rank. Per schedule: each rank's measured
 //    idle share of the step (the last of 3 steps) against simulate() fed with that step's own
 //    measured action costs (measured_costs), and each rank's peak memory above the step's start
-//    in units of one stage-micro-batch's activations (GPipe's rank-0 peak / m, the calibration)
-//    against the simulator's peak count of activations held.
+//    in units of one layer's input for one micro-batch (32 KiB) against the simulator's count of
+//    layer inputs held (from F until B, or W after I). The measurement also holds what the
+//    simulator does not count: a stage's output until its backward, messages, gradients in flight.
 // 2. The GPT on 4 stages (8 blocks, 128 wide, context 64, batch 16, float32, one intra-op thread
 //    per rank): the median step time of each schedule over interleaved rounds, against 1F1B's.
 //    On 2 cores, 4 computing ranks share the cores: this measures the schedules' overheads
@@ -17,6 +18,7 @@
 // --svg DIR writes each schedule's simulated timeline (F = I = W per layer) and its measured one
 // from part 1 as SVG (docs/img/pipeline/ holds the ones in docs/parallelism.md).
 //   build-bench/bench/pipeline_schedule_bench [--rounds N] [--quick] [--svg DIR]
+#include <tandem/parallel/pipeline/schedule_svg.h>
 #include <tandem/tandem.h>
 
 #include <chrono>
@@ -88,8 +90,15 @@ Timed run_timed(S schedule) {
         const Tensor x = randn({kRows, kWidth}).to(dev), y = randn({kRows, kWidth}).to(dev);
         const auto loss = [](const Tensor& out, const Tensor& t) { return mse_loss(out, t); };
         DistributedPipelineResult r;
+        {  // gradients allocated before the step: its peak is then the activations' and messages'
+          NoGradGuard no_grad;
+          for (Tensor& p : pipe.stage().parameters()) p.set_grad(zeros_like(p));
+        }
         for (int step = 0; step < 3; ++step) {
-          for (Tensor& p : pipe.stage().parameters()) p.set_grad(Tensor());
+          {
+            NoGradGuard no_grad;
+            for (Tensor& p : pipe.stage().parameters()) p.grad().zero_();
+          }
           r = pipe.step(x, y, loss);
         }
         auto all = pipe.gather_timelines(r.timeline);
@@ -133,7 +142,7 @@ int main(int argc, char** argv) {
       kLayers, long(kWidth), long(kWidth), kLayerMs, kRanks, kChunks, long(kRows));
   std::printf("%-12s %8s %26s %26s %6s %22s %22s\n", "schedule", "step ms", "idle measured (r0..3)",
               "idle simulated (r0..3)", "max pp", "held measured (units)", "held simulated");
-  double unit = 0;  // bytes of one stage-micro-batch's activations: GPipe's rank-0 peak / m
+  double unit = 0;  // bytes of one layer input for one micro-batch
   double worst_pp = 0;
   for (S schedule : kSchedules) {
     const Timed t = run_timed(schedule);
@@ -148,7 +157,7 @@ int main(int argc, char** argv) {
     for (const auto& line : t.timelines)
       for (const TimedAction& a : line)
         first = std::min(first, a.start), last = std::max(last, a.end);
-    if (schedule == S::GPipe) unit = double(t.peak[0]) / kChunks / layers;
+    unit = double(kRows / kChunks * kWidth * 4);  // one layer's float32 input, one micro-batch
     std::string im, is, hm, hs;
     for (int r = 0; r < kRanks; ++r) {
       im += str(r ? " " : "", int(100 * idle[size_t(r)] + 0.5));
@@ -176,8 +185,8 @@ int main(int argc, char** argv) {
       "idle: 1 - compute time / step, in %%; simulated: simulate() with the step's own "
       "median F, I, W per stage;\nmax pp: the largest |measured - simulated| over the "
       "ranks, in percentage points (worst %.1f)\nheld: the rank's peak memory above the "
-      "step's start over one layer-micro-batch's activations (%.0f KiB,\n  GPipe's rank 0 "
-      "/ m / layers per stage); simulated: the most layer inputs held (F to B or W)\n",
+      "step's start (weight gradients allocated before it) over one layer's input for one\n  "
+      "micro-batch (%.0f KiB); simulated: the most layer inputs held (F to B or W)\n",
       worst_pp, unit / 1024);
 
   // ---- 2. the GPT, each schedule against 1F1B.
