@@ -85,7 +85,8 @@ Timed run_timed(S schedule) {
         nn::Sequential model;
         const Device dev = Device::cpu(g->rank());
         for (int i = 0; i < kLayers; ++i) model.push_back(TimedLinear(dev));
-        DistributedPipeline pipe(model, g, {.chunks = kChunks, .schedule = schedule});
+        DistributedPipeline pipe(
+            model, g, {.chunks = kChunks, .schedule = schedule, .return_outputs = false});
         manual_seed(2);
         const Tensor x = randn({kRows, kWidth}).to(dev), y = randn({kRows, kWidth}).to(dev);
         const auto loss = [](const Tensor& out, const Tensor& t) { return mse_loss(out, t); };
@@ -146,11 +147,17 @@ int main(int argc, char** argv) {
   double worst_pp = 0;
   for (S schedule : kSchedules) {
     const Timed t = run_timed(schedule);
-    // Memory in units of one layer-micro-batch (a V or interleaved stage is 1 layer, the others
-    // 2); a Linear's input is held from F until its weight gradient (B, or W after I).
+    // Memory in units of one layer input for one micro-batch (a V or interleaved stage is 1
+    // layer, the others 2). A stage's F allocates its Linears' inputs (stage 0's first is the
+    // batch's, already there) and its output, which the backward starts from: held until B or
+    // I. After an I, its W still reads each Linear's input and output gradient.
     const double layers = double(kLayers) / double(t.order.stages());
     ActionCosts costs = measured_costs(t.order, t.timelines);
-    costs.activation = costs.weight_inputs = layers;
+    for (size_t st = 0; st < costs.stages.size(); ++st) {
+      const double given = st == 0 ? 1 : 0;  // stage 0's input: the batch, not allocated
+      costs.stages[st].activation = layers + 1 - given;
+      costs.stages[st].weight_inputs = 2 * layers - given;
+    }
     const Simulation sim = simulate(t.order, costs);
     const std::vector<double> idle = idle_shares(t.timelines);
     double first = 1e300, last = 0, most = 0;
@@ -185,8 +192,10 @@ int main(int argc, char** argv) {
       "idle: 1 - compute time / step, in %%; simulated: simulate() with the step's own "
       "median F, I, W per stage;\nmax pp: the largest |measured - simulated| over the "
       "ranks, in percentage points (worst %.1f)\nheld: the rank's peak memory above the "
-      "step's start (weight gradients allocated before it) over one layer's input for one\n  "
-      "micro-batch (%.0f KiB); simulated: the most layer inputs held (F to B or W)\n",
+      "step's start (weight gradients allocated before it; return_outputs = false) over one\n  "
+      "layer's input for one micro-batch (%.0f KiB); simulated: the stages' Linear inputs and\n  "
+      "output from F to B or I, then W's inputs and output gradients until W; messages are "
+      "not counted\n",
       worst_pp, unit / 1024);
 
   // ---- 2. the GPT, each schedule against 1F1B.

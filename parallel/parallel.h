@@ -43,7 +43,10 @@
 #include <tandem/parallel/launcher_env.h>
 #include <tandem/parallel/memory_summary.h>
 #include <tandem/parallel/pipeline/distributed_pipeline.h>
+#include <tandem/parallel/pipeline/fully_sharded_stages.h>
 #include <tandem/parallel/pipeline/pipeline.h>
+#include <tandem/parallel/pipeline/schedule_check.h>
+#include <tandem/parallel/pipeline/schedule_svg.h>
 #include <tandem/parallel/pipeline/split.h>
 #include <tandem/parallel/pipeline/tied.h>
 #include <tandem/parallel/placement.h>

@@ -264,6 +264,9 @@ TEST(TrainCommand, PipelineTrainsAsOneDevice) {
   run("1f1b",
       " --pipeline cpu:0,cpu:1 --chunks 4 --pipeline-schedule 1f1b "
       "--activation-checkpointing");
+  const std::string report = read_file(tmp / "log-1f1b" / "report.html");  // the schedule drawn
+  EXPECT_NE(report.find("1f1b, p = 2, m = 4: measured"), std::string::npos);
+  EXPECT_NE(report.find("1f1b, p = 2, m = 4: simulated from the step"), std::string::npos);
   const SafetensorsFile a = load_safetensors((tmp / "one" / "model.safetensors").string());
   for (const char* other : {"gpipe", "1f1b"}) {
     const SafetensorsFile b = load_safetensors((tmp / other / "model.safetensors").string());

@@ -220,7 +220,14 @@ size_t FullyShardedModule::State::next_unit(size_t u) const {
 }
 
 void FullyShardedModule::State::install(size_t item) {
-  for (const Slot& sl : item_slots[item]) *sl.tensor = units[sl.unit]->full(sl.index);
+  for (const Slot& sl : item_slots[item]) {
+    // An item may read another unit's parameters too (the shared root's: a tied embedding).
+    // When backward runs in several calls (a pipeline's micro-batches, one call each), the end
+    // of one resharded that unit: gather it again, without recording (the graph holds the
+    // recorded whole tensors of its forward).
+    if (!units[sl.unit]->gathered()) units[sl.unit]->finish_gather(false);
+    *sl.tensor = units[sl.unit]->full(sl.index);
+  }
 }
 
 void FullyShardedModule::State::restore(size_t item) {

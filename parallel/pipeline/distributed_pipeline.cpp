@@ -260,6 +260,7 @@ DistributedPipelineResult DistributedPipeline::run(const Tensor& input, const Te
   if (is_last() && training) {
     mine.targets = std::move(targets), mine.sizes = sizes, mine.batch = batch;
     mine.loss = *loss, mine.loss_scale = loss_scale;
+    mine.keep_outputs = options_.return_outputs;
   }
   std::map<std::string, Tensor> tied_before;  // to sum only what this step adds (see below)
   if (training)
@@ -272,7 +273,7 @@ DistributedPipelineResult DistributedPipeline::run(const Tensor& input, const Te
   transport.wait_for_sends();  // a send never holds up the schedule: waited for at the end
 
   DistributedPipelineResult result;
-  if (is_last()) result.output = cat(done.outputs);
+  if (is_last() && !done.outputs.empty()) result.output = cat(done.outputs);
   if (training) {
     sum_tied_gradients(tied_before);
     // The loss is the last stage's; every rank gets it, to log or to stop on. Summed on the

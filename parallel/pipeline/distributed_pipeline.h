@@ -67,12 +67,16 @@ struct DistributedPipelineOptions {
   /// the modules other stages hold go. Null: a table of its own.
   std::shared_ptr<PlacementTable> placements = nullptr;
   std::string mesh_dim = "pp";
+  /// Whether a training step's result has the last stage's outputs (torch's return_outputs):
+  /// kept, each micro-batch's output stays until the step ends; false frees it with its
+  /// backward, which saves a loop that reads only the loss m outputs' memory on the last stage.
+  bool return_outputs = true;
 };
 
 struct DistributedPipelineResult {
   Tensor loss;  // the batch's mean loss (detached, unscaled), a float64 scalar, on every rank
   /// The last stage's outputs for the whole batch (detached) on the last stage's rank; undefined
-  /// on the others.
+  /// on the others, and after a training step with return_outputs = false.
   Tensor output;
   double seconds = 0;       // the step's wall time on this rank
   double busy_seconds = 0;  // the part spent computing: the rest waited for neighbours
@@ -123,7 +127,8 @@ class DistributedPipeline {
   /// (parallel/fsdp/fully_shard.h), which gathers a unit's shards in its own forward and
   /// reduce-scatters the micro-batches' gradients into them; `before_backward(stage, last)` is
   /// told before each backward whether it is that stage's last of the step (fully_shard's
-  /// set_is_last_backward). Null: the stage's modules themselves.
+  /// set_is_last_backward; fully_sharded_stages.h wires fully_shard so). Null: the stage's
+  /// modules themselves.
   void run_through(std::function<Tensor(const Tensor&, int64_t stage)> forward,
                    std::function<void(int64_t stage, bool last)> before_backward = nullptr) {
     forward_ = std::move(forward);

@@ -23,24 +23,13 @@ bool defers_weight_grads(const PipelineOptions& o) {
   return o.weight_grads == PipelineWeightGrads::Deferred;
 }
 
-int64_t stages_per_rank(const PipelineOptions& o) {
-  if (o.schedule == PipelineSchedule::Interleaved1F1B)
-    return o.virtual_stages ? o.virtual_stages : 2;
-  return stage_count(o.schedule, 1);
-}
-
 }  // namespace
 
 std::vector<Device> pipeline_devices(PipelineSchedule schedule, const std::vector<Device>& devices,
                                      int64_t virtual_stages) {
-  const int64_t p = int64_t(devices.size());
-  const int64_t v = schedule == PipelineSchedule::Interleaved1F1B && virtual_stages == 0
-                        ? 2
-                        : std::max<int64_t>(virtual_stages, 1);
   std::vector<Device> out;
-  for (int64_t s = 0; s < stage_count(schedule, p, v); ++s)
-    out.push_back(devices[size_t(
-        s < p || schedule == PipelineSchedule::Interleaved1F1B ? s % p : 2 * p - 1 - s)]);
+  for (int r : stage_ranks(schedule, int64_t(devices.size()), virtual_stages))
+    out.push_back(devices[size_t(r)]);
   return out;
 }
 
@@ -72,11 +61,13 @@ Pipeline::Pipeline(std::vector<Stage> stages, PipelineOptions options)
     TD_CHECK_VALUE(options_.order->stages() == S, "Pipeline: the order given has ",
                    options_.order->stages(), " stages but there are ", S);
   } else {
-    const int64_t v = stages_per_rank(options_);
+    const int64_t v = stages_per_rank(options_.schedule, options_.virtual_stages);
     TD_CHECK_VALUE(S % v == 0, "Pipeline: ", S, " stages for ", to_string(options_.schedule),
                    ", which holds ", v, " per rank; split the model over pipeline_devices()");
   }
-  const int64_t ranks = options_.order ? options_.order->world() : S / stages_per_rank(options_);
+  const int64_t ranks = options_.order
+                            ? options_.order->world()
+                            : S / stages_per_rank(options_.schedule, options_.virtual_stages);
   order_ = pipeline_order(options_.schedule, ranks, options_.chunks, options_.virtual_stages,
                           defers_weight_grads(options_), options_.order,
                           {.max_in_flight = options_.max_in_flight});
@@ -153,7 +144,7 @@ PipelineResult Pipeline::run(const Tensor& input, const Tensor* target, const Pi
 
   NoGradGuard no_grad;
   PipelineResult result;
-  result.output = cat(r.outputs);
+  if (!r.training || options_.return_outputs) result.output = cat(r.outputs);
   if (r.training) {
     sum_tied_gradients(stages_, tied_before);  // a weight two stages use: each copy, the sum
     result.loss = r.losses[0];
@@ -217,6 +208,7 @@ void Pipeline::run_rank(size_t rank, Run& r) {
   if (last && r.training) {
     step.targets = r.targets, step.sizes = r.sizes, step.batch = r.batch;
     step.loss = *r.loss_fn, step.loss_scale = r.loss_scale;
+    step.keep_outputs = options_.return_outputs;
   }
   const PipelineOrder evaluation =
       r.training ? PipelineOrder{} : forward_order(order_.stage_ranks, m);

@@ -75,6 +75,10 @@ struct PipelineOptions {
   int64_t max_in_flight = 0;
   PipelineCheckpoint checkpoint = PipelineCheckpoint::Never;
   PipelineWeightGrads weight_grads = PipelineWeightGrads::Auto;
+  /// Whether a training step's result has the last stage's outputs (torch's return_outputs):
+  /// kept, each micro-batch's output stays until the step ends; false frees it with its
+  /// backward, which saves a loop that reads only the loss m outputs' memory on the last stage.
+  bool return_outputs = true;
 };
 
 /// loss(output_i, target_i) on the last stage's device: the mean over micro-batch i.
@@ -83,6 +87,7 @@ using PipelineLossFn = std::function<Tensor(const Tensor& output, const Tensor& 
 struct PipelineResult {
   Tensor loss;    // the mean over the batch (detached, unscaled), on the last stage's device
   Tensor output;  // the last stage's outputs for the whole batch (detached), on its device
+                  // (undefined after a training step with return_outputs = false)
   /// Per stage: the most memory its device held for the step beyond what it held when the step
   /// began, sampled between actions (activations kept for backward, messages in flight; the
   /// transient buffers inside one op are not included), from memory_stats().

@@ -150,4 +150,19 @@ int64_t stage_count(PipelineSchedule schedule, int64_t ranks, int64_t virtual_st
   }
 }
 
+int64_t stages_per_rank(PipelineSchedule schedule, int64_t virtual_stages) {
+  if (schedule == PipelineSchedule::Interleaved1F1B) return virtual_stages ? virtual_stages : 2;
+  return stage_count(schedule, 1);
+}
+
+std::vector<int> stage_ranks(PipelineSchedule schedule, int64_t ranks, int64_t virtual_stages) {
+  const bool v_shaped =
+      schedule == PipelineSchedule::ZeroBubbleV || schedule == PipelineSchedule::DualPipeV;
+  const int64_t p = ranks;
+  std::vector<int> out;
+  for (int64_t s = 0; s < p * stages_per_rank(schedule, virtual_stages); ++s)
+    out.push_back(int(v_shaped && s >= p ? 2 * p - 1 - s : s % p));
+  return out;
+}
+
 }  // namespace tandem::parallel

@@ -74,6 +74,12 @@ struct PipelineOrder {
 
 /// How many stages `schedule` cuts the model into over `ranks` ranks: p, v·p (interleaved) or 2p.
 int64_t stage_count(PipelineSchedule schedule, int64_t ranks, int64_t virtual_stages = 1);
+/// How many stages each rank holds: 1, v (interleaved; 0 means its default, 2) or 2 (V shapes).
+int64_t stages_per_rank(PipelineSchedule schedule, int64_t virtual_stages = 0);
+/// Which rank holds each stage — the one rule make_order and pipeline_devices share:
+/// s mod p (round robin, interleaved's chunks r, r+p, …), or down and back up for the V shapes
+/// (rank r holds stages r and 2p−1−r, so the last stage sits beside the first).
+std::vector<int> stage_ranks(PipelineSchedule schedule, int64_t ranks, int64_t virtual_stages = 0);
 
 /// `schedule`'s compute actions for `ranks` ranks and `micro_batches` micro-batches
 /// (`virtual_stages`: interleaved's v, ≥ 2). With `deferred_weight_grads` (GPipe and 1F1B), each

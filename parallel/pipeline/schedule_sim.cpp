@@ -145,11 +145,12 @@ Simulation simulate(const PipelineOrder& order, const ActionCosts& costs, int64_
         done.add(a, end);
         // What the rank holds: a forward's activations until its B, or until its I but for
         // what its W still reads.
-        const double w = costs.weight_inputs;
+        const StageCosts& sc = costs.of(a.stage);
+        const double w = sc.weight_inputs;
         const double count = a.micro_batch == A::kAll ? double(order.micro_batches) : 1;
-        if (a.kind == A::Forward) memory[r] += costs.activation, ++in_flight[r];
-        if (a.kind == A::Backward) memory[r] -= costs.activation, --in_flight[r];
-        if (a.kind == A::BackwardInput) memory[r] -= costs.activation - w, --in_flight[r];
+        if (a.kind == A::Forward) memory[r] += sc.activation, ++in_flight[r];
+        if (a.kind == A::Backward) memory[r] -= sc.activation, --in_flight[r];
+        if (a.kind == A::BackwardInput) memory[r] -= sc.activation - w, --in_flight[r];
         if (a.kind == A::BackwardWeight) memory[r] -= w * count;
         rank.peak_memory = std::max(rank.peak_memory, memory[r]);
         rank.peak_in_flight = std::max(rank.peak_in_flight, in_flight[r]);

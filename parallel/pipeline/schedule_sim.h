@@ -18,19 +18,20 @@
 
 namespace tandem::parallel {
 
-/// What one stage's actions cost, in any unit of time (B = I + W).
+/// What one stage's actions cost, in any unit of time (B = I + W), and what they hold.
 struct StageCosts {
   double forward = 1, backward_input = 1, backward_weight = 1;
+  /// Memory, in any unit: what the stage's forward of one micro-batch keeps until its backward
+  /// (the saved layer inputs, and the output the backward starts from), and what its W still
+  /// reads after its I (the Linears' inputs and output gradients). The defaults count
+  /// micro-batches held between F and their B or I.
+  double activation = 1, weight_inputs = 0;
 };
 
 struct ActionCosts {
   /// Per stage; one entry: every stage alike.
   std::vector<StageCosts> stages = {StageCosts{}};
   double message = 0;  // from a send's post to its receive's end, at the earliest
-  /// Memory, in any unit: what a stage's forward of one micro-batch keeps for its backward, and
-  /// the part of that its W still needs after its I (the layer inputs and output gradients of
-  /// its Linears). Defaults count micro-batches held between F and their B or I.
-  double activation = 1, weight_inputs = 0;
   const StageCosts& of(int64_t stage) const {
     return stages.size() == 1 ? stages[0] : stages.at(size_t(stage));
   }
@@ -47,7 +48,7 @@ struct SimulatedRank {
   double busy = 0;                    // in compute actions
   double idle_share = 0;              // 1 − busy / the step's length
   int64_t peak_in_flight = 0;         // stage micro-batches forwarded and not yet through B or I
-  double peak_memory = 0;             // the costs' activation and weight_inputs, at the most
+  double peak_memory = 0;             // the stages' activation and weight_inputs, at the most
 };
 
 struct Simulation {

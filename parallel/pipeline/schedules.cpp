@@ -135,8 +135,7 @@ PipelineOrder make_order(PipelineSchedule schedule, int64_t ranks, int64_t micro
                  " micro-batches; each must be at least 1");
   const bool v_shaped =
       schedule == PipelineSchedule::ZeroBubbleV || schedule == PipelineSchedule::DualPipeV;
-  int64_t v = virtual_stages;
-  if (v == 0) v = schedule == PipelineSchedule::Interleaved1F1B || v_shaped ? 2 : 1;
+  const int64_t v = virtual_stages ? virtual_stages : stages_per_rank(schedule);
   if (schedule == PipelineSchedule::Interleaved1F1B) {
     TD_CHECK_VALUE(v >= 2, "pipeline interleaved: ", v,
                    " stages per rank; interleaving needs at least 2 (1 is 1f1b)");
@@ -161,9 +160,7 @@ PipelineOrder make_order(PipelineSchedule schedule, int64_t ranks, int64_t micro
 
   PipelineOrder order;
   order.micro_batches = m;
-  const int64_t S = stage_count(schedule, p, v);
-  for (int64_t s = 0; s < S; ++s)
-    order.stage_ranks.push_back(int(v_shaped && s >= p ? 2 * p - 1 - s : s % p));
+  order.stage_ranks = stage_ranks(schedule, p, v);
   for (int64_t r = 0; r < p; ++r) {
     RankList l;
     switch (schedule) {

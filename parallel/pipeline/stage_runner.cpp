@@ -6,7 +6,6 @@
 #include <tandem/core/memory_stats.h>
 #include <tandem/core/trace.h>
 #include <tandem/parallel/pipeline/exchange.h>
-#include <tandem/parallel/pipeline/schedule_check.h>
 #include <tandem/parallel/pipeline/stage_runner.h>
 #include <algorithm>
 #include <exception>
@@ -62,7 +61,8 @@ StageResult run_rank(const std::vector<PipelineAction>& actions, const RankStep&
   int64_t m = 0;  // micro-batches
   for (const A& a : actions) m = std::max(m, a.micro_batch + 1);
   StageResult result;
-  if (holds_last) result.outputs.resize(size_t(m));
+  const bool keep_outputs = !step.training || step.keep_outputs;
+  if (holds_last && keep_outputs) result.outputs.resize(size_t(m));
   if (holds_last && step.training) result.losses.resize(size_t(m));
   RankState st;
   const auto here = [&](int64_t s) { return step.forward.count(s) != 0; };
@@ -74,7 +74,7 @@ StageResult run_rank(const std::vector<PipelineAction>& actions, const RankStep&
     if (s > 0 && step.training) x.requires_grad_(true);
     const Tensor y = step.forward.at(s)(x, i);
     if (s == last_stage) {
-      result.outputs[size_t(i)] = y.detach();
+      if (keep_outputs) result.outputs[size_t(i)] = y.detach();
       if (step.training) {
         const Tensor l = step.loss(y, step.targets[size_t(i)].to(dev));
         TD_CHECK_SHAPE(l.numel() == 1, "the loss function returned shape ", l.shape(),

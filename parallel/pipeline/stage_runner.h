@@ -62,6 +62,7 @@ struct RankStep {
   int64_t batch = 0;
   std::function<Tensor(const Tensor& output, const Tensor& target)> loss;
   double loss_scale = 1;
+  bool keep_outputs = true;  // training: keep each output for StageResult::outputs
   // Called before each backward (B or I) of stage s, with whether it is that stage's last of
   // the step (null: none): for a wrapper that must know when the micro-batches' gradients are
   // all in (fully_shard's set_is_last_backward).
@@ -70,6 +71,7 @@ struct RankStep {
 
 struct StageResult {
   std::vector<Tensor> outputs;  // the last stage, when held: each micro-batch's output, detached
+                                // (empty when training without keep_outputs)
   std::vector<Tensor> losses;   // the last stage, training: each loss × n_i / n, unscaled
   double busy_seconds = 0;      // inside compute actions, not waiting for messages
   int64_t peak_bytes = 0;       // the most the device held after an action, above its start

@@ -19,15 +19,18 @@
 
 #include "data/temp_dir.h"
 #include "parallel/stacked_layouts.h"
+#include "support/expect.h"
 #include "support/sanitizer.h"
 
 namespace tandem::parallel::equivalence_matrix_test {  // named: unity builds join test files
 namespace {
 
+using tandem::testing::error_message;
 using tandem::testing::stacked::Data;
 using tandem::testing::stacked::Member;
 using tandem::testing::stacked::Stack;
 using tandem::testing::stacked::StepOutcome;
+using ::testing::HasSubstr;
 
 constexpr int kSteps = 3;
 constexpr double kTolerance = 1e-10;
@@ -152,6 +155,47 @@ TEST(EquivalenceMatrix, EveryStackTrainsAsOneDevice) {
   for (size_t i = 0; i < stacks.size(); ++i)
     if (tandem::testing::runs_case(i, 3))
       expect_one_devices_run(stacks[i], want, tmp.file("run-" + std::to_string(i)), kTolerance);
+}
+
+// The schedules past 1F1B under each data mode (DP × PP = 2 × 2, 2 micro-batches per data
+// rank): interleaved (4 stages), ZB-H1 (B split into I and W), ZB-V (each rank holds the first
+// and last stages: under fully_shard, the tied embedding and head are one shared unit run by
+// two stages); DualPipeV, which needs m ≥ 2p, on all 4 rows alone and with TP. To 1e-12.
+TEST(EquivalenceMatrix, EveryPipelineScheduleStacksWithEveryDataMode) {
+  const Reference want = one_device();
+  tandem::testing::TempDir tmp;
+  std::vector<Stack> stacks;
+  for (PipelineSchedule schedule : {PipelineSchedule::Interleaved1F1B,
+                                    PipelineSchedule::ZeroBubbleH1, PipelineSchedule::ZeroBubbleV})
+    for (Data data : {Data::DDP, Data::Zero1, Data::Zero2, Data::FullyShard})
+      stacks.push_back({.data = data, .dp = 2, .pp = 2, .schedule = schedule});
+  stacks.push_back({.pp = 2, .schedule = PipelineSchedule::DualPipeV, .chunks = 4});
+  stacks.push_back(
+      {.tp = 2, .pp = 2, .sp = true, .schedule = PipelineSchedule::DualPipeV, .chunks = 4});
+  stacks.push_back({.data = Data::FullyShard,
+                    .dp = 2,
+                    .pp = 2,
+                    .schedule = PipelineSchedule::ZeroBubbleV,
+                    .checkpointed = true});
+  for (size_t i = 0; i < stacks.size(); ++i)
+    if (tandem::testing::runs_case(i, 3))
+      expect_one_devices_run(stacks[i], want, tmp.file("schedule-" + std::to_string(i)), 1e-12);
+}
+
+// fully_shard reduces when a rank's last backward of the step is done, which for an I means its
+// W: an order of one's own whose last I's W is not the rank's last W is refused, naming both.
+TEST(EquivalenceMatrix, FullyShardRefusesAnOrderWhoseLastWeightsComeEarly) {
+  PipelineOrder order;
+  order.micro_batches = 2;
+  order.stage_ranks = {0};
+  order.ranks = {parse_actions("0F0 0F1 0I0 0I1 0W1 0W0")};
+  nn::Sequential model = tandem::testing::stacked::gpt(false, 4, 0);
+  auto pipe = std::make_shared<DistributedPipeline>(
+      model, make_thread_group(1)[0], DistributedPipelineOptions{.chunks = 2, .order = order});
+  FullyShardedModule fsdp(std::shared_ptr<nn::Sequential>(pipe, &pipe->stage()),
+                          FullyShardOptions{.group = make_thread_group(1)[0]});
+  EXPECT_THAT(error_message<ValueError>([&] { fully_shard_stages(*pipe, fsdp); }),
+              HasSubstr("rank 0's last backward is 0I1 but its last weight gradient is 0W0"));
 }
 
 // Context parallelism alone and under each of the other modes (the drawn GPT's 8 positions over

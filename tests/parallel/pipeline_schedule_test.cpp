@@ -9,6 +9,7 @@
 #include <tandem/parallel/pipeline/schedule_check.h>
 #include <tandem/parallel/pipeline/schedule_sim.h>
 #include <tandem/parallel/pipeline/schedule_svg.h>
+#include <functional>
 
 #include "support/expect.h"
 
@@ -63,7 +64,8 @@ TEST(PipelineSchedule, NotationRoundTrips) {
   EXPECT_EQ(micro_batch_sizes(10, 4), (std::vector<int64_t>{3, 3, 2, 2}));
 }
 
-TEST(PipelineSchedule, EveryScheduleIsRunnableForEverySizeItAccepts) {
+// fn(schedule, p, m, its order) for every schedule, p = 1…5 and m = 1…12 it accepts.
+void for_every_order(const std::function<void(S, int64_t, int64_t, const PipelineOrder&)>& fn) {
   for (S s : kSchedules)
     for (int64_t p = 1; p <= 5; ++p)
       for (int64_t m = 1; m <= 12; ++m) {
@@ -73,11 +75,17 @@ TEST(PipelineSchedule, EveryScheduleIsRunnableForEverySizeItAccepts) {
         } catch (const ValueError&) {
           continue;  // sizes the schedule refuses (checked below)
         }
-        const PipelineOrder full = with_communication(o);
-        EXPECT_EQ(order_problem(full), "") << to_string(s) << " p=" << p << " m=" << m;
-        EXPECT_EQ(full.world(), p);
-        EXPECT_EQ(full.stages(), stage_count(s, p, s == S::Interleaved1F1B ? 2 : 1));
+        fn(s, p, m, o);
       }
+}
+
+TEST(PipelineSchedule, EveryScheduleIsRunnableForEverySizeItAccepts) {
+  for_every_order([](S s, int64_t p, int64_t m, const PipelineOrder& o) {
+    const PipelineOrder full = with_communication(o);
+    EXPECT_EQ(order_problem(full), "") << to_string(s) << " p=" << p << " m=" << m;
+    EXPECT_EQ(full.world(), p);
+    EXPECT_EQ(full.stages(), stage_count(s, p, s == S::Interleaved1F1B ? 2 : 1));
+  });
   // The sizes that must build: every m for the single-stage schedules, m ≥ 2p for DualPipeV.
   for (int64_t p = 1; p <= 4; ++p)
     for (int64_t m = 1; m <= 8; ++m) {
@@ -99,6 +107,30 @@ TEST(PipelineSchedule, EveryScheduleIsRunnableForEverySizeItAccepts) {
     EXPECT_EQ(order_problem(with_communication(make_order(s, 3, 5, 0, true))), "");
 }
 
+// A rank's last backward (B or I) of the step has its W last too: a wrapper told "last" before
+// that backward (fully_sharded_stages.h) reduces when its callbacks run, which for an I is after
+// its W (deferred_weight_grads.h), so every weight gradient of the rank is in by then.
+TEST(PipelineSchedule, TheLastBackwardsWeightsComeLast) {
+  using A = PipelineAction;
+  for_every_order([](S s, int64_t p, int64_t m, const PipelineOrder& o) {
+    for (int r = 0; r < o.world(); ++r) {
+      const std::vector<A>& a = o.ranks[size_t(r)];
+      size_t last = 0;
+      for (size_t k = 0; k < a.size(); ++k)
+        if (a[k].kind == A::Backward || a[k].kind == A::BackwardInput) last = k;
+      if (a[last].kind != A::BackwardInput) continue;
+      size_t its_w = 0, last_w = 0;
+      for (size_t k = 0; k < a.size(); ++k)
+        if (a[k].kind == A::BackwardWeight) {
+          last_w = k;
+          if (a[k].stage == a[last].stage && a[k].micro_batch == a[last].micro_batch) its_w = k;
+        }
+      EXPECT_EQ(its_w, last_w) << to_string(s) << " p=" << p << " m=" << m << " rank " << r << ": "
+                               << to_string(a);
+    }
+  });
+}
+
 TEST(PipelineSchedule, SimulatorGivesTheTextbookBubbleAndMemory) {
   // Unit costs, F = B: GPipe and 1F1B idle (p−1)/(m+p−1) of the step on every rank.
   const ActionCosts unit{.stages = {{.forward = 1, .backward_input = 1, .backward_weight = 1}}};
@@ -118,8 +150,8 @@ TEST(PipelineSchedule, SimulatorGivesTheTextbookBubbleAndMemory) {
   // any rank (ZB-V's stages are half the model: half the time, half the activations each).
   const int64_t p = 4, m = 8;
   const ActionCosts half{
-      .stages = {{.forward = 0.5, .backward_input = 0.5, .backward_weight = 0.5}},
-      .activation = 0.5};
+      .stages = {
+          {.forward = 0.5, .backward_input = 0.5, .backward_weight = 0.5, .activation = 0.5}}};
   const Simulation one = simulate(with_communication(make_order(S::OneFOneB, p, m)), unit);
   for (S s : {S::ZeroBubbleH1, S::ZeroBubbleV}) {
     const Simulation zb =

@@ -276,6 +276,30 @@ TEST(Pipeline, OneFOneBHoldsFewerActivationsThanGPipe) {
   }
 }
 
+// return_outputs = false: the same loss and gradients, no output, and the last stage no longer
+// keeps every micro-batch's output until the step ends.
+TEST(Pipeline, WithoutOutputsTheLastStageHoldsLess) {
+  auto run = [](bool outputs) {
+    manual_seed(5);
+    nn::Sequential model = pipe_mlp();
+    Pipeline pipe(split(model, {Device::cpu(0), Device::cpu(1)}),
+                  {.chunks = 8, .schedule = PipelineSchedule::OneFOneB, .return_outputs = outputs});
+    manual_seed(6);
+    const Tensor x = randn({256, 16}, {.dtype = kFloat64});
+    const Tensor y = zeros({256}, {.dtype = kInt64});
+    pipe.step(x, y, pipe_loss_fn);  // the first step allocates the parameters' .grad
+    PipelineResult r = pipe.step(x, y, pipe_loss_fn);
+    return std::pair{r, pipe.stages()[1].modules.parameters()[0].grad().clone()};
+  };
+  const auto [with, grad_with] = run(true);
+  const auto [without, grad_without] = run(false);
+  EXPECT_TRUE(with.output.defined());
+  EXPECT_FALSE(without.output.defined());
+  EXPECT_EQ(with.loss.item(), without.loss.item());
+  EXPECT_EQ(grad_with.to_vector<double>(), grad_without.to_vector<double>());
+  EXPECT_LT(without.peak_activation_bytes[1], with.peak_activation_bytes[1]);
+}
+
 TEST(Pipeline, BadInputIsAClearError) {
   nn::Sequential model = pipe_mlp();
   Pipeline pipe(split(model, {Device::cpu(0), Device::cpu(1)}), {.chunks = 8});

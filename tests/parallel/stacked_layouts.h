@@ -35,6 +35,7 @@ struct Stack {
   parallel::cp::Algorithm cp_algorithm = parallel::cp::Algorithm::Ring;  // with cp > 1
   parallel::cp::SequenceSplit cp_split = parallel::cp::SequenceSplit::ZigZag;
   parallel::PipelineSchedule schedule = parallel::PipelineSchedule::OneFOneB;
+  int64_t chunks = 2;         // micro-batches per data rank's rows
   bool checkpointed = false;  // every block in nn::Checkpointed
   bool bf16 = false;          // float32 weights, the forward and loss under bfloat16 autocast
   int64_t heads = 4;          // the drawn GPT's (8: Ulysses over 8 ranks)
@@ -48,8 +49,7 @@ struct Stack {
       out += str_of(" x CP ", cp, " ", parallel::cp::to_string(cp_algorithm),
                     cp_split == parallel::cp::SequenceSplit::ZigZag ? " zig-zag" : " contiguous");
     if (pp > 1)
-      out +=
-          str_of(" x PP ", pp, schedule == parallel::PipelineSchedule::GPipe ? " GPipe" : " 1F1B");
+      out += str_of(" x PP ", pp, " ", parallel::to_string(schedule), " (", chunks, " chunks)");
     return out + (checkpointed ? ", checkpointed" : "") + (bf16 ? ", bf16 autocast" : "") +
            (heads != 4 ? str_of(", ", heads, " heads") : "") +
            (dropout > 0 ? str_of(", dropout ", dropout) : "");
@@ -132,7 +132,8 @@ inline Member build(const Stack& s, std::shared_ptr<parallel::Communicator> worl
   if (s.pp > 1) {
     pipe = std::make_shared<DistributedPipeline>(
         model, mesh->group("pp"),
-        DistributedPipelineOptions{.chunks = 2, .schedule = s.schedule, .placements = m.table});
+        DistributedPipelineOptions{
+            .chunks = s.chunks, .schedule = s.schedule, .placements = m.table});
     m.model = std::shared_ptr<nn::Sequential>(pipe, &pipe->stage());
     m.keep.push_back(pipe);
     m.tied_difference = [pipe] {
@@ -166,9 +167,7 @@ inline Member build(const Stack& s, std::shared_ptr<parallel::Communicator> worl
   if (n > 1 && s.data == Data::FullyShard) {
     fsdp = std::make_shared<FullyShardedModule>(
         m.model, FullyShardOptions{.group = dp, .placements = m.table, .mesh_dim = dp_dim});
-    if (pipe)
-      pipe->run_through([f = fsdp.get()](const Tensor& x) { return (*f)(x); },
-                        [f = fsdp.get()](bool last) { f->set_is_last_backward(last); });
+    if (pipe) fully_shard_stages(*pipe, *fsdp);
   } else if (n > 1)
     ddp = std::make_shared<DistributedDataParallel<nn::Sequential>>(
         *m.model, DDPOptions{.group = dp,

@@ -247,15 +247,6 @@ TrainOptions resolve_config(TrainOptions o) {
   TD_CHECK_VALUE(!given(o, "--virtual-stages") || o.pipeline_schedule == "interleaved",
                  "train: --virtual-stages is the interleaved schedule's (zb-v and dualpipev hold "
                  "two stages per rank by design; gpipe, 1f1b and zb-h1 one)");
-  // fully_shard over a V schedule's rank: the rank holds the first and the last stage, so the
-  // tied embedding and head form one shared fully_shard unit; under the V's split backward that
-  // unit's end of backward crashed (issue 59's note): refused until it is made to work.
-  TD_CHECK_VALUE(!(o.zero == 3 && o.pp > 1 && one_of(o.pipeline_schedule, {"zb-v", "dualpipev"})),
-                 "train: --zero 3 with --pipeline-schedule ", o.pipeline_schedule,
-                 " is not supported yet: the V puts the first and last stages (the tied embedding "
-                 "and head) on one rank, and fully_shard's unit for them does not yet run under "
-                 "the split (I, W) backward; use --zero 1 or 2, or gpipe, 1f1b, interleaved or "
-                 "zb-h1");
   if (!o.pipeline.empty()) {
     TD_CHECK_VALUE(!o.ddp && o.data_parallel.empty(), "train: --pipeline cannot be combined with ",
                    o.ddp ? ranks_flag : std::string("--data-parallel"),

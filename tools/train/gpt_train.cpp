@@ -34,6 +34,7 @@
 #include "models.h"
 #include "moe_setup.h"
 #include "optim_setup.h"
+#include "pipeline_report.h"
 #include "progress.h"
 #include "report.h"
 
@@ -308,24 +309,17 @@ int run_train_gpt(const TrainOptions& flags) {
       if (save && o.sharded_checkpoint)  // every rank writes its shards
         save_sharded_checkpoint(o.checkpoint, sharded_content(setup, optimizer, *group),
                                 state_now());
+      if (setup.stages || setup.pipe)  // the last step's schedule as it ran, for the report
+        report.sections = pipeline_sections(setup, o.pipeline_schedule);
       if (lead) {
         const auto [train_loss, val_loss] = losses;
         std::printf("step %lld: train loss %.4f, val loss %.4f\n", (long long)iter, train_loss,
                     val_loss);
         std::fflush(stdout);
         const double now = unix_time(), lr = optimizer.lr(0);
-        metrics.write({.time = now,
-                       .epoch = iter,
-                       .step = iter,
-                       .split = "eval_train",
-                       .loss = train_loss,
-                       .lr = lr});
-        metrics.write({.time = now,
-                       .epoch = iter,
-                       .step = iter,
-                       .split = "eval",
-                       .loss = val_loss,
-                       .lr = lr});
+        for (const auto& [split, loss] : {std::pair{"eval_train", train_loss}, {"eval", val_loss}})
+          metrics.write(
+              {.time = now, .epoch = iter, .step = iter, .split = split, .loss = loss, .lr = lr});
         if (save && !o.sharded_checkpoint) save_checkpoint(o.checkpoint, content, state_now());
         const bool last = iter == g.max_iters;
         report.headline =

@@ -193,6 +193,11 @@ std::string render_report(const ReportInfo& info, const std::vector<MetricRecord
   s += key_value_table({info.config.begin() + std::ptrdiff_t(half), info.config.end()});
   s += "</div>\n";
   s += info.language_model ? language_model_sections(records) : classifier_sections(info, records);
+  for (const ReportSection& section : info.sections) {
+    s += "<h2>" + html_escape(section.heading) + "</h2>\n<div class=\"charts\">\n";
+    for (const std::string& svg : section.svgs) s += svg + "\n";
+    s += "</div>\n<p>" + html_escape(section.note) + "</p>\n";
+  }
   s += "<p class=\"foot\">Written by <code>tandem train</code>. Every logged line is in "
        "<code>metrics.jsonl</code> beside this file (one JSON object per line).</p>\n";
   return s + "</body>\n</html>\n";

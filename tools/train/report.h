@@ -13,6 +13,14 @@
 
 namespace tandem::tools {
 
+/// A section of pictures (self-contained inline SVGs, drawn by Tandem's own code), side by side,
+/// with a line of text under them.
+struct ReportSection {
+  std::string heading;
+  std::vector<std::string> svgs;
+  std::string note;
+};
+
 struct ReportInfo {
   std::string title;                                        // "cnn-bn on mnist"
   std::vector<std::pair<std::string, std::string>> run;     // device, seed, dataset, wall time…
@@ -23,6 +31,7 @@ struct ReportInfo {
   // "eval_train" and "eval": the loss over fixed training and validation batches), instead of
   // accuracy and per-epoch figures.
   bool language_model = false;
+  std::vector<ReportSection> sections;  // after the charts (--pp: the schedule as it ran)
 };
 
 /// The report page for `records` (train and eval lines of metrics.jsonl).

@@ -2,6 +2,7 @@
 // and the wrappers applied in order (pipeline stage, then DDP, ZeRO or fully_shard over "dp"),
 // all writing one placement table.
 #include <tandem/core/check.h>
+#include <tandem/parallel/pipeline/fully_sharded_stages.h>
 #include <tandem/parallel/process_group.h>
 
 #include "setup.h"
@@ -49,21 +50,8 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
         s.fsdp = std::make_unique<parallel::FullyShardedModule>(
             s.model, parallel::FullyShardOptions{
                          .group = data, .placements = s.placements, .mesh_dim = data_dim});
-        if (s.stages) {  // each micro-batch through fully_shard, reduced once all are in
-          // A rank may hold several stages (interleaved, V schedules): each runs its items,
-          // and the units reduce after the rank's last backward of the step, whichever stage's.
-          parallel::DistributedPipeline* pipe = s.stages.get();
-          const int64_t backwards = int64_t(pipe->held_stages().size()) * o.chunks;
-          s.stages->run_through(
-              [f = s.fsdp.get(), pipe](const Tensor& x, int64_t stage) {
-                const auto [first, end] = pipe->stage_items(stage);
-                return f->forward_items(x, first, end);
-              },
-              [f = s.fsdp.get(), backwards, left = std::make_shared<int64_t>(0)](int64_t, bool) {
-                if (*left == 0) *left = backwards;  // a new step
-                f->set_is_last_backward(--*left == 0);
-              });
-        }
+        // Each micro-batch through fully_shard, reduced once the rank's stages are all done.
+        if (s.stages) parallel::fully_shard_stages(*s.stages, *s.fsdp);
         break;
       }
       s.ddp = std::make_unique<parallel::DistributedDataParallel<nn::Sequential>>(

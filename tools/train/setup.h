@@ -52,6 +52,9 @@ struct Setup {
   // --pp: this rank's stage of the pipeline over the mesh's "pp" group; `model` is then the
   // stage's modules (the rest of the whole model was dropped), and holds the pipeline alive.
   std::shared_ptr<parallel::DistributedPipeline> stages;
+  // The last training step's pipeline actions as they ran: --pp this rank's alone (one row,
+  // gathered by pipeline_report.h), --pipeline every rank's.
+  std::vector<std::vector<parallel::TimedAction>> step_timelines;
   // --n-experts: the MoE layers' auxiliary losses join the training loss. --ep: each rank holds
   // its experts; after data parallelism over dp, the gradients are reduced over ep.
   bool moe = false, expert_parallel = false;

@@ -73,11 +73,13 @@ StepResult train_step(Setup& s, const Tensor& whole_x, const Tensor& whole_y) {
       r = step();
     }
     parallel::reduce_partial_gradients(*s.placements);  // sequence parallelism's, over tp
+    s.step_timelines = {std::move(r.timeline)};         // for the report (pipeline_report.h)
     return {whole_sequence_loss(s, r.loss), r.output};
   }
   if (s.mode == Parallelism::Pipeline) {  // forward and backward, micro-batch by micro-batch
     AmpScope amp(s.device, s.amp);
-    const parallel::PipelineResult r = s.pipe->step(x, y, s.loss, loss_scale(s));
+    parallel::PipelineResult r = s.pipe->step(x, y, s.loss, loss_scale(s));
+    s.step_timelines = std::move(r.timeline);
     return {r.loss, r.output};
   }
   Tensor logits, loss, trained;

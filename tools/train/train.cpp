@@ -25,6 +25,7 @@
 #include "epoch.h"
 #include "models.h"
 #include "optim_setup.h"
+#include "pipeline_report.h"
 #include "progress.h"
 #include "report.h"
 
@@ -316,6 +317,7 @@ int run_train(const TrainOptions& flags) {
     if (!resumed.empty()) report.run.emplace_back("resumed from", resumed);
     if (group) report.run.emplace_back("communication (this rank)", group->stats().str());
     if (!memory.empty()) report.run.emplace_back("memory (this rank, after step 1)", memory);
+    if (setup.pipe) report.sections = pipeline_sections(setup, o.pipeline_schedule);
     write_report(report_path, report, metrics.records());
   }
   const double wall =
