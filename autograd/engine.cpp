@@ -50,8 +50,9 @@ std::shared_ptr<WorkQueue> local_queue() {
 [[maybe_unused]] const int g_forget_queue_at_fork =
     ::pthread_atfork(nullptr, nullptr, [] { t_queue = nullptr; });
 
-bool runs_on_caller(Device d) {
-  return (d.is_cpu() && d.index() == 0) || !g_device_threads.load(std::memory_order_relaxed);
+bool runs_on_caller(Device d) {  // meta:N as cpu:N, so that it frees in the same order
+  return ((d.is_cpu() || d.is_meta()) && d.index() == 0) ||
+         !g_device_threads.load(std::memory_order_relaxed);
 }
 
 void evaluate(std::shared_ptr<GraphTask> task, Node* node, InputBuffer& grad);

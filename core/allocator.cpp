@@ -52,6 +52,10 @@ Cache& cache(Device d) {
 
 void* allocate(Device device, size_t nbytes) {
   if (nbytes == 0) return nullptr;
+  if (device.is_meta()) {  // counted, not allocated: no memory, no values
+    detail::record_allocation(device, int64_t(nbytes));
+    return nullptr;
+  }
   if (device.is_cuda()) {
     cuda::check_device(device);  // "cuda:3 requested but only 1 CUDA device is visible (...)"
 #if TANDEM_WITH_CUDA
@@ -85,6 +89,10 @@ void* allocate(Device device, size_t nbytes) {
 }
 
 void deallocate(Device device, void* ptr, size_t nbytes) noexcept {
+  if (device.is_meta()) {
+    if (nbytes > 0) detail::record_free(device, int64_t(nbytes));
+    return;
+  }
   if (ptr == nullptr) return;
   if (device.is_cuda()) {
 #if TANDEM_WITH_CUDA
@@ -105,6 +113,7 @@ void deallocate(Device device, void* ptr, size_t nbytes) noexcept {
 }
 
 void empty_cache(Device device) {
+  if (device.is_meta()) return;  // nothing cached
   if (device.is_cuda()) {
 #if TANDEM_WITH_CUDA
     cuda::empty_cache(device);

@@ -1,7 +1,10 @@
 // core/device.h — where a tensor lives: `cpu`, `cpu:N` (virtual CPU devices, one host, separate
-// memory statistics) or `cuda:N`. Virtual CPU devices let every parallel mode run and be tested on
-// a machine with no GPU; an op refuses operands on two different devices, `cpu:0` and `cpu:1`
-// included.
+// memory statistics), `cuda:N`, or `meta`/`meta:N` (shapes and dtypes only: torch's meta device).
+// Virtual CPU devices let every parallel mode run and be tested on a machine with no GPU; an op
+// refuses operands on two different devices, `cpu:0` and `cpu:1` included. A meta tensor has no
+// memory and no values: ops on it compute their outputs' shapes and dtypes and allocate nothing,
+// but count the bytes they would have allocated in memory_stats(meta:N), so a forward and
+// backward on meta says what one on a real device would hold (tandem plan's activations).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +15,7 @@
 
 namespace tandem {
 
-enum class DeviceType : int8_t { CPU = 0, CUDA = 1 };
+enum class DeviceType : int8_t { CPU = 0, CUDA = 1, Meta = 2 };
 
 /// A device: a type and an index. `Device("cpu")` is `cpu:0`, the same device (equal, one hash),
 /// but each prints as it was named: `cpu` for Device("cpu"), Device::cpu() and Device(), `cpu:0`
@@ -37,11 +40,17 @@ class Device {
     return d;
   }
   static constexpr Device cuda(int index = 0) { return {DeviceType::CUDA, index}; }
+  static constexpr Device meta(int index = 0) {
+    Device d{DeviceType::Meta, index};
+    d.named_index_ = index != 0;
+    return d;
+  }
 
   DeviceType type() const { return type_; }
   int index() const { return index_; }
   bool is_cpu() const { return type_ == DeviceType::CPU; }
   bool is_cuda() const { return type_ == DeviceType::CUDA; }
+  bool is_meta() const { return type_ == DeviceType::Meta; }
   std::string str() const;
 
   friend bool operator==(Device a, Device b) { return a.type_ == b.type_ && a.index_ == b.index_; }
@@ -59,6 +68,6 @@ std::ostream& operator<<(std::ostream& os, Device d);
 template <>
 struct std::hash<tandem::Device> {
   size_t operator()(tandem::Device d) const noexcept {
-    return size_t(d.index()) * 2 + size_t(d.type());
+    return size_t(d.index()) * 3 + size_t(d.type());
   }
 };

@@ -34,11 +34,12 @@ thread_local GeneratorUseRecorder* t_recorder = nullptr;
 Generator& shared_generator(Device device) {
   static Generator cpu[Device::kMaxCpuDevices];
   static Generator cuda[Device::kMaxCudaDevices];
+  static Generator meta[Device::kMaxCpuDevices];  // draws nothing, but its offsets advance
   const int i = device.index();
   TD_INTERNAL_ASSERT(
-      i >= 0 && i < (device.is_cpu() ? Device::kMaxCpuDevices : Device::kMaxCudaDevices), "device ",
-      device);
-  return device.is_cpu() ? cpu[i] : cuda[i];
+      i >= 0 && i < (device.is_cuda() ? Device::kMaxCudaDevices : Device::kMaxCpuDevices),
+      "device ", device);
+  return device.is_cpu() ? cpu[i] : device.is_meta() ? meta[i] : cuda[i];
 }
 }  // namespace
 

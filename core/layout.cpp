@@ -22,10 +22,14 @@ Tensor contiguous(const Tensor& t) {
 }
 
 Tensor convert(const Tensor& t, Device device, DType dtype) {
+  TD_CHECK_DEVICE(!t.device().is_meta() || device.is_meta(), "cannot copy a ", t.shape(), " ",
+                  t.dtype(), " tensor on ", t.device(), " to ", device,
+                  ": a meta tensor has a shape and a dtype but no values");
   Tensor out = empty(t.shape(), {.dtype = dtype, .device = device});
   if (out.numel() == 0) return out;
-  // A copy between devices runs on the non-CPU side's table (it knows both memories).
-  const Device runner = t.device().is_cuda() ? t.device() : device;
+  // A copy between devices runs on the non-CPU side's table (it knows both memories); onto
+  // meta, on meta's (nothing to copy).
+  const Device runner = device.is_meta() ? device : t.device().is_cuda() ? t.device() : device;
   kernels(runner).copy(t, out);
   return out;
 }

@@ -14,7 +14,12 @@ struct Counters {
 Counters& counters(Device d) {
   static Counters cpu[Device::kMaxCpuDevices];
   static Counters cuda[Device::kMaxCudaDevices];
+  static Counters meta[Device::kMaxCpuDevices];
   const int i = d.index();
+  if (d.is_meta()) {
+    TD_INTERNAL_ASSERT(i >= 0 && i < Device::kMaxCpuDevices, "device ", d);
+    return meta[i];
+  }
   if (d.is_cpu()) {
     TD_INTERNAL_ASSERT(i >= 0 && i < Device::kMaxCpuDevices, "device ", d);
     return cpu[i];

@@ -121,6 +121,13 @@ std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
   std::ostringstream os;
   os << "tensor(";
+  if (device().is_meta()) {  // as PyTorch: no values to show
+    os << "..., device='" << device() << "', size=(";
+    for (int64_t i = 0; i < dim(); ++i) os << (i ? ", " : "") << size(i);
+    os << (dim() == 1 ? ",)" : ")");
+    if (dtype() != kFloat32) os << ", dtype=" << name(dtype());
+    return os.str() + (requires_grad() ? ", requires_grad=True)" : ")");
+  }
   const bool summarize = numel() > kThreshold;
   std::vector<double> data = to_vector<double>();  // row-major, on the host
   const Strides st = contiguous_strides(shape());

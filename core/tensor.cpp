@@ -30,6 +30,8 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::data_ptr() const {
   const TensorImpl& t = impl();
+  TD_CHECK_DEVICE(!t.storage->device().is_meta(), "data_ptr: a ", t.shape, " tensor on ",
+                  t.storage->device(), " has no memory (meta tensors have shapes and dtypes only)");
   return static_cast<char*>(t.storage->data()) + t.offset * int64_t(element_size(t.dtype));
 }
 

@@ -5,7 +5,8 @@
 
 namespace tandem {
 
-extern const Kernels cpu_kernels;  // cpu/registry.cpp
+extern const Kernels cpu_kernels;   // cpu/registry.cpp
+extern const Kernels meta_kernels;  // meta/registry.cpp
 #if TANDEM_WITH_CUDA
 extern const Kernels cuda_kernels;  // cuda/registry.cpp
 #endif
@@ -15,6 +16,8 @@ const Kernels& plain_kernels(Device device) {
   switch (device.type()) {
     case DeviceType::CPU:
       return cpu_kernels;  // cpu and cpu:N share one table
+    case DeviceType::Meta:
+      return meta_kernels;
     case DeviceType::CUDA:
 #if TANDEM_WITH_CUDA
       return cuda_kernels;
