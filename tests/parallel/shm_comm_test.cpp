@@ -142,7 +142,13 @@ TEST(ShmCollectives, AReceiverThatDiesFailsItsSendersNextSendNamingIt) {
         auto g = std::make_shared<ShmCommunicator>(std::make_shared<PrefixStore>("shm", store),
                                                    rank, 2, ShmOptions{.timeout = 60s});
         g->barrier()->wait();
-        if (rank == 1) ::_exit(0);  // gone, without receiving
+        // Rank 1 leaves once rank 0 is past the barrier too: gone sooner, it could fail the
+        // barrier (which also watches its peers), not the send this test is about.
+        if (rank == 0) store->set("past-barrier", "1");
+        if (rank == 1) {
+          store->wait({"past-barrier"});
+          ::_exit(0);  // gone, without receiving
+        }
         const auto start = std::chrono::steady_clock::now();
         g->send(zeros({1'000'000}), 1)->wait();  // copied: the send completes
         std::string e;
