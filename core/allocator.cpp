@@ -8,6 +8,7 @@
 #include <tandem/core/check.h>
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/memory_stats.h>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -48,13 +49,24 @@ Cache& cache(Device d) {
   return caches[d.index()];
 }
 
+// A meta allocation's place: an address no memory is behind (above the 47 bits a process's
+// memory uses on x86-64 and arm64, so never a real one), distinct from every other meta
+// allocation's, so that code which compares places (does this gradient already sit in its
+// bucket? do these tensors overlap?) runs the same on meta. Tensor::data_ptr() refuses meta
+// tensors: nothing reads or writes through it. 2^62 bytes of places before one repeats.
+void* meta_address(size_t nbytes) {
+  static std::atomic<uint64_t> next{0};
+  const uint64_t at = next.fetch_add((nbytes + 63) & ~uint64_t(63)) % (uint64_t(1) << 62);
+  return reinterpret_cast<void*>((uint64_t(1) << 62) + at);
+}
+
 }  // namespace
 
 void* allocate(Device device, size_t nbytes) {
   if (nbytes == 0) return nullptr;
   if (device.is_meta()) {  // counted, not allocated: no memory, no values
     detail::record_allocation(device, int64_t(nbytes));
-    return nullptr;
+    return meta_address(nbytes);
   }
   if (device.is_cuda()) {
     cuda::check_device(device);  // "cuda:3 requested but only 1 CUDA device is visible (...)"

@@ -35,6 +35,11 @@ void* Tensor::data_ptr() const {
   return static_cast<char*>(t.storage->data()) + t.offset * int64_t(element_size(t.dtype));
 }
 
+const void* Tensor::address() const {
+  const TensorImpl& t = impl();
+  return static_cast<const char*>(t.storage->data()) + t.offset * int64_t(element_size(t.dtype));
+}
+
 double Tensor::item() const {
   TD_CHECK_SHAPE(numel() == 1, "item: expected a tensor with one element, but got shape ", shape(),
                  " (", numel(), " elements)");

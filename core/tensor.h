@@ -67,8 +67,11 @@ class Tensor {
   bool is_contiguous() const;
   size_t nbytes() const { return size_t(numel()) * element_size(dtype()); }
 
-  /// Address of the first element (device memory for CUDA tensors).
+  /// Address of the first element (device memory for CUDA tensors). DeviceError on meta.
   void* data_ptr() const;
+  /// Where the first element lies, to compare tensors' places (the same memory? overlapping?),
+  /// never to read through: on the meta device a distinct place with no memory behind it.
+  const void* address() const;
   /// Typed address of the first element; DTypeError when T does not match dtype().
   template <typename T>
   T* data() const {

@@ -95,7 +95,8 @@ struct TrainOptions {
   int64_t virtual_stages = 0;  // --pipeline-schedule interleaved: stages per rank (0: 2)
   std::string amp = "none";    // none | bf16 | fp16: autocast (fp16 with a GradScaler)
   bool cuda_graphs = false;    // the whole step as one CUDA graph (train/graphed_step.h)
-  GptOptions gpt;              // --model gpt only
+  bool predict = false;  // --model gpt: each rank's memory rehearsed first, measured after step 2
+  GptOptions gpt;        // --model gpt only
   // The flags given on the command line ("--epochs", ...), so that resolve_config can refuse one
   // that does not apply to the run (it would otherwise be silently ignored) and tell a default
   // from a choice. Empty for a run built in code: nothing is refused for being given.
@@ -136,6 +137,16 @@ struct DevicesOptions {
 
 /// Lists the CUDA devices (or why there are none) and the CPU, as `nvidia-smi -L` does.
 int run_devices(const DevicesOptions& options);
+
+/// `tandem plan`: a training run's flags, and the ranks it would be launched with.
+struct PlanOptions {
+  TrainOptions train;
+  int nproc = 1;           // ranks (tandem launch --nproc-per-node)
+  int64_t vocab_size = 0;  // tokens; 0: the corpus's characters, as `tandem train` counts them
+};
+
+/// Each rank's memory for the run, rehearsed on the meta device (tools/plan/).
+int run_plan(const PlanOptions& options);
 
 /// `tandem launch`, with torchrun's flags.
 struct LaunchOptions {

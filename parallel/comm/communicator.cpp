@@ -89,7 +89,7 @@ int64_t Communicator::check_one_array(const std::vector<Tensor>& tensors,
   std::vector<size_t> order;
   for (size_t i = 0; i < tensors.size(); ++i)
     if (tensors[i].nbytes() > 0) order.push_back(i);
-  auto begin = [&](size_t i) { return static_cast<const char*>(tensors[i].data_ptr()); };
+  auto begin = [&](size_t i) { return static_cast<const char*>(tensors[i].address()); };
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return begin(a) < begin(b); });
   for (size_t k = 1, last = order.empty() ? 0 : order[0]; k < order.size(); ++k) {
     const size_t i = order[k];
@@ -132,10 +132,10 @@ void Communicator::check_reduce_scatter_coalesced(const Tensor& output,
                  ::tandem::describe(output));
   // The output may be this rank's chunk of the inputs itself, and nothing else of them.
   const size_t es = element_size(output.dtype());
-  const char* out = static_cast<const char*>(output.data_ptr());
+  const char* out = static_cast<const char*>(output.address());
   int64_t start = 0;  // where input k begins in the array
   for (size_t k = 0; k < inputs.size(); ++k) {
-    const char* in = static_cast<const char*>(inputs[k].data_ptr());
+    const char* in = static_cast<const char*>(inputs[k].address());
     const int64_t n = inputs[k].numel();
     if (chunk > 0 && n > 0 && out < in + size_t(n) * es && in < out + size_t(chunk) * es) {
       const auto at = (out - in) / std::ptrdiff_t(es);  // the output's place in input k

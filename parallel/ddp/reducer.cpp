@@ -26,10 +26,11 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
       find_unused_(find_unused_parameters),
       grad_as_view_(grad_as_bucket_view),
       // Host gradients only: a GPU's go to NCCL, which packs, and their path stays the one
-      // measured on GPUs. ZeRO-1 keeps its buffers (the whole gradient between steps).
+      // measured on GPUs. ZeRO-1 keeps its buffers (the whole gradient between steps). Meta
+      // gradients are a host run's rehearsed (tools/plan/), and take the host's path.
       try_in_place_((!zero_ || zero_->stage() == 2) && !grad_as_bucket_view &&
                     std::all_of(params_.begin(), params_.end(),
-                                [](const Tensor& p) { return p.device().is_cpu(); })) {
+                                [](const Tensor& p) { return !p.device().is_cuda(); })) {
   for (auto& indices : buckets) {
     Bucket b;
     b.view.index = buckets_.size();
@@ -106,7 +107,7 @@ void Reducer::copy_in(size_t i) {
   if (!g.defined()) {  // unused on this rank (find_unused_parameters): zeros
     dst.fill_(0);
   } else {
-    if (g.data_ptr() != dst.data_ptr()) dst.copy_(g.reshape({params_[i].numel()}));
+    if (g.address() != dst.address()) dst.copy_(g.reshape({params_[i].numel()}));
     // ZeRO: the whole gradient is in the bucket now; only this rank's chunk comes back.
     if (zero_) params_[i].set_grad(Tensor());
     // gradient_as_bucket_view: .grad becomes its slice of the bucket, and backward's own copy
@@ -291,7 +292,7 @@ void Reducer::finish() {
         params_[i].set_grad(g);
       }
       if (g.defined()) {
-        if (g.data_ptr() != avg.data_ptr()) g.copy_(avg);  // a view already holds the average
+        if (g.address() != avg.address()) g.copy_(avg);  // a view already holds the average
       } else {
         g = empty(params_[i].shape(), params_[i].options());
         g.copy_(avg);

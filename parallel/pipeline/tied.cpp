@@ -56,7 +56,7 @@ void sum_tied_copies(const std::vector<Tensor>& copies, const std::vector<Tensor
     Tensor g = c.grad();
     if (!g.defined()) {
       c.set_grad(sum.to(c.device()).clone());  // its own tensor: .grad never aliases another
-    } else if (g.data_ptr() != sum.data_ptr()) {
+    } else if (g.address() != sum.address()) {
       g.copy_(sum);
     }
   }

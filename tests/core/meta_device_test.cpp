@@ -56,3 +56,19 @@ TEST(MetaDevice, AskingForAValueIsAClearError) {
   EXPECT_EQ(zeros({4}, {.dtype = kInt64, .device = Device::meta(1)}).str(),
             "tensor(..., device='meta:1', size=(4,), dtype=int64)");
 }
+
+// Code that compares places (is this gradient already its bucket's view? do these overlap?) runs
+// the same on meta: each allocation has a place of its own, and a view lies inside its base's.
+TEST(MetaDevice, EachAllocationHasADistinctPlace) {
+  const Device m = Device::meta(2);
+  const Tensor a = zeros({64}, {.device = m}), b = zeros({64}, {.device = m});
+  EXPECT_NE(a.address(), b.address());
+  const char* base = static_cast<const char*>(a.address());
+  EXPECT_EQ(a.narrow(0, 8, 8).address(), base + 8 * sizeof(float));
+  const char* other = static_cast<const char*>(b.address());
+  EXPECT_TRUE(other >= base + a.nbytes() || other + b.nbytes() <= base) << "they overlap";
+  EXPECT_THAT(error_message<DeviceError>([&] { a.narrow(0, 8, 8).data_ptr(); }),
+              HasSubstr("has no memory"));
+  const Tensor c = zeros({4});  // and on the CPU, the address of the first element
+  EXPECT_EQ(c.address(), c.data_ptr());
+}

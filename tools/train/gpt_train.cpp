@@ -16,24 +16,23 @@
 #include <tandem/data/text_dataset.h>
 #include <tandem/nn/optim/param_groups.h>
 #include <tandem/parallel/comm/broadcast_object.h>
-#include <tandem/parallel/cp/plan.h>
 #include <tandem/parallel/fsdp/sharded_checkpoint.h>
 #include <tandem/parallel/process_group.h>
-#include <tandem/parallel/tp/gpt.h>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 
 #include "../commands.h"
+#include "../plan/predict.h"
 #include "checkpointing.h"
 #include "config.h"
 #include "data_source.h"
 #include "epoch.h"
+#include "gpt_rank.h"
 #include "gpt_vocabulary.h"
 #include "models.h"
 #include "moe_setup.h"
-#include "optim_setup.h"
 #include "pipeline_report.h"
 #include "progress.h"
 #include "report.h"
@@ -124,51 +123,18 @@ int run_train_gpt(const TrainOptions& flags) {
   // (padding the model never reads: it computes what the unpadded one does).
   const int64_t characters = corpus.tokenizer.vocab_size(), vocab = table_rows(g, characters, o);
 
-  // ---- model, optimizer (decay on matrices only), schedule.
-  manual_seed(o.seed);
-  auto model =
-      std::make_shared<nn::Sequential>(make_gpt(g, characters, vocab, o.activation_checkpointing));
-  const VocabularyRows rows = vocabulary_rows(*model, characters);   // a checkpoint's are unpadded
-  const std::string params = with_commas(model->parameter_count());  // before a pipeline's copies
-  // Each pipeline stage its own dropout streams (Megatron's seed + 100 × stage): the stages'
-  // processes would otherwise draw the same masks for different layers.
-  if (o.pp > 1) manual_seed(o.seed + 100 * uint64_t(mesh->coordinate("pp")));
-  // --cp: each context rank draws one device's dropout numbers at its positions, so all start
-  // where one device's generator stands now (the model was drawn from the CPU's).
-  if (o.cp > 1) default_generator(device).set_state(default_generator(Device::cpu()).get_state());
-  auto placements = std::make_shared<parallel::PlacementTable>();  // every wrapper records here
-  std::shared_ptr<Generator> tp_stream;  // --tp: this rank's own dropout stream (checkpointed)
-  if (mesh) {  // every rank built the same whole GPT (same seed); each keeps its slices (all of
-    // the model's with --tp 1: a copy), and make_setup its stage's of those with --pp
-    tp_stream = parallel::tp::rank_stream(mesh->group("tp"), model->parameters().front().device());
-    // (Not for --cp alone: the plan's copy would draw its dropout from the rank's stream, where
-    // context parallelism draws one device's numbers.)
-    if (o.tp > 1 || (o.cp == 1 && o.ep == 1))
-      model = std::make_shared<nn::Sequential>(
-          parallel::tp::tensor_parallel_gpt(*model, mesh->group("tp"),
-                                            {.sequence_parallel = o.sequence_parallel,
-                                             .placements = placements,
-                                             .rank_stream = tp_stream}));
-    if (o.cp > 1)  // its attention across the cp group, its embedding at this rank's positions
-      model = std::make_shared<nn::Sequential>(parallel::cp::context_parallel(
-          *model, mesh->group("cp"),
-          {.algorithm = parallel::cp::parse_algorithm(o.cp_algorithm), .placements = placements}));
-    if (o.ep > 1)  // this rank's experts of every MoE layer, the tokens sent to their holders
-      model = std::make_shared<nn::Sequential>(expert_parallel_gpt(*model, *mesh, placements));
-  }
-  Setup setup = make_setup(model, placement, o, mesh, placements);
-  model = setup.model;  // with --pp, this rank's stage
-  setup.moe = g.n_experts > 0;
-  if (setup.moe && o.ep == 1 && replicas > 1)  // the capacity counted over the batch's rows
-    parallel::ep::share_routing(*model, mesh ? mesh->group("dp") : group);
-  setup.loss = [](const Tensor& logits, const Tensor& y) { return nn::gpt_loss(logits, y); };
-  if (setup.tp)  // this rank's logits are its V/tp columns: never gathered
-    setup.loss = [tp = setup.tp](const Tensor& logits, const Tensor& y) {
-      return parallel::tp::gpt_loss(logits, y, tp);
-    };
-  const std::unique_ptr<optim::Optimizer> optimizer_owner =
-      make_gpt_optimizer(o, model->named_parameters(), g.beta2, setup);
-  optim::Optimizer& optimizer = *optimizer_owner;
+  // ---- model (drawn, cut and placed for this rank: gpt_rank.h), optimizer, schedule.
+  // --predict: the run rehearsed on the meta device first, then measured (tools/plan/).
+  std::optional<PredictedMemory> predicted;
+  if (o.predict) predicted.emplace(o, characters, group, device);
+  GptRank built = build_gpt_rank(o, characters, vocab, placement, group, mesh);
+  if (predicted) predicted->probe().placed();
+  Setup& setup = built.setup;
+  std::shared_ptr<nn::Sequential> model = setup.model;  // with --pp, this rank's stage
+  const VocabularyRows rows = built.rows;
+  const std::string params = with_commas(built.parameters);
+  std::shared_ptr<Generator> tp_stream = built.tp_stream;
+  optim::Optimizer& optimizer = *built.optimizer;
   std::unique_ptr<optim::LRScheduler> scheduler;
   if (o.schedule == "cosine")
     scheduler =
@@ -345,10 +311,13 @@ int run_train_gpt(const TrainOptions& flags) {
     auto [x, y] = data::random_windows(corpus.train, o.batch_size, g.block_size,
                                        train_batch_seed(o.seed, iter));
     optimizer.zero_grad();
+    if (predicted) predicted->probe().step_begins();
     const StepResult r = train_step(setup, rows_of(x, replica, replicas).to(device),
                                     rows_of(y, replica, replicas).to(device));
     const double loss = r.loss.item();
     const bool applied = apply_update(update, loss, str("iteration ", iter));  // clip, step, lr
+    if (const std::string table = predicted ? predicted->after_step() : ""; !table.empty())
+      std::printf("memory per rank, predicted / measured (MiB):\n%s", table.c_str());
     if (o.ddp && memory.empty()) {  // this rank's memory after its first step, beside the formula
       memory = memory_line(setup, o, replicas / o.ep * o.cp);  // ZeRO: over dp × cp
       if (lead)

@@ -122,8 +122,11 @@ nn::GPTConfig gpt_config(const GptOptions& g, int64_t characters, int64_t rows) 
               .ffn_hidden_size = g.moe_ffn_hidden_size}};
 }
 
-nn::Sequential make_gpt(const GptOptions& g, int64_t characters, int64_t rows, bool checkpointed) {
-  nn::Sequential model = nn::gpt(gpt_config(g, characters, rows));
+nn::Sequential make_gpt(const GptOptions& g, int64_t characters, int64_t rows, bool checkpointed,
+                        Device where) {
+  nn::GPTConfig config = gpt_config(g, characters, rows);
+  config.tensor.device = where;
+  nn::Sequential model = nn::gpt(config);
   if (!checkpointed) return model;
   // Each block recomputed in backward: the same modules (so the same weights) under the same
   // names, each wrapped.

@@ -41,6 +41,7 @@ nn::GPTConfig gpt_config(const GptOptions& gpt, int64_t characters, int64_t rows
 /// The table's rows for `characters` characters: rounded up to a multiple of --vocab-multiple
 /// and of the tensor-parallel size `tp` (equal parts per rank).
 int64_t padded_vocab(const GptOptions& gpt, int64_t characters, int64_t tp = 1);
-nn::Sequential make_gpt(const GptOptions& gpt, int64_t characters, int64_t rows, bool checkpointed);
+nn::Sequential make_gpt(const GptOptions& gpt, int64_t characters, int64_t rows, bool checkpointed,
+                        Device where = Device::cpu());
 
 }  // namespace tandem::tools

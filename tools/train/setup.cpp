@@ -11,7 +11,8 @@ namespace tandem::tools {
 
 Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, const TrainOptions& o,
                  std::shared_ptr<parallel::DeviceMesh> mesh,
-                 std::shared_ptr<parallel::PlacementTable> placements) {
+                 std::shared_ptr<parallel::PlacementTable> placements,
+                 std::shared_ptr<parallel::Communicator> world) {
   Setup s{.mode = p.mode, .model = std::move(model), .device = p.device};
   s.placements = placements ? std::move(placements) : std::make_shared<parallel::PlacementTable>();
   if (o.pp > 1) {  // this rank keeps its stage: the model's other modules are let go
@@ -26,8 +27,8 @@ Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& p, cons
   }
   parallel::move_to(*s.model, p.device, *s.placements);  // the cuts' records follow
   // The ranks data parallelism runs over: the mesh's dp, or dp × cp with --cp (each context
-  // rank's gradient is its positions' share); null: the world.
-  std::shared_ptr<parallel::Communicator> data;
+  // rank's gradient is its positions' share); else `world` (null: the process group's).
+  std::shared_ptr<parallel::Communicator> data = std::move(world);
   std::string data_dim = "dp";
   if (mesh) {
     s.tp = mesh->group("tp");

@@ -87,11 +87,13 @@ std::unique_ptr<optim::GradScaler> make_grad_scaler(DType amp, parallel::Communi
 
 /// Places `model` (on the run's device, or cut into one stage per device by parallel::split) and
 /// wraps it for `placement.mode`. Make the optimizer afterwards: it holds the placed parameters.
-/// --ddp needs the process group initialised; --tp the mesh, and `model` cut already, with its
-/// cuts recorded in `placements` (which the wrappers then add to; null: a new table).
+/// --ddp needs the process group initialised (or the ranks as `world`: a rehearsal's threads);
+/// --tp the mesh, and `model` cut already, with its cuts recorded in `placements` (which the
+/// wrappers then add to; null: a new table).
 Setup make_setup(std::shared_ptr<nn::Sequential> model, const Placement& placement,
                  const TrainOptions& options, std::shared_ptr<parallel::DeviceMesh> mesh = nullptr,
-                 std::shared_ptr<parallel::PlacementTable> placements = nullptr);
+                 std::shared_ptr<parallel::PlacementTable> placements = nullptr,
+                 std::shared_ptr<parallel::Communicator> world = nullptr);
 
 /// ", DDP over 2 ranks (gloo), autocast bf16": how the run uses its devices, for its first line.
 std::string describe_parallelism(Setup& setup, const TrainOptions& options,

@@ -1,0 +1,57 @@
+// tools/plan/memory_table.cpp — the memory terms, aligned in columns.
+#include <tandem/core/check.h>
+#include <algorithm>
+#include <cstdio>
+
+#include "memory_table.h"
+
+namespace tandem::tools {
+namespace {
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", double(bytes) / double(1 << 20));
+  return buf;
+}
+
+}  // namespace
+
+std::string memory_table(const std::vector<RankMemory>& predicted,
+                         const std::vector<MemoryTerms>& measured) {
+  const bool both = !measured.empty();
+  std::vector<std::vector<std::string>> rows = {
+      {"rank", "placed", "+ optimizer", "+ in step", "= peak (MiB)"}};
+  if (both) rows[0].emplace_back("predicted / measured peak");
+  const auto cell = [&](int64_t p, size_t r, int64_t (*term)(const MemoryTerms&)) {
+    return both ? mib(p) + " / " + mib(term(measured[r])) : mib(p);
+  };
+  for (size_t r = 0; r < predicted.size(); ++r) {
+    const MemoryTerms& t = predicted[r].terms;
+    std::vector<std::string> row = {
+        predicted[r].where.empty() ? std::to_string(predicted[r].rank)
+                                   : str(predicted[r].rank, " (", predicted[r].where, ")"),
+        cell(t.placed, r, [](const MemoryTerms& m) { return m.placed; }),
+        cell(t.optimizer(), r, [](const MemoryTerms& m) { return m.optimizer(); }),
+        cell(t.in_step(), r, [](const MemoryTerms& m) { return m.in_step(); }),
+        cell(t.peak, r, [](const MemoryTerms& m) { return m.peak; })};
+    if (both) {
+      char ratio[32];
+      std::snprintf(ratio, sizeof ratio, "%.3f", double(t.peak) / double(measured[r].peak));
+      row.emplace_back(ratio);
+    }
+    rows.push_back(std::move(row));
+  }
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows)
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  std::string out;
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c)
+      out += (c ? "  " : "  ") + row[c] + std::string(width[c] - row[c].size(), ' ');
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace tandem::tools

@@ -1,0 +1,18 @@
+// tools/plan/memory_table.h — each rank's memory terms as a table: predicted alone (`tandem plan`),
+// or predicted beside measured, term by term (`tandem train --predict`).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "rehearsal.h"
+
+namespace tandem::tools {
+
+/// One row per rank: placed, + optimizer, + in the step, = peak (MiB). With `measured` (one per
+/// rank, in rank order), each cell is "predicted / measured" and the last column the peak's
+/// ratio.
+std::string memory_table(const std::vector<RankMemory>& predicted,
+                         const std::vector<MemoryTerms>& measured = {});
+
+}  // namespace tandem::tools

@@ -1,0 +1,86 @@
+// tools/plan/rehearsal.cpp — two of the trainer's steps, on thread ranks over the meta device.
+#include <tandem/core/check.h>
+#include <tandem/parallel/comm/thread_communicator.h>
+#include <mutex>
+
+#include "../train/gpt_rank.h"
+#include "../train/gpt_vocabulary.h"
+#include "../train/step.h"
+#include "../train/update.h"
+#include "rehearsal.h"
+
+namespace tandem::tools {
+namespace {
+
+// "dp 1, tp 0": the rank's coordinates along the mesh's dimensions of more than one rank.
+std::string coordinates(const parallel::DeviceMesh& mesh, const TrainOptions& o) {
+  std::string out;
+  for (const auto& [name, size] : {std::pair<std::string, int>{"dp", mesh.size("dp")},
+                                   {"pp", o.pp},
+                                   {"cp", o.cp},
+                                   {"ep", o.ep},
+                                   {"tp", o.tp}})
+    if (size > 1) out += str(out.empty() ? "" : ", ", name, " ", mesh.coordinate(name));
+  return out;
+}
+
+// One rank: what gpt_train.cpp does up to its second step, with the probe at the same points.
+RankMemory rehearse_rank(const TrainOptions& o, int64_t characters,
+                         std::shared_ptr<parallel::Communicator> group) {
+  const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
+  const Device device = Device::meta(rank);
+  Placement placement{.mode = group ? Parallelism::DDP : Parallelism::None, .device = device};
+  MemoryProbe probe(device);
+  std::shared_ptr<parallel::DeviceMesh> mesh =
+      o.tp > 1 || o.pp > 1 || o.cp > 1 || o.ep > 1 ? make_mesh(group, o) : nullptr;
+  GptRank r =
+      build_gpt_rank(o, characters, table_rows(o.gpt, characters, o), placement, group, mesh);
+  // The in-process communicator lets a peer read this rank's tensors until the peer leaves the
+  // collective: the ranks meet before each reading, so that no peer holds a tensor here still.
+  const auto settled = [&] {
+    if (group) group->barrier()->wait();
+  };
+  settled();
+  probe.placed();
+  r.setup.model->train();
+  const int64_t rows = mesh ? o.batch_size / (mesh->size("dp") * o.ep) : o.batch_size / world;
+  const int replica = mesh ? mesh->coordinate("dp") : rank;
+  for (int step = 0; step < 2; ++step) {
+    // The global batch, as the trainer draws it on its device, and this rank's rows of it.
+    const TensorOptions ids{.dtype = kInt64, .device = device};
+    const Tensor x = empty({o.batch_size, o.gpt.block_size}, ids);
+    const Tensor y = empty({o.batch_size, o.gpt.block_size}, ids);
+    r.optimizer->zero_grad();
+    settled();
+    probe.step_begins();
+    const StepResult s =
+        train_step(r.setup, x.narrow(0, rows * replica, rows), y.narrow(0, rows * replica, rows));
+    step_optimizer(r.setup, *r.optimizer);
+    probe.step_ends();
+  }
+  return {.rank = rank, .where = mesh ? coordinates(*mesh, o) : "", .terms = probe.terms()};
+}
+
+}  // namespace
+
+std::vector<RankMemory> rehearse_gpt(const TrainOptions& o, int64_t characters, int world) {
+  TD_CHECK_VALUE(o.gpt.n_experts == 0, "plan: a mixture of experts routes tokens by their values, ",
+                 "which a rehearsal on the meta device does not have; --n-experts is not planned");
+  TD_CHECK_VALUE(o.amp == "none", "plan: --amp ", o.amp,
+                 " is not rehearsed yet (autocast does not ",
+                 "run on the meta device, so the prediction would be float32's)");
+  TD_CHECK_VALUE(world >= 1, "plan: ", world, " ranks");
+  if (world == 1) return {rehearse_rank(o, characters, nullptr)};
+  std::vector<RankMemory> out(static_cast<size_t>(world));
+  std::mutex mu;
+  parallel::spawn_threads(
+      [&](std::shared_ptr<parallel::Communicator> group) {
+        RankMemory m = rehearse_rank(o, characters, group);
+        const std::lock_guard<std::mutex> lock(mu);
+        out[size_t(m.rank)] = std::move(m);
+      },
+      world);
+  return out;
+}
+
+}  // namespace tandem::tools

@@ -1,0 +1,37 @@
+// tools/plan/rehearsal.h — a training run's memory, predicted by rehearsing two of its steps on
+// the meta device (core/device.h): every rank a thread over meta:<rank>, running the trainer's own
+// code (gpt_rank.h builds and places the model, step.h trains) with no value computed or stored.
+// Each tensor the run would allocate is allocated in shape and dtype only and counted, so each
+// rank's counts are what its device would hold, term by term (memory_probe.h), in every mode and
+// combination the trainer runs: DDP, ZeRO-1/2, fully_shard, tensor and sequence parallelism,
+// context parallelism, pipelines with any schedule, activation checkpointing, autocast.
+// torchtitan once estimated memory the same way (FakeTensorMode over a fake process group).
+//
+// What it leaves out: the gradient clip's norms (a few numbers); autocast does not run on meta yet,
+// so --amp is refused; a mixture of experts routes by its values, so --n-experts is refused. The
+// in-process communicator packs a copy of what some collectives send (fully_shard's, ZeRO's) on
+// the rank's device, where shared memory packs in its segment: a rank of a 4-rank pipeline under
+// --zero 3 was seen 7 % over its measured peak. The thread ranks reduce DDP's buckets in place, as
+// shared memory does (Gloo adds a copy of the gradients: parallel/ddp/state_bytes.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "../commands.h"
+#include "../train/memory_probe.h"
+
+namespace tandem::tools {
+
+struct RankMemory {
+  int rank = 0;
+  std::string where;  // the rank's place in the mesh, "dp 0, pp 1, tp 0" (empty: no mesh)
+  MemoryTerms terms;
+};
+
+/// The memory of each of `world` ranks training the GPT of `options` (resolved, with --ddp for
+/// world > 1) on a vocabulary of `characters` tokens. ValueError for a layout the trainer
+/// refuses, or for --amp or --n-experts.
+std::vector<RankMemory> rehearse_gpt(const TrainOptions& options, int64_t characters, int world);
+
+}  // namespace tandem::tools
