@@ -188,6 +188,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   generate.top_k_given = generate_cmd->get_option("--top-k")->count() > 0;
   tandem::tools::finish_train_flags(train_cmd, train, extras);
+  if (plan_cmd->get_option("--model")->count() == 0) plan.train.model = "gpt";  // all it plans
   tandem::tools::finish_train_flags(plan_cmd, plan.train, plan_extras);
   try {
     if (tandem::tools::dry_run() && (*demo_cmd || *fetch_cmd))
