@@ -143,6 +143,8 @@ struct PlanOptions {
   TrainOptions train;
   int nproc = 1;           // ranks (tandem launch --nproc-per-node)
   int64_t vocab_size = 0;  // tokens; 0: the corpus's characters, as `tandem train` counts them
+  bool search = false;     // every layout of the ranks instead of the flags' one
+  std::string memory;      // a device's memory ("80GiB"); empty: no budget
 };
 
 /// Each rank's memory for the run, rehearsed on the meta device (tools/plan/).

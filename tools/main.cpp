@@ -79,6 +79,10 @@ CLI::App* add_plan(CLI::App& app, tandem::tools::PlanOptions& p, TrainExtras& x)
   cmd->add_option("--vocab-size", p.vocab_size, "tokens (0: the corpus's characters)")
       ->capture_default_str()
       ->check(kNonNegative);
+  cmd->add_flag("--search", p.search,
+                "every layout of the ranks (dp x tp x pp x cp, sequence parallelism, ZeRO, "
+                "checkpointing, schedule, micro-batches) the trainer accepts, least memory first");
+  cmd->add_option("--memory", p.memory, "a device's memory, e.g. 80GiB: which layouts fit");
   return cmd;
 }
 

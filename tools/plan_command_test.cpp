@@ -90,6 +90,28 @@ TEST(PlanCommand, PlansALayoutWithoutRunningIt) {
   EXPECT_NE(r.output.find("the most any rank needs: "), std::string::npos) << r.output;
 }
 
+TEST(PlanCommand, SearchesEveryLayoutAndSaysWhichFit) {
+  TempDir tmp;
+  write_text(tmp / "text.txt", 300);
+  const std::string run = "plan --model gpt --text " + (tmp / "text.txt").string() +
+                          " --n-layer 2 --n-head 2 --n-embd 32 --block-size 16 --batch-size 8 "
+                          "--nproc 2 --search --memory ";
+  const Result some = tandem_cli(run + "0.5MiB", tmp / "some.txt");
+  ASSERT_EQ(some.code, 0) << some.output;
+  EXPECT_NE(some.output.find("on 2 ranks: "), std::string::npos) << some.output;
+  for (const char* layout : {"--tp 2 --sequence-parallel",
+                             "--pp 2 --chunks 4 "
+                             "--pipeline-schedule zb-v",
+                             "--cp 2 --zero 3", "--ddp"})
+    EXPECT_NE(some.output.find(layout), std::string::npos) << layout << "\n" << some.output;
+  EXPECT_NE(some.output.find(" layouts fit in 0.500 MiB"), std::string::npos) << some.output;
+  const Result none = tandem_cli(run + "0.01MiB", tmp / "none.txt");
+  ASSERT_EQ(none.code, 0) << none.output;
+  EXPECT_NE(none.output.find("no layout fits in 0.010 MiB. The closest, "), std::string::npos)
+      << none.output;
+  EXPECT_NE(none.output.find(" too much (placed "), std::string::npos) << none.output;
+}
+
 TEST(PlanCommand, BadInputNamesTheFlag) {
   TempDir tmp;
   const auto fails = [&](const std::string& args, const std::string& says) {
@@ -104,6 +126,7 @@ TEST(PlanCommand, BadInputNamesTheFlag) {
   fails("--model gpt --vocab-size 50 --n-experts 4", "--n-experts is not planned");
   fails("--model gpt --vocab-size 50 --nproc 0", "--nproc");
   fails("--model gpt --vocab-size 50 --amp bf16", "--amp bf16 is not rehearsed yet");
+  fails("--model gpt --vocab-size 50 --memory 12XB", "--memory 12XB is not a size");
 }
 
 }  // namespace

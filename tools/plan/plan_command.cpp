@@ -5,10 +5,35 @@
 #include <cstdio>
 
 #include "../train/config.h"
+#include "layout_search.h"
 #include "memory_table.h"
 #include "rehearsal.h"
 
 namespace tandem::tools {
+namespace {
+
+// "80GiB", "512 MiB", "2GB", "1e9": bytes. ValueError naming --memory otherwise.
+int64_t parse_bytes(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  unit.erase(0, unit.find_first_not_of(' '));
+  const std::vector<std::pair<std::string, double>> units = {
+      {"", 1},       {"B", 1},         {"KB", 1e3},      {"MB", 1e6},  {"GB", 1e9},
+      {"KiB", 1024}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TB", 1e12}, {"TiB", 1099511627776.0}};
+  for (const auto& [name, scale] : units)
+    if (used > 0 && unit == name && value > 0) return int64_t(value * scale);
+  TD_CHECK_VALUE(false, "plan: --memory ", text,
+                 " is not a size (a number with B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)");
+  return 0;
+}
+
+}  // namespace
 
 int run_plan(const PlanOptions& p) {
   TrainOptions flags = p.train;
@@ -23,6 +48,20 @@ int run_plan(const PlanOptions& p) {
         o.gpt.text.empty() ? data::fortunes_files() : std::vector<std::string>{o.gpt.text};
     characters = data::load_text_corpus(files, nullptr).tokenizer.vocab_size();
   }
+  const int64_t memory = p.memory.empty() ? 0 : parse_bytes(p.memory);
+  if (p.search) {  // every layout of the ranks, least memory first
+    int refused = 0;
+    const std::vector<PlannedLayout> layouts = search_layouts(o, characters, p.nproc, &refused);
+    std::printf(
+        "tandem plan: gpt, %lld layers, %lld heads, %lld wide, context %lld, vocabulary %lld, "
+        "batch %lld, on %d rank%s: %zu layouts (%d more the trainer refuses), least memory "
+        "first, each the peak of the rank that needs the most (rehearsed on the meta device; "
+        "their times are not predicted yet):\n%s",
+        (long long)o.gpt.n_layer, (long long)o.gpt.n_head, (long long)o.gpt.n_embd,
+        (long long)o.gpt.block_size, (long long)characters, (long long)o.batch_size, p.nproc,
+        p.nproc == 1 ? "" : "s", layouts.size(), refused, layouts_table(layouts, memory).c_str());
+    return 0;
+  }
   const std::vector<RankMemory> ranks = rehearse_gpt(o, characters, p.nproc);
   int64_t most = 0;
   for (const RankMemory& r : ranks) most = std::max(most, r.terms.peak);
@@ -33,6 +72,9 @@ int run_plan(const PlanOptions& p) {
       (long long)o.gpt.n_layer, (long long)o.gpt.n_head, (long long)o.gpt.n_embd,
       (long long)o.gpt.block_size, (long long)characters, (long long)o.batch_size, p.nproc,
       p.nproc == 1 ? "" : "s", memory_table(ranks).c_str(), double(most) / double(1 << 20));
+  if (memory > 0)
+    std::printf("%s in --memory %s (%.3f MiB)\n", most <= memory ? "it fits" : "it does not fit",
+                p.memory.c_str(), double(memory) / double(1 << 20));
   return 0;
 }
 

@@ -1,5 +1,6 @@
 // tools/plan/rehearsal.cpp — two of the trainer's steps, on thread ranks over the meta device.
 #include <tandem/core/check.h>
+#include <tandem/parallel/comm/rehearsal_communicator.h>
 #include <tandem/parallel/comm/thread_communicator.h>
 #include <mutex>
 
@@ -35,12 +36,6 @@ RankMemory rehearse_rank(const TrainOptions& o, int64_t characters,
       o.tp > 1 || o.pp > 1 || o.cp > 1 || o.ep > 1 ? make_mesh(group, o) : nullptr;
   GptRank r =
       build_gpt_rank(o, characters, table_rows(o.gpt, characters, o), placement, group, mesh);
-  // The in-process communicator lets a peer read this rank's tensors until the peer leaves the
-  // collective: the ranks meet before each reading, so that no peer holds a tensor here still.
-  const auto settled = [&] {
-    if (group) group->barrier()->wait();
-  };
-  settled();
   probe.placed();
   r.setup.model->train();
   const int64_t rows = mesh ? o.batch_size / (mesh->size("dp") * o.ep) : o.batch_size / world;
@@ -51,7 +46,6 @@ RankMemory rehearse_rank(const TrainOptions& o, int64_t characters,
     const Tensor x = empty({o.batch_size, o.gpt.block_size}, ids);
     const Tensor y = empty({o.batch_size, o.gpt.block_size}, ids);
     r.optimizer->zero_grad();
-    settled();
     probe.step_begins();
     const StepResult s =
         train_step(r.setup, x.narrow(0, rows * replica, rows), y.narrow(0, rows * replica, rows));
@@ -75,7 +69,9 @@ std::vector<RankMemory> rehearse_gpt(const TrainOptions& o, int64_t characters, 
   std::mutex mu;
   parallel::spawn_threads(
       [&](std::shared_ptr<parallel::Communicator> group) {
-        RankMemory m = rehearse_rank(o, characters, group);
+        // Meta collectives move nothing and allocate nothing; host ones meet the peers.
+        RankMemory m =
+            rehearse_rank(o, characters, std::make_shared<parallel::RehearsalCommunicator>(group));
         const std::lock_guard<std::mutex> lock(mu);
         out[size_t(m.rank)] = std::move(m);
       },

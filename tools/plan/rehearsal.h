@@ -4,15 +4,15 @@
 // Each tensor the run would allocate is allocated in shape and dtype only and counted, so each
 // rank's counts are what its device would hold, term by term (memory_probe.h), in every mode and
 // combination the trainer runs: DDP, ZeRO-1/2, fully_shard, tensor and sequence parallelism,
-// context parallelism, pipelines with any schedule, activation checkpointing, autocast.
+// context parallelism, pipelines with any schedule, activation checkpointing.
 // torchtitan once estimated memory the same way (FakeTensorMode over a fake process group).
 //
 // What it leaves out: the gradient clip's norms (a few numbers); autocast does not run on meta yet,
 // so --amp is refused; a mixture of experts routes by its values, so --n-experts is refused. The
-// in-process communicator packs a copy of what some collectives send (fully_shard's, ZeRO's) on
-// the rank's device, where shared memory packs in its segment: a rank of a 4-rank pipeline under
-// --zero 3 was seen 7 % over its measured peak. The thread ranks reduce DDP's buckets in place, as
-// shared memory does (Gloo adds a copy of the gradients: parallel/ddp/state_bytes.h).
+// ranks meet through parallel/comm/rehearsal_communicator.h: a collective on meta moves and
+// allocates nothing, as a transport's own buffers (shared memory's segments) are not the device's.
+// The thread ranks reduce DDP's buckets in place, as shared memory does (Gloo adds a copy of the
+// gradients: parallel/ddp/state_bytes.h).
 #pragma once
 
 #include <string>

@@ -1,0 +1,56 @@
+// parallel/comm/rehearsal_communicator.h — how the ranks of a rehearsal on the meta device meet
+// (tools/plan/: a run's memory counted without computing it). A collective over meta tensors has
+// no values to move, so it moves nothing, allocates nothing and is done at once, as torch's
+// FakeProcessGroup is; a collective over host tensors (what ranks must agree on: a model's
+// description, a pipeline message's shape header) goes to the communicator underneath (ranks
+// that are threads), so the ranks still agree and a pipeline's receiver still learns each
+// message's shape. Every call is counted in stats() as the real backend counts it: a rehearsal
+// also says how many bytes each rank puts on the wire.
+//
+// Why not the thread communicator itself: it packs a copy of what some collectives send on the
+// rank's device and lets a peer hold the rank's tensors until it leaves the collective, which on
+// meta counts bytes that shared memory or NCCL keep in their own buffers (up to 16 % of a
+// rank's peak, bench/RESULTS.md 2026-12-07 third).
+#pragma once
+
+#include <tandem/parallel/comm/communicator.h>
+
+namespace tandem::parallel {
+
+class RehearsalCommunicator : public Communicator {
+ public:
+  /// Over `inner` (a thread rank), whose rank, size and timeout it takes.
+  explicit RehearsalCommunicator(std::shared_ptr<Communicator> inner);
+
+  std::string backend() const override { return "rehearsal over " + inner_->backend(); }
+  WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
+  WorkPtr all_reduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op = ReduceOp::Sum) override;
+  WorkPtr broadcast(Tensor& tensor, int root = 0) override;
+  WorkPtr all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
+  WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) override;
+  WorkPtr reduce_scatter_coalesced(Tensor& output, std::vector<Tensor>& inputs,
+                                   ReduceOp op = ReduceOp::Sum) override;
+  WorkPtr all_gather_in_place(std::vector<Tensor>& tensors, int64_t chunk) override;
+  WorkPtr all_to_all(Tensor& output, const Tensor& input) override;
+  WorkPtr all_to_all_v(Tensor& output, const Tensor& input,
+                       const std::vector<int64_t>& output_splits,
+                       const std::vector<int64_t>& input_splits) override;
+  WorkPtr barrier() override;
+  WorkPtr send(const Tensor& tensor, int dst) override;
+  WorkPtr recv(Tensor& tensor, int src) override;
+
+ protected:
+  std::shared_ptr<Communicator> make_subgroup(const std::vector<int>& ranks, int index,
+                                              const std::string& name) override;
+
+ private:
+  // A meta collective: counted, done.
+  WorkPtr done(const std::string& op, const Tensor* t, const std::string& extra = "");
+  WorkPtr done(const std::string& op, int64_t numel, DType dtype, const std::string& extra);
+
+  std::shared_ptr<Communicator> inner_;
+  uint64_t next_seq_ = 0;
+  std::vector<uint64_t> sent_, received_;  // per peer: meta messages so far
+};
+
+}  // namespace tandem::parallel

@@ -1,0 +1,30 @@
+// tools/plan/layout_search.h — every layout of a GPT run over N ranks that the trainer accepts
+// (dp × tp × pp × cp, sequence parallelism, ZeRO stage, activation checkpointing, pipeline
+// schedule and micro-batches), each rehearsed on the meta device (rehearsal.h) for the most
+// memory any of its ranks needs, and checked against a device's memory.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "rehearsal.h"
+
+namespace tandem::tools {
+
+struct PlannedLayout {
+  std::string flags;  // "--tp 2 --pp 2 --chunks 4 --pipeline-schedule 1f1b --zero 1"
+  TrainOptions options;
+  RankMemory worst;  // the rank that needs the most (its peak is the layout's)
+};
+
+/// The layouts of `base`'s model and global batch over `world` ranks; those the trainer refuses
+/// (a size that does not divide, too few rows for the micro-batches) are left out and counted in
+/// `refused`. In rehearsal order; each is rehearsed once.
+std::vector<PlannedLayout> search_layouts(const TrainOptions& base, int64_t characters, int world,
+                                          int* refused);
+
+/// The layouts' table, least memory first, with whether each fits `memory` bytes (0: no
+/// budget); when none fits, the closest and how far each of its terms takes it past the budget.
+std::string layouts_table(std::vector<PlannedLayout> layouts, int64_t memory);
+
+}  // namespace tandem::tools
