@@ -108,7 +108,22 @@ WorkPtr RehearsalCommunicator::recv(Tensor& tensor, int src) {
 std::shared_ptr<Communicator> RehearsalCommunicator::make_subgroup(const std::vector<int>& ranks,
                                                                    int, const std::string&) {
   std::shared_ptr<Communicator> inner = inner_->new_group(ranks);  // every rank calls it
-  return inner ? std::make_shared<RehearsalCommunicator>(std::move(inner)) : nullptr;
+  if (!inner) return nullptr;
+  auto child = std::make_shared<RehearsalCommunicator>(std::move(inner));
+  const std::lock_guard<std::mutex> lock(children_mu_);
+  children_.push_back(child);
+  return child;
+}
+
+CommStats RehearsalCommunicator::wire() const {
+  CommStats all = stats();
+  const std::lock_guard<std::mutex> lock(children_mu_);
+  for (const auto& child : children_)
+    for (const auto& [op, e] : child->wire().ops) {
+      all.ops[op].calls += e.calls;
+      all.ops[op].bytes += e.bytes;
+    }
+  return all;
 }
 
 }  // namespace tandem::parallel

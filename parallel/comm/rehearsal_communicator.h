@@ -39,6 +39,10 @@ class RehearsalCommunicator : public Communicator {
   WorkPtr send(const Tensor& tensor, int dst) override;
   WorkPtr recv(Tensor& tensor, int src) override;
 
+  /// What this rank has put on the wire through this group and every sub-group made from it
+  /// (a mesh's groups), by collective.
+  CommStats wire() const;
+
  protected:
   std::shared_ptr<Communicator> make_subgroup(const std::vector<int>& ranks, int index,
                                               const std::string& name) override;
@@ -49,6 +53,8 @@ class RehearsalCommunicator : public Communicator {
   WorkPtr done(const std::string& op, int64_t numel, DType dtype, const std::string& extra);
 
   std::shared_ptr<Communicator> inner_;
+  mutable std::mutex children_mu_;
+  std::vector<std::shared_ptr<RehearsalCommunicator>> children_;  // sub-groups, for wire()
   uint64_t next_seq_ = 0;
   std::vector<uint64_t> sent_, received_;  // per peer: meta messages so far
 };

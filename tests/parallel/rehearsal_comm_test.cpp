@@ -71,6 +71,12 @@ TEST(RehearsalComm, SubGroupsAndHostMessagesMeetThePeers) {
         Tensor sum = ones({3}) * double(pair->rank() + 1);
         pair->all_reduce(sum)->wait();
         require(sum.to_vector<float>() == std::vector<float>{3, 3, 3}, "host all_reduce");
+        // A sub-group's meta collectives count in its parent's wire(): a mesh's rank says all
+        // it sends, whichever of its groups sends it.
+        Tensor grads = empty({1000}, {.device = Device::meta(comm.rank())});
+        pair->all_reduce(grads)->wait();
+        require(comm.stats().ops.count("all_reduce") == 0, "the parent sent nothing itself");
+        require(comm.wire().ops.at("all_reduce").bytes == 4000, "the sub-group's bytes");
       },
       3);
 }

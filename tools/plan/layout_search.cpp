@@ -78,6 +78,7 @@ std::vector<PlannedLayout> search_layouts(const TrainOptions& base, int64_t char
       c.worst = *std::max_element(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) {
         return a.terms.peak < b.terms.peak;
       });
+      for (const RankMemory& r : ranks) c.wire_bytes = std::max(c.wire_bytes, r.wire_bytes);
       out.push_back(std::move(c));
     } catch (const Error&) {  // a layout the trainer refuses (a rank's error names the flag)
       ++*refused;
@@ -95,11 +96,13 @@ std::string layouts_table(std::vector<PlannedLayout> layouts, int64_t memory) {
   for (const PlannedLayout& l : layouts) {
     const bool fits = memory == 0 || l.worst.terms.peak <= memory;
     fit += fits;
+    char wire[32];
+    std::snprintf(wire, sizeof wire, "%.3f MB", double(l.wire_bytes) / 1e6);
     out += str("  ", mib(l.worst.terms.peak),
                memory == 0 ? ""
                : fits      ? "  fits"
                            : "  too big",
-               "  ", l.flags, "\n");
+               "  ", wire, " on the wire  ", l.flags, "\n");
   }
   if (memory > 0 && fit == 0 && !layouts.empty()) {
     const PlannedLayout& c = layouts.front();

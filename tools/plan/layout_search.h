@@ -14,7 +14,8 @@ namespace tandem::tools {
 struct PlannedLayout {
   std::string flags;  // "--tp 2 --pp 2 --chunks 4 --pipeline-schedule 1f1b --zero 1"
   TrainOptions options;
-  RankMemory worst;  // the rank that needs the most (its peak is the layout's)
+  RankMemory worst;         // the rank that needs the most (its peak is the layout's)
+  uint64_t wire_bytes = 0;  // the most any rank puts on the wire in a step
 };
 
 /// The layouts of `base`'s model and global batch over `world` ranks; those the trainer refuses

@@ -22,6 +22,7 @@ std::string memory_table(const std::vector<RankMemory>& predicted,
   std::vector<std::vector<std::string>> rows = {
       {"rank", "placed", "+ optimizer", "+ in step", "= peak (MiB)"}};
   if (both) rows[0].emplace_back("predicted / measured peak");
+  if (!both) rows[0].emplace_back("on the wire per step (MB)");
   const auto cell = [&](int64_t p, size_t r, int64_t (*term)(const MemoryTerms&)) {
     return both ? mib(p) + " / " + mib(term(measured[r])) : mib(p);
   };
@@ -34,6 +35,11 @@ std::string memory_table(const std::vector<RankMemory>& predicted,
         cell(t.optimizer(), r, [](const MemoryTerms& m) { return m.optimizer(); }),
         cell(t.in_step(), r, [](const MemoryTerms& m) { return m.in_step(); }),
         cell(t.peak, r, [](const MemoryTerms& m) { return m.peak; })};
+    if (!both) {
+      char wire[32];
+      std::snprintf(wire, sizeof wire, "%.3f", double(predicted[r].wire_bytes) / 1e6);
+      row.emplace_back(wire);
+    }
     if (both) {
       char ratio[32];
       std::snprintf(ratio, sizeof ratio, "%.3f", double(t.peak) / double(measured[r].peak));

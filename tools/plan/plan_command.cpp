@@ -55,8 +55,9 @@ int run_plan(const PlanOptions& p) {
     std::printf(
         "tandem plan: gpt, %lld layers, %lld heads, %lld wide, context %lld, vocabulary %lld, "
         "batch %lld, on %d rank%s: %zu layouts (%d more the trainer refuses), least memory "
-        "first, each the peak of the rank that needs the most (rehearsed on the meta device; "
-        "their times are not predicted yet):\n%s",
+        "first, each the peak of the rank that needs the most and the most bytes a rank puts "
+        "on the wire in a step (rehearsed on the meta device; their times are not predicted "
+        "yet):\n%s",
         (long long)o.gpt.n_layer, (long long)o.gpt.n_head, (long long)o.gpt.n_embd,
         (long long)o.gpt.block_size, (long long)characters, (long long)o.batch_size, p.nproc,
         p.nproc == 1 ? "" : "s", layouts.size(), refused, layouts_table(layouts, memory).c_str());

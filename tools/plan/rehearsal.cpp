@@ -27,7 +27,7 @@ std::string coordinates(const parallel::DeviceMesh& mesh, const TrainOptions& o)
 
 // One rank: what gpt_train.cpp does up to its second step, with the probe at the same points.
 RankMemory rehearse_rank(const TrainOptions& o, int64_t characters,
-                         std::shared_ptr<parallel::Communicator> group) {
+                         std::shared_ptr<parallel::RehearsalCommunicator> group) {
   const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
   const Device device = Device::meta(rank);
   Placement placement{.mode = group ? Parallelism::DDP : Parallelism::None, .device = device};
@@ -40,6 +40,7 @@ RankMemory rehearse_rank(const TrainOptions& o, int64_t characters,
   r.setup.model->train();
   const int64_t rows = mesh ? o.batch_size / (mesh->size("dp") * o.ep) : o.batch_size / world;
   const int replica = mesh ? mesh->coordinate("dp") : rank;
+  uint64_t wire = 0;  // bytes on the wire before the second step, then during it
   for (int step = 0; step < 2; ++step) {
     // The global batch, as the trainer draws it on its device, and this rank's rows of it.
     const TensorOptions ids{.dtype = kInt64, .device = device};
@@ -47,12 +48,17 @@ RankMemory rehearse_rank(const TrainOptions& o, int64_t characters,
     const Tensor y = empty({o.batch_size, o.gpt.block_size}, ids);
     r.optimizer->zero_grad();
     probe.step_begins();
+    if (group && step == 1) wire = group->wire().total_bytes();
     const StepResult s =
         train_step(r.setup, x.narrow(0, rows * replica, rows), y.narrow(0, rows * replica, rows));
     step_optimizer(r.setup, *r.optimizer);
     probe.step_ends();
   }
-  return {.rank = rank, .where = mesh ? coordinates(*mesh, o) : "", .terms = probe.terms()};
+  if (group) wire = group->wire().total_bytes() - wire;
+  return {.rank = rank,
+          .where = mesh ? coordinates(*mesh, o) : "",
+          .terms = probe.terms(),
+          .wire_bytes = wire};
 }
 
 }  // namespace

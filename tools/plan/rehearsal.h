@@ -27,6 +27,9 @@ struct RankMemory {
   int rank = 0;
   std::string where;  // the rank's place in the mesh, "dp 0, pp 1, tp 0" (empty: no mesh)
   MemoryTerms terms;
+  // What the rank put on the wire in the second step, over every group it is in (the ring
+  // algorithms' bytes, as CommStats counts them for every backend).
+  uint64_t wire_bytes = 0;
 };
 
 /// The memory of each of `world` ranks training the GPT of `options` (resolved, with --ddp for
