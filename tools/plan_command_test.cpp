@@ -127,6 +127,11 @@ TEST(PlanCommand, BadInputNamesTheFlag) {
   fails("--model gpt --vocab-size 50 --nproc 0", "--nproc");
   fails("--model gpt --vocab-size 50 --amp bf16", "--amp bf16 is not rehearsed yet");
   fails("--model gpt --vocab-size 50 --memory 12XB", "--memory 12XB is not a size");
+  fails("--model gpt --vocab-size 50 --pipeline cpu:0,cpu:1", "--pipeline (one process over");
+  const Result image = tandem_cli("train --model cnn --predict", tmp / "image.txt");
+  EXPECT_NE(image.code, 0) << image.output;
+  EXPECT_NE(image.output.find("--predict does not apply to --model cnn"), std::string::npos)
+      << image.output;
 }
 
 }  // namespace

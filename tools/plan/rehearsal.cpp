@@ -69,6 +69,9 @@ std::vector<RankMemory> rehearse_gpt(const TrainOptions& o, int64_t characters, 
   TD_CHECK_VALUE(o.amp == "none", "plan: --amp ", o.amp,
                  " is not rehearsed yet (autocast does not ",
                  "run on the meta device, so the prediction would be float32's)");
+  TD_CHECK_VALUE(o.data_parallel.empty() && o.pipeline.empty(),
+                 "plan: --data-parallel and --pipeline (one process over several devices) are ",
+                 "not rehearsed; plan the ranks of --ddp, --tp, --pp or --cp instead");
   TD_CHECK_VALUE(world >= 1, "plan: ", world, " ranks");
   if (world == 1) return {rehearse_rank(o, characters, nullptr)};
   std::vector<RankMemory> out(static_cast<size_t>(world));

@@ -89,11 +89,12 @@ void check_gpt(const TrainOptions& o) {
 void check_flags_apply(const TrainOptions& o) {
   static const char* const kImageOnly[] = {"--dataset",   "--epochs",  "--momentum",   "--augment",
                                            "--max-steps", "--workers", "--no-progress"};
-  static const char* const kGptOnly[] = {
-      "--text",         "--n-layer",        "--n-head",         "--n-embd",        "--block-size",
-      "--dropout",      "--bias",           "--max-iters",      "--warmup-iters",  "--min-lr",
-      "--beta2",        "--grad-clip",      "--vocab-multiple", "--eval-interval", "--eval-iters",
-      "--log-interval", "--flash-attention"};
+  static const char* const kGptOnly[] = {"--text",           "--n-layer",         "--n-head",
+                                         "--n-embd",         "--block-size",      "--dropout",
+                                         "--bias",           "--max-iters",       "--warmup-iters",
+                                         "--min-lr",         "--beta2",           "--grad-clip",
+                                         "--vocab-multiple", "--eval-interval",   "--eval-iters",
+                                         "--log-interval",   "--flash-attention", "--predict"};
   const bool gpt = o.model == "gpt";
   for (const char* flag :
        gpt ? std::span<const char* const>(kImageOnly) : std::span<const char* const>(kGptOnly))
