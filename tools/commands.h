@@ -145,6 +145,8 @@ struct PlanOptions {
   int64_t vocab_size = 0;  // tokens; 0: the corpus's characters, as `tandem train` counts them
   bool search = false;     // every layout of the ranks instead of the flags' one
   std::string memory;      // a device's memory ("80GiB"); empty: no budget
+  std::string calibrate;   // measure this host, time the layouts' kernels, save the profile here
+  std::string profile;     // predict step times from this profile (a --calibrate's file)
 };
 
 /// Each rank's memory for the run, rehearsed on the meta device (tools/plan/).

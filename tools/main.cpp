@@ -83,6 +83,12 @@ CLI::App* add_plan(CLI::App& app, tandem::tools::PlanOptions& p, TrainExtras& x)
                 "every layout of the ranks (dp x tp x pp x cp, sequence parallelism, ZeRO, "
                 "checkpointing, schedule, micro-batches) the trainer accepts, least memory first");
   cmd->add_option("--memory", p.memory, "a device's memory, e.g. 80GiB: which layouts fit");
+  cmd->add_option("--calibrate", p.calibrate,
+                  "measure this host (its kernels at the layouts' shapes, the framework's cost "
+                  "per call, the cores' sharing, the links), save the profile to FILE and "
+                  "predict step times from it");
+  cmd->add_option("--profile", p.profile, "predict step times from FILE (made by --calibrate)")
+      ->excludes("--calibrate");
   return cmd;
 }
 

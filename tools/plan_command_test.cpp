@@ -3,6 +3,7 @@
 // device, term by term. Every rank's predicted peak is within ±5 % of its measured one in every
 // mode on 2 and 4 ranks (bench/RESULTS.md has the 40-layout table); the parameters the ranks
 // hold once placed are the same bytes; bad input names the flag.
+#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -112,6 +113,36 @@ TEST(PlanCommand, SearchesEveryLayoutAndSaysWhichFit) {
   EXPECT_NE(none.output.find(" too much (placed "), std::string::npos) << none.output;
 }
 
+TEST(PlanCommand, PredictsStepTimesFromAProfileOfThisHost) {
+  TempDir tmp;
+  write_text(tmp / "text.txt", 300);
+  const std::string model = "plan --model gpt --text " + (tmp / "text.txt").string() +
+                            " --n-layer 2 --n-head 2 --n-embd 32 --block-size 16 --batch-size 8 "
+                            "--nproc 2 ";
+  const std::string profile = (tmp / "host.profile").string();
+  const Result calibrated = tandem_cli(model + "--tp 2 --calibrate " + profile, tmp / "c.txt");
+  ASSERT_EQ(calibrated.code, 0) << calibrated.output;
+  for (const char* says :
+       {"predicted step: ", "rank  compute  communication  idle", "profile saved to "})
+    EXPECT_NE(calibrated.output.find(says), std::string::npos) << says << calibrated.output;
+  const Result again = tandem_cli(model + "--tp 2 --profile " + profile, tmp / "p.txt");
+  ASSERT_EQ(again.code, 0) << again.output;
+  EXPECT_NE(again.output.find("predicted step: "), std::string::npos) << again.output;
+  // Another layout calls kernels of other shapes, which the profile has not timed.
+  const Result other = tandem_cli(model + "--pp 2 --profile " + profile, tmp / "o.txt");
+  EXPECT_NE(other.code, 0) << other.output;
+  EXPECT_NE(other.output.find("the profile has no time for '"), std::string::npos) << other.output;
+  // --search --calibrate times every layout's kernels: the fastest that fit come first.
+  const Result search = tandem_cli(model + "--search --calibrate " + profile, tmp / "s.txt");
+  ASSERT_EQ(search.code, 0) << search.output;
+  const std::regex first(R"(:\n +([\d.]+) ms +([\d.]+)% comm +[\d.]+ MiB)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(search.output, m, first)) << search.output;
+  EXPECT_GT(std::stod(m[1]), 0) << search.output;
+  const Result searched = tandem_cli(model + "--search --profile " + profile, tmp / "s2.txt");
+  EXPECT_EQ(searched.code, 0) << searched.output;
+}
+
 TEST(PlanCommand, BadInputNamesTheFlag) {
   TempDir tmp;
   const auto fails = [&](const std::string& args, const std::string& says) {
@@ -128,6 +159,12 @@ TEST(PlanCommand, BadInputNamesTheFlag) {
   fails("--model gpt --vocab-size 50 --amp bf16", "--amp bf16 is not rehearsed yet");
   fails("--model gpt --vocab-size 50 --memory 12XB", "--memory 12XB is not a size");
   fails("--model gpt --vocab-size 50 --pipeline cpu:0,cpu:1", "--pipeline (one process over");
+  std::ofstream(tmp / "bad.profile") << "machine\tx\nkernel\tfast\t1\tgemm\n";
+  fails("--model gpt --vocab-size 50 --profile " + (tmp / "bad.profile").string(),
+        (tmp / "bad.profile").string() + ":2: 'fast' is not a number");
+  fails("--model gpt --vocab-size 50 --profile " + (tmp / "none.profile").string(),
+        "cannot read the profile " + (tmp / "none.profile").string());
+  fails("--model gpt --vocab-size 50 --profile a --calibrate b", "excludes");
   const Result image = tandem_cli("train --model cnn --predict", tmp / "image.txt");
   EXPECT_NE(image.code, 0) << image.output;
   EXPECT_NE(image.output.find("--predict does not apply to --model cnn"), std::string::npos)

@@ -2,6 +2,7 @@
 // the entry's own signature, that labels the call, times it and calls the plain table's entry.
 #include <tandem/core/cuda_device.h>
 #include <tandem/core/error.h>
+#include <tandem/core/kernels/call_label.h>
 #include <tandem/core/kernels/kernels.h>
 #include <tandem/core/kernels/profile.h>
 #include <algorithm>
@@ -22,32 +23,11 @@ namespace tandem::kernel_profile {
 
 namespace {
 
-// Every entry of struct Kernels, in order; the static_assert below fails when one is added there
-// and not here.
-// clang-format off
-#define TD_KERNEL_ENTRIES(X) \
-  X(copy) X(fill) X(arange) X(uniform) X(normal) X(unary) X(binary) X(compare) X(where) \
-  X(relu_backward) X(sigmoid_backward) X(tanh_backward) X(gelu_backward) \
-  X(gelu_tanh_backward) X(add_scaled) X(addcmul) X(addcdiv) X(reduce_rows) X(reduce_cols) X(square_sums) \
-  X(gemm) X(softmax_forward) X(softmax_backward) X(log_softmax_forward) \
-  X(log_softmax_backward) X(conv2d_forward) X(conv2d_backward) X(max_pool2d_forward) \
-  X(relu_max_pool2d_forward) X(max_pool2d_backward) X(avg_pool2d_forward) \
-  X(avg_pool2d_backward) X(cross_entropy_forward) X(cross_entropy_backward) \
-  X(nll_loss_forward) X(nll_loss_backward) X(batch_norm_forward) X(batch_norm_backward) \
-  X(layer_norm_forward) X(layer_norm_backward) X(embedding_forward) X(embedding_backward) \
-  X(attention_forward) X(attention_backward) X(gather) X(scatter_add) X(topk) \
-  X(multinomial) X(sgd_step) X(adam_step) X(adam_step_many) X(adam_step_many_unless) \
-  X(unscale_grad) X(amp_update_scale)
-// clang-format on
-
-#define TD_ONE(entry) +1
-static_assert(sizeof(Kernels) == (0 TD_KERNEL_ENTRIES(TD_ONE)) * sizeof(void (*)()),
-              "an entry of struct Kernels is missing from TD_KERNEL_ENTRIES");
-
-namespace names {
 #define TD_NAME(entry) constexpr char entry[] = #entry;
+namespace names {
 TD_KERNEL_ENTRIES(TD_NAME)
-}  // namespace names
+}
+#undef TD_NAME
 
 using Clock = std::chrono::steady_clock;
 
@@ -98,78 +78,10 @@ void add(uint64_t generation, const std::string& label, const char* device, doub
   if (counted(generation)) add_locked(label, device, ms, bytes, flops);
 }
 
-// The bytes of memory a tensor argument spans: a broadcast (stride-0) view counts the memory
-// behind it, not its logical size.
-double span_bytes(const Tensor& t) {
-  if (t.numel() == 0) return 0;
-  int64_t extent = 1;
-  for (size_t d = 0; d < t.shape().size(); ++d)
-    extent += (t.shape()[d] - 1) * std::abs(t.strides()[d]);
-  return double(std::min(extent, t.numel())) * double(element_size(t.dtype()));
-}
-
-// The call's label and its device, from its arguments: the operation of unary/binary/compare/
-// reduce kernels, the dtype of the first defined tensor (and the second's for a converting copy).
-struct Label {
-  std::string text;
-  const Tensor* tensors[3] = {nullptr, nullptr, nullptr};  // the first three defined
-  double bytes = 0;                                        // every tensor argument's span
-  int bools = 0;
-  bool first_bool = false;  // gemm's trans_a
-};
-template <typename T>
-void see(Label& l, const T& a) {
-  using U = std::remove_cvref_t<T>;
-  if constexpr (std::is_same_v<U, UnaryOp> || std::is_same_v<U, BinaryOp> ||
-                std::is_same_v<U, CompareOp> || std::is_same_v<U, ReduceOp>) {
-    l.text += ' ';
-    l.text += name(a);
-  } else if constexpr (std::is_same_v<U, bool>) {
-    if (l.bools++ == 0) l.first_bool = a;
-  } else if constexpr (std::is_same_v<U, Tensor>) {
-    if (!a.defined()) return;
-    for (const Tensor*& slot : l.tensors)
-      if (slot == nullptr) {
-        slot = &a;
-        break;
-      }
-    l.bytes += span_bytes(a);
-  } else if constexpr (std::is_same_v<U, std::span<const Tensor>>) {
-    if (!a.empty() && l.tensors[0] == nullptr) l.tensors[0] = &a.front();
-    for (const Tensor& t : a) l.bytes += span_bytes(t);
-  } else if constexpr (std::is_same_v<U, std::span<const AdamSlot>>) {
-    if (!a.empty() && l.tensors[0] == nullptr) l.tensors[0] = a.front().param;
-    for (const AdamSlot& s : a)
-      l.bytes += span_bytes(*s.param) + span_bytes(*s.grad) + span_bytes(*s.exp_avg) +
-                 span_bytes(*s.exp_avg_sq);
-  }
-}
-
-// A matrix product's multiply-adds ×2: c [.., M, N] from a [.., M, K] (or [.., K, M] transposed).
-double gemm_flops(const Label& l, const char* name) {
-  if (std::strcmp(name, "gemm") != 0 || l.tensors[2] == nullptr) return 0;
-  const Tensor &a = *l.tensors[0], &c = *l.tensors[2];
-  return 2.0 * double(c.numel()) * double(l.first_bool ? a.size(-2) : a.size(-1));
-}
-
-// Ends the label with the first floating-point tensor's dtype (embedding_backward's first is its
-// int64 ids); a copy's with its source's, then its destination's if they differ.
-void add_dtypes(Label& l, const char* name_of_entry) {
-  if (l.tensors[0] == nullptr) return;
-  const bool copy = std::strcmp(name_of_entry, "copy") == 0;
-  const Tensor* shown = l.tensors[0];
-  for (const Tensor* t : l.tensors)
-    if (!copy && t != nullptr && is_floating(t->dtype())) {
-      shown = t;
-      break;
-    }
-  l.text += ' ';
-  l.text += name(shown->dtype());
-  if (copy && l.tensors[1] != nullptr && l.tensors[1]->dtype() != l.tensors[0]->dtype()) {
-    l.text += "->";
-    l.text += name(l.tensors[1]->dtype());
-  }
-}
+using kernel_calls::add_dtypes;
+using kernel_calls::gemm_flops;
+using kernel_calls::Label;
+using kernel_calls::see;
 
 template <typename F>
 struct Timed;

@@ -17,6 +17,7 @@ const std::string& Work::description() const {
 }
 
 void Work::wait(std::chrono::milliseconds timeout) {
+  if (on_wait_) on_wait_();
   if (!done_.load(std::memory_order_acquire)) {
     std::unique_lock lk(mu_);
     const bool done = cv_.wait_for(lk, timeout, [&] { return done_.load(); });
@@ -199,9 +200,6 @@ void Communicator::check_reduce_scatter(const Tensor& output, const Tensor& inpu
                  " reduce_scatter: mean needs a floating tensor, but got int64");
 }
 
-namespace {
-
-// Bytes one rank sends for `op` on `bytes` of input among `n` ranks (CommStats' rule).
 uint64_t wire_bytes(const std::string& op, uint64_t bytes, int n) {
   if (n <= 1) return 0;
   if (op == "all_reduce") return 2 * (uint64_t(n) - 1) * bytes / uint64_t(n);
@@ -211,6 +209,8 @@ uint64_t wire_bytes(const std::string& op, uint64_t bytes, int n) {
   if (op == "broadcast" || op == "send") return bytes;
   return 0;  // barrier, recv
 }
+
+namespace {
 
 std::string human_bytes(double b) {
   const char* units[] = {"B", "kB", "MB", "GB", "TB"};

@@ -59,6 +59,9 @@ class Work {
   /// For implementations: the collective finished (error: it failed). Only the first call
   /// counts (a watchdog may fail a Work whose transport call returns later).
   void mark_done(std::exception_ptr error = nullptr);
+  /// Runs `f` at the start of every wait(): a rehearsal notes where its rank waits (and so what
+  /// its compute overlaps), tools/plan/. Set before the Work is handed out.
+  void on_wait(std::function<void()> f) { on_wait_ = std::move(f); }
 
  private:
   const CollectiveInfo info_;
@@ -71,6 +74,7 @@ class Work {
   // thread) is then read without the lock or the clock.
   std::atomic<bool> done_{false};
   std::exception_ptr error_;
+  std::function<void()> on_wait_;
 };
 
 using WorkPtr = std::shared_ptr<Work>;
@@ -89,6 +93,10 @@ struct CommStats {
   /// "all_reduce 120 calls 1.52 GB, broadcast 4 calls 3.1 MB".
   std::string str() const;
 };
+
+/// Bytes one rank puts on the wire for `op` on `bytes` of input among `n` ranks (CommStats'
+/// rule above); 0 for barrier and recv.
+uint64_t wire_bytes(const std::string& op, uint64_t bytes, int n);
 
 class Communicator {
  public:

@@ -17,21 +17,36 @@ int64_t elements(const std::vector<Tensor>& ts) {
 RehearsalCommunicator::RehearsalCommunicator(std::shared_ptr<Communicator> inner)
     : Communicator(inner->rank(), inner->size(), inner->timeout()),
       inner_(std::move(inner)),
+      members_(size_t(size_)),
       sent_(size_t(size_), 0),
-      received_(size_t(size_), 0) {}
+      received_(size_t(size_), 0) {
+  for (int i = 0; i < size_; ++i) members_[size_t(i)] = i;  // the world, until a parent says
+}
+
+WorkPtr RehearsalCommunicator::told(WorkPtr w, const std::string& op, uint64_t bytes, int peer) {
+  if (!observer_) return w;
+  const int to = peer < 0 ? -1 : members_[size_t(peer)];
+  const uint64_t id = observer_->issued({.op = op,
+                                         .bytes = bytes,
+                                         .wire = wire_bytes(op, bytes, size_),
+                                         .members = members_,
+                                         .peer = to});
+  w->on_wait([observer = observer_, id] { observer->waited(id); });
+  return w;
+}
 
 WorkPtr RehearsalCommunicator::done(const std::string& op, const Tensor* t,
                                     const std::string& extra) {
   WorkPtr w = new_work(op, next_seq_++, t, extra, timeout_);
   w->mark_done();
-  return w;
+  return t == nullptr ? w : told(w, op, uint64_t(t->numel()) * element_size(t->dtype()));
 }
 
 WorkPtr RehearsalCommunicator::done(const std::string& op, int64_t numel, DType dtype,
                                     const std::string& extra) {
   WorkPtr w = new_work(op, next_seq_++, numel, dtype, extra, timeout_);
   w->mark_done();
-  return w;
+  return told(w, op, uint64_t(numel) * element_size(dtype));
 }
 
 WorkPtr RehearsalCommunicator::all_reduce(Tensor& tensor, ReduceOp op) {
@@ -94,7 +109,7 @@ WorkPtr RehearsalCommunicator::send(const Tensor& tensor, int dst) {
   if (!on_meta(tensor)) return inner_->send(tensor, dst);
   WorkPtr w = message_work("send", sent_[size_t(dst)]++, tensor, dst);
   w->mark_done();
-  return w;
+  return told(w, "send", uint64_t(tensor.numel()) * element_size(tensor.dtype()), dst);
 }
 
 WorkPtr RehearsalCommunicator::recv(Tensor& tensor, int src) {
@@ -102,7 +117,7 @@ WorkPtr RehearsalCommunicator::recv(Tensor& tensor, int src) {
   if (!on_meta(tensor)) return inner_->recv(tensor, src);
   WorkPtr w = message_work("recv", received_[size_t(src)]++, tensor, src);
   w->mark_done();
-  return w;
+  return told(w, "recv", uint64_t(tensor.numel()) * element_size(tensor.dtype()), src);
 }
 
 std::shared_ptr<Communicator> RehearsalCommunicator::make_subgroup(const std::vector<int>& ranks,
@@ -110,6 +125,8 @@ std::shared_ptr<Communicator> RehearsalCommunicator::make_subgroup(const std::ve
   std::shared_ptr<Communicator> inner = inner_->new_group(ranks);  // every rank calls it
   if (!inner) return nullptr;
   auto child = std::make_shared<RehearsalCommunicator>(std::move(inner));
+  for (size_t i = 0; i < ranks.size(); ++i) child->members_[i] = members_[size_t(ranks[i])];
+  child->observer_ = observer_;
   const std::lock_guard<std::mutex> lock(children_mu_);
   children_.push_back(child);
   return child;

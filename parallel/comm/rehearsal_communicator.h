@@ -17,6 +17,24 @@
 
 namespace tandem::parallel {
 
+/// One meta collective or message of a rank, as a time model needs it (tools/plan/).
+struct RehearsedCollective {
+  std::string op;            // "all_reduce", "all_gather", "send", "recv", ...
+  uint64_t bytes = 0;        // the tensor's (a coalesced call's tensors')
+  uint64_t wire = 0;         // what this rank puts on the wire (CommStats' rule)
+  std::vector<int> members;  // the group, by world rank, in group order
+  int peer = -1;             // send/recv: the other rank, by world rank
+};
+
+/// Told every meta collective of a rank, and each wait on one, in the rank's order.
+class RehearsalObserver {
+ public:
+  virtual ~RehearsalObserver() = default;
+  /// Returns an id for waited().
+  virtual uint64_t issued(const RehearsedCollective& c) = 0;
+  virtual void waited(uint64_t id) = 0;
+};
+
 class RehearsalCommunicator : public Communicator {
  public:
   /// Over `inner` (a thread rank), whose rank, size and timeout it takes.
@@ -39,6 +57,10 @@ class RehearsalCommunicator : public Communicator {
   WorkPtr send(const Tensor& tensor, int dst) override;
   WorkPtr recv(Tensor& tensor, int src) override;
 
+  /// Tells `observer` this group's meta collectives, and those of the sub-groups made from it
+  /// afterwards (a mesh's); nullptr stops. Set it before the rank's first collective.
+  void observe(std::shared_ptr<RehearsalObserver> observer) { observer_ = std::move(observer); }
+
   /// What this rank has put on the wire through this group and every sub-group made from it
   /// (a mesh's groups), by collective.
   CommStats wire() const;
@@ -52,7 +74,12 @@ class RehearsalCommunicator : public Communicator {
   WorkPtr done(const std::string& op, const Tensor* t, const std::string& extra = "");
   WorkPtr done(const std::string& op, int64_t numel, DType dtype, const std::string& extra);
 
+  // Tells the observer, if any, and hooks the Work's waits.
+  WorkPtr told(WorkPtr w, const std::string& op, uint64_t bytes, int peer = -1);
+
   std::shared_ptr<Communicator> inner_;
+  std::vector<int> members_;  // this group's ranks in the world
+  std::shared_ptr<RehearsalObserver> observer_;
   mutable std::mutex children_mu_;
   std::vector<std::shared_ptr<RehearsalCommunicator>> children_;  // sub-groups, for wire()
   uint64_t next_seq_ = 0;

@@ -45,7 +45,7 @@ PlannedLayout layout(TrainOptions o, int tp, int pp, int cp, bool sp, int zero, 
 }  // namespace
 
 std::vector<PlannedLayout> search_layouts(const TrainOptions& base, int64_t characters, int world,
-                                          int* refused) {
+                                          int* refused, std::shared_ptr<CallTable> calls) {
   std::vector<PlannedLayout> candidates;
   for (int tp : divisors(world))
     for (int cp : divisors(world / tp))
@@ -72,23 +72,30 @@ std::vector<PlannedLayout> search_layouts(const TrainOptions& base, int64_t char
   std::vector<PlannedLayout> out;
   *refused = 0;
   for (PlannedLayout& c : candidates) {
+    std::vector<RankMemory> ranks;
     try {
       c.options = resolve_config(c.options);
-      const std::vector<RankMemory> ranks = rehearse_gpt(c.options, characters, world);
-      c.worst = *std::max_element(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) {
-        return a.terms.peak < b.terms.peak;
-      });
-      for (const RankMemory& r : ranks) c.wire_bytes = std::max(c.wire_bytes, r.wire_bytes);
-      out.push_back(std::move(c));
+      ranks = rehearse_gpt(c.options, characters, world, calls);
     } catch (const Error&) {  // a layout the trainer refuses (a rank's error names the flag)
       ++*refused;
+      continue;
     }
+    c.worst = *std::max_element(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) {
+      return a.terms.peak < b.terms.peak;
+    });
+    for (const RankMemory& r : ranks) c.wire_bytes = std::max(c.wire_bytes, r.wire_bytes);
+    for (RankMemory& r : ranks) c.traces.push_back(std::move(r.trace));
+    out.push_back(std::move(c));
   }
   return out;
 }
 
 std::string layouts_table(std::vector<PlannedLayout> layouts, int64_t memory) {
-  std::stable_sort(layouts.begin(), layouts.end(), [](const auto& a, const auto& b) {
+  std::stable_sort(layouts.begin(), layouts.end(), [&](const auto& a, const auto& b) {
+    const bool fa = memory == 0 || a.worst.terms.peak <= memory;
+    const bool fb = memory == 0 || b.worst.terms.peak <= memory;
+    if (a.time && fa != fb) return fa;
+    if (a.time && fa) return a.time->step < b.time->step;
     return a.worst.terms.peak < b.worst.terms.peak;
   });
   std::string out;
@@ -98,7 +105,14 @@ std::string layouts_table(std::vector<PlannedLayout> layouts, int64_t memory) {
     fit += fits;
     char wire[32];
     std::snprintf(wire, sizeof wire, "%.3f MB", double(l.wire_bytes) / 1e6);
-    out += str("  ", mib(l.worst.terms.peak),
+    std::string step;
+    if (l.time) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%9.2f ms  %4.1f%% comm  ", l.time->step * 1e3,
+                    100 * l.time->communication_share());
+      step = buf;
+    }
+    out += str("  ", step, mib(l.worst.terms.peak),
                memory == 0 ? ""
                : fits      ? "  fits"
                            : "  too big",

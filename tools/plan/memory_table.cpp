@@ -8,10 +8,25 @@
 namespace tandem::tools {
 namespace {
 
-std::string mib(int64_t bytes) {
+std::string mib_cell(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f", double(bytes) / double(1 << 20));
   return buf;
+}
+
+// The rows in aligned columns, two spaces in front of each.
+std::string columns(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows)
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  std::string out;
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c)
+      out += "  " + row[c] + std::string(width[c] - row[c].size(), ' ');
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    out += '\n';
+  }
+  return out;
 }
 
 }  // namespace
@@ -24,7 +39,7 @@ std::string memory_table(const std::vector<RankMemory>& predicted,
   if (both) rows[0].emplace_back("predicted / measured peak");
   if (!both) rows[0].emplace_back("on the wire per step (MB)");
   const auto cell = [&](int64_t p, size_t r, int64_t (*term)(const MemoryTerms&)) {
-    return both ? mib(p) + " / " + mib(term(measured[r])) : mib(p);
+    return both ? mib_cell(p) + " / " + mib_cell(term(measured[r])) : mib_cell(p);
   };
   for (size_t r = 0; r < predicted.size(); ++r) {
     const MemoryTerms& t = predicted[r].terms;
@@ -47,17 +62,22 @@ std::string memory_table(const std::vector<RankMemory>& predicted,
     }
     rows.push_back(std::move(row));
   }
-  std::vector<size_t> width(rows[0].size(), 0);
-  for (const auto& row : rows)
-    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  std::string out;
-  for (const auto& row : rows) {
-    for (size_t c = 0; c < row.size(); ++c)
-      out += (c ? "  " : "  ") + row[c] + std::string(width[c] - row[c].size(), ' ');
-    while (!out.empty() && out.back() == ' ') out.pop_back();
-    out += '\n';
+  return columns(rows);
+}
+
+std::string time_table(const StepTime& time) {
+  std::vector<std::vector<std::string>> rows = {
+      {"rank", "compute", "communication", "idle", "step ends (ms)"}};
+  const auto ms = [](double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f", s * 1e3);
+    return std::string(buf);
+  };
+  for (size_t r = 0; r < time.ranks.size(); ++r) {
+    const RankTime& t = time.ranks[r];
+    rows.push_back({std::to_string(r), ms(t.compute), ms(t.communication), ms(t.idle), ms(t.end)});
   }
-  return out;
+  return columns(rows);
 }
 
 }  // namespace tandem::tools

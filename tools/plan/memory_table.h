@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "rehearsal.h"
+#include "step_time.h"
 
 namespace tandem::tools {
 
@@ -14,5 +15,8 @@ namespace tandem::tools {
 /// ratio.
 std::string memory_table(const std::vector<RankMemory>& predicted,
                          const std::vector<MemoryTerms>& measured = {});
+
+/// One row per rank: its predicted compute, communication and idle time, and its step's end (ms).
+std::string time_table(const StepTime& time);
 
 }  // namespace tandem::tools

@@ -3,8 +3,10 @@
 #include <tandem/core/check.h>
 #include <tandem/data/text_dataset.h>
 #include <cstdio>
+#include <optional>
 
 #include "../train/config.h"
+#include "calibrate.h"
 #include "layout_search.h"
 #include "memory_table.h"
 #include "rehearsal.h"
@@ -49,21 +51,53 @@ int run_plan(const PlanOptions& p) {
     characters = data::load_text_corpus(files, nullptr).tokenizer.vocab_size();
   }
   const int64_t memory = p.memory.empty() ? 0 : parse_bytes(p.memory);
+  std::optional<TimeModel> time;  // step times too, from a profile measured now or before
+  if (!p.calibrate.empty()) {
+    time.emplace();
+    std::printf(
+        "tandem plan: calibrating %s (kernels, the framework's cost, the cores' "
+        "sharing, the links)...\n",
+        this_machine().c_str());
+    std::fflush(stdout);
+    calibrate_compute(o, characters, p.nproc, time->profile);
+  } else if (!p.profile.empty()) {
+    time.emplace();
+    time->profile = HostProfile::load(p.profile);
+  }
+  // After the rehearsals: --calibrate times the calls they made, then the links (which fork:
+  // the kernels first), and saves the profile.
+  const auto timed = [&]() -> std::string {
+    if (p.calibrate.empty()) return "";
+    time_calls(*time->calls, rank_threads(p.nproc), time->profile);
+    measure_links(time->profile);
+    time->profile.save(p.calibrate);
+    return str("profile saved to ", p.calibrate, " (", time->profile.kernels.size(),
+               " kernel calls timed)\n");
+  };
   if (p.search) {  // every layout of the ranks, least memory first
     int refused = 0;
-    const std::vector<PlannedLayout> layouts = search_layouts(o, characters, p.nproc, &refused);
+    std::vector<PlannedLayout> layouts =
+        search_layouts(o, characters, p.nproc, &refused, time ? time->calls : nullptr);
+    const std::string saved = timed();
+    if (time)
+      for (PlannedLayout& l : layouts) l.time = time->predict(l.traces);
     std::printf(
         "tandem plan: gpt, %lld layers, %lld heads, %lld wide, context %lld, vocabulary %lld, "
         "batch %lld, on %d rank%s: %zu layouts (%d more the trainer refuses), least memory "
-        "first, each the peak of the rank that needs the most and the most bytes a rank puts "
-        "on the wire in a step (rehearsed on the meta device; their times are not predicted "
-        "yet):\n%s",
+        "first%s, each the peak of the rank that needs the most and the most bytes a rank puts "
+        "on the wire in a step (rehearsed on the meta device)%s:\n%s%s",
         (long long)o.gpt.n_layer, (long long)o.gpt.n_head, (long long)o.gpt.n_embd,
         (long long)o.gpt.block_size, (long long)characters, (long long)o.batch_size, p.nproc,
-        p.nproc == 1 ? "" : "s", layouts.size(), refused, layouts_table(layouts, memory).c_str());
+        p.nproc == 1 ? "" : "s", layouts.size(), refused,
+        time ? " (with times: the fastest that fit first, each its predicted step and its ranks' "
+               "share of time in communication)"
+             : "",
+        time ? str("; times from the profile of ", time->profile.machine).c_str() : "",
+        layouts_table(layouts, memory).c_str(), saved.c_str());
     return 0;
   }
-  const std::vector<RankMemory> ranks = rehearse_gpt(o, characters, p.nproc);
+  const std::vector<RankMemory> ranks =
+      rehearse_gpt(o, characters, p.nproc, time ? time->calls : nullptr);
   int64_t most = 0;
   for (const RankMemory& r : ranks) most = std::max(most, r.terms.peak);
   std::printf(
@@ -76,6 +110,17 @@ int run_plan(const PlanOptions& p) {
   if (memory > 0)
     std::printf("%s in --memory %s (%.3f MiB)\n", most <= memory ? "it fits" : "it does not fit",
                 p.memory.c_str(), double(memory) / double(1 << 20));
+  if (time) {
+    const std::string saved = timed();
+    std::vector<RankTrace> traces;
+    for (const RankMemory& r : ranks) traces.push_back(r.trace);
+    const StepTime t = time->predict(traces);
+    std::printf(
+        "predicted step: %.2f ms on %s (tandem launch's ranks; communication %.1f%% of "
+        "the ranks' time):\n%s%s",
+        t.step * 1e3, time->profile.machine.c_str(), 100 * t.communication_share(),
+        time_table(t).c_str(), saved.c_str());
+  }
   return 0;
 }
 

@@ -27,9 +27,12 @@ std::string coordinates(const parallel::DeviceMesh& mesh, const TrainOptions& o)
 
 // One rank: what gpt_train.cpp does up to its second step, with the probe at the same points.
 RankMemory rehearse_rank(const TrainOptions& o, int64_t characters,
-                         std::shared_ptr<parallel::RehearsalCommunicator> group) {
+                         std::shared_ptr<parallel::RehearsalCommunicator> group,
+                         std::shared_ptr<CallTable> calls) {
   const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
   const Device device = Device::meta(rank);
+  std::shared_ptr<StepTrace> trace = calls ? std::make_shared<StepTrace>(rank, calls) : nullptr;
+  if (group && trace) group->observe(trace);
   Placement placement{.mode = group ? Parallelism::DDP : Parallelism::None, .device = device};
   MemoryProbe probe(device);
   std::shared_ptr<parallel::DeviceMesh> mesh =
@@ -46,6 +49,7 @@ RankMemory rehearse_rank(const TrainOptions& o, int64_t characters,
     const TensorOptions ids{.dtype = kInt64, .device = device};
     const Tensor x = empty({o.batch_size, o.gpt.block_size}, ids);
     const Tensor y = empty({o.batch_size, o.gpt.block_size}, ids);
+    if (trace && step == 1) trace->start();
     r.optimizer->zero_grad();
     probe.step_begins();
     if (group && step == 1) wire = group->wire().total_bytes();
@@ -54,16 +58,19 @@ RankMemory rehearse_rank(const TrainOptions& o, int64_t characters,
     step_optimizer(r.setup, *r.optimizer);
     probe.step_ends();
   }
+  if (trace) trace->stop();
   if (group) wire = group->wire().total_bytes() - wire;
   return {.rank = rank,
           .where = mesh ? coordinates(*mesh, o) : "",
           .terms = probe.terms(),
-          .wire_bytes = wire};
+          .wire_bytes = wire,
+          .trace = trace ? trace->take() : RankTrace{}};
 }
 
 }  // namespace
 
-std::vector<RankMemory> rehearse_gpt(const TrainOptions& o, int64_t characters, int world) {
+std::vector<RankMemory> rehearse_gpt(const TrainOptions& o, int64_t characters, int world,
+                                     std::shared_ptr<CallTable> calls) {
   TD_CHECK_VALUE(o.gpt.n_experts == 0, "plan: a mixture of experts routes tokens by their values, ",
                  "which a rehearsal on the meta device does not have; --n-experts is not planned");
   TD_CHECK_VALUE(o.amp == "none", "plan: --amp ", o.amp,
@@ -73,14 +80,14 @@ std::vector<RankMemory> rehearse_gpt(const TrainOptions& o, int64_t characters, 
                  "plan: --data-parallel and --pipeline (one process over several devices) are ",
                  "not rehearsed; plan the ranks of --ddp, --tp, --pp or --cp instead");
   TD_CHECK_VALUE(world >= 1, "plan: ", world, " ranks");
-  if (world == 1) return {rehearse_rank(o, characters, nullptr)};
+  if (world == 1) return {rehearse_rank(o, characters, nullptr, calls)};
   std::vector<RankMemory> out(static_cast<size_t>(world));
   std::mutex mu;
   parallel::spawn_threads(
       [&](std::shared_ptr<parallel::Communicator> group) {
         // Meta collectives move nothing and allocate nothing; host ones meet the peers.
-        RankMemory m =
-            rehearse_rank(o, characters, std::make_shared<parallel::RehearsalCommunicator>(group));
+        RankMemory m = rehearse_rank(
+            o, characters, std::make_shared<parallel::RehearsalCommunicator>(group), calls);
         const std::lock_guard<std::mutex> lock(mu);
         out[size_t(m.rank)] = std::move(m);
       },

@@ -20,6 +20,7 @@
 
 #include "../commands.h"
 #include "../train/memory_probe.h"
+#include "step_trace.h"
 
 namespace tandem::tools {
 
@@ -30,11 +31,16 @@ struct RankMemory {
   // What the rank put on the wire in the second step, over every group it is in (the ring
   // algorithms' bytes, as CommStats counts them for every backend).
   uint64_t wire_bytes = 0;
+  // The second step's kernels and collectives in order, when the rehearsal was given a CallTable
+  // (the time model's input: step_time.h).
+  RankTrace trace;
 };
 
 /// The memory of each of `world` ranks training the GPT of `options` (resolved, with --ddp for
 /// world > 1) on a vocabulary of `characters` tokens. ValueError for a layout the trainer
-/// refuses, or for --amp or --n-experts.
-std::vector<RankMemory> rehearse_gpt(const TrainOptions& options, int64_t characters, int world);
+/// refuses, or for --amp or --n-experts. With `calls`, each rank's trace of its second step too,
+/// its kernels entered in `calls`.
+std::vector<RankMemory> rehearse_gpt(const TrainOptions& options, int64_t characters, int world,
+                                     std::shared_ptr<CallTable> calls = nullptr);
 
 }  // namespace tandem::tools

@@ -35,7 +35,7 @@ Tensor ready(const Tensor& t, DType dtype) {
       reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0)
     return t;
   Tensor copy = empty(t.shape(), {.dtype = dtype, .device = t.device()});
-  copy.copy_(t);
+  kernels(t.device()).copy(t, copy);  // the kernel: core does not call autograd's copy_
   return copy;
 }
 
@@ -124,8 +124,8 @@ void flash_attention_backward(const Tensor& q_in, const Tensor& k_in, const Tens
                in<S>(v), in<S>(dout), lse.data<float>(), delta.data<float>(), sc, tiles_of(tk),
                out_of<S>(dk), out_of<S>(dv));
     } else if (b * tk > 0) {  // no queries: the keys and values get no gradient
-      dk.fill_(0);
-      dv.fill_(0);
+      kernels(dk.device()).fill(dk, 0);
+      kernels(dv.device()).fill(dv, 0);
     }
   });
 }

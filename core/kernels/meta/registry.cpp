@@ -1,81 +1,122 @@
 // core/kernels/meta/registry.cpp — the meta device's kernel table: every kernel does nothing.
 // An op on meta tensors still checks its operands, works out its outputs' shapes and dtypes and
 // allocates them (which meta counts and does not perform: core/allocator.cpp), so what a forward
-// and backward would hold is known without computing or storing a value. Compiled with
-// -Werror=missing-field-initializers: a kernel added to kernels.h but not here fails the build.
+// and backward would hold is known without computing or storing a value. With a recorder attached
+// to the device (meta_calls.h), each kernel also says what it would have run, and can hand over
+// the call to run for real elsewhere: how long a step would take comes from the same walk.
+// Compiled with -Werror=missing-field-initializers: a kernel added to kernels.h but not here fails
+// the build.
+#include <tandem/core/kernels/call_label.h>
 #include <tandem/core/kernels/kernels.h>
+#include <tandem/core/kernels/meta_calls.h>
+#include <memory>
+#include <span>
+#include <tuple>
+#include <vector>
 
 namespace tandem {
 namespace {
 
-template <typename F>
-struct Nothing;
-template <typename... A>
-struct Nothing<void (*)(A...)> {
-  static void run(A...) {}
+using meta_calls::placeholder;
+using meta_calls::spec_of;
+using meta_calls::TensorSpec;
+
+#define TD_NAME(entry) constexpr char entry[] = #entry;
+namespace names {
+TD_KERNEL_ENTRIES(TD_NAME)
+}
+#undef TD_NAME
+
+// An argument kept for a replay: values as they are, tensors as specs (no meta storage kept
+// alive) that become placeholders on the replay's device.
+template <typename T>
+struct Held {
+  T value;
+  explicit Held(const T& v) : value(v) {}
+  void make(Device) {}
+  T& get() { return value; }
 };
-// The kernel of type F that does nothing.
+template <>
+struct Held<Tensor> {
+  TensorSpec spec;
+  Tensor t;
+  explicit Held(const Tensor& a) : spec(spec_of(a)) {}
+  void make(Device where) { t = placeholder(spec, where); }
+  Tensor& get() { return t; }
+};
+template <>
+struct Held<std::span<const Tensor>> {
+  std::vector<TensorSpec> specs;
+  std::vector<Tensor> ts;
+  explicit Held(std::span<const Tensor> a) {
+    for (const Tensor& t : a) specs.push_back(spec_of(t));
+  }
+  void make(Device where) {
+    ts.clear();
+    for (const TensorSpec& s : specs) ts.push_back(placeholder(s, where));
+  }
+  std::span<const Tensor> get() { return ts; }
+};
+template <>
+struct Held<std::span<const AdamSlot>> {
+  std::vector<TensorSpec> specs;  // five per slot: param, grad, exp_avg, exp_avg_sq, step
+  std::vector<Tensor> ts;
+  std::vector<AdamSlot> slots;
+  explicit Held(std::span<const AdamSlot> a) {
+    for (const AdamSlot& s : a)
+      for (const Tensor* t :
+           std::initializer_list<const Tensor*>{s.param, s.grad, s.exp_avg, s.exp_avg_sq, s.step})
+        specs.push_back(t ? spec_of(*t) : TensorSpec{});
+  }
+  void make(Device where) {
+    ts.clear();
+    for (const TensorSpec& s : specs) ts.push_back(placeholder(s, where));
+    slots.clear();
+    for (size_t i = 0; i < ts.size(); i += 5)
+      slots.push_back(
+          {&ts[i], &ts[i + 1], &ts[i + 2], &ts[i + 3], ts[i + 4].defined() ? &ts[i + 4] : nullptr});
+  }
+  std::span<const AdamSlot> get() { return slots; }
+};
+
 template <typename F>
-constexpr F nothing = &Nothing<F>::run;
+struct Recorded;
+template <typename... A>
+struct Recorded<void (*)(A...)> {
+  template <auto Member, const char* Name>
+  static void call(A... a) {
+    if (meta_calls::detail::g_attached.load(std::memory_order_relaxed) == 0) return;
+    kernel_calls::Label l;
+    l.text = Name;
+    l.with_shapes = true;
+    (kernel_calls::see(l, a), ...);
+    const Tensor* on = nullptr;  // the call's meta tensor (a copy from the host has one too)
+    for (const Tensor* t : l.tensors)
+      if (on == nullptr && t != nullptr && t->device().is_meta()) on = t;
+    if (on == nullptr) return;
+    meta_calls::Recorder* recorder = meta_calls::detail::recorder(on->device().index());
+    if (recorder == nullptr) return;
+    kernel_calls::add_dtypes(l, Name);
+    const meta_calls::Call c{l.text, l.text + l.shapes, l.bytes, kernel_calls::gemm_flops(l, Name)};
+    recorder->record(c, [&]() -> meta_calls::Replay {
+      using Args = std::tuple<Held<std::remove_cvref_t<A>>...>;
+      auto held = std::make_shared<Args>(Held<std::remove_cvref_t<A>>(a)...);
+      return [held](Device where) -> meta_calls::Prepared {
+        auto mine = std::make_shared<Args>(*held);  // its own tensors: replays may run at once
+        std::apply([&](auto&... h) { (h.make(where), ...); }, *mine);
+        const Kernels& k = kernels(where);
+        return [mine, &k] { std::apply([&](auto&... h) { (k.*Member)(h.get()...); }, *mine); };
+      };
+    });
+  }
+};
 
 }  // namespace
 
+#define TD_RECORDED(entry) \
+  .entry = &Recorded<decltype(Kernels::entry)>::call<&Kernels::entry, names::entry>,
 extern const Kernels meta_kernels;
-const Kernels meta_kernels = {
-    .copy = nothing<decltype(Kernels::copy)>,
-    .fill = nothing<decltype(Kernels::fill)>,
-    .arange = nothing<decltype(Kernels::arange)>,
-    .uniform = nothing<decltype(Kernels::uniform)>,
-    .normal = nothing<decltype(Kernels::normal)>,
-    .unary = nothing<decltype(Kernels::unary)>,
-    .binary = nothing<decltype(Kernels::binary)>,
-    .compare = nothing<decltype(Kernels::compare)>,
-    .where = nothing<decltype(Kernels::where)>,
-    .relu_backward = nothing<decltype(Kernels::relu_backward)>,
-    .sigmoid_backward = nothing<decltype(Kernels::sigmoid_backward)>,
-    .tanh_backward = nothing<decltype(Kernels::tanh_backward)>,
-    .gelu_backward = nothing<decltype(Kernels::gelu_backward)>,
-    .gelu_tanh_backward = nothing<decltype(Kernels::gelu_tanh_backward)>,
-    .add_scaled = nothing<decltype(Kernels::add_scaled)>,
-    .addcmul = nothing<decltype(Kernels::addcmul)>,
-    .addcdiv = nothing<decltype(Kernels::addcdiv)>,
-    .reduce_rows = nothing<decltype(Kernels::reduce_rows)>,
-    .reduce_cols = nothing<decltype(Kernels::reduce_cols)>,
-    .square_sums = nothing<decltype(Kernels::square_sums)>,
-    .gemm = nothing<decltype(Kernels::gemm)>,
-    .softmax_forward = nothing<decltype(Kernels::softmax_forward)>,
-    .softmax_backward = nothing<decltype(Kernels::softmax_backward)>,
-    .log_softmax_forward = nothing<decltype(Kernels::log_softmax_forward)>,
-    .log_softmax_backward = nothing<decltype(Kernels::log_softmax_backward)>,
-    .conv2d_forward = nothing<decltype(Kernels::conv2d_forward)>,
-    .conv2d_backward = nothing<decltype(Kernels::conv2d_backward)>,
-    .max_pool2d_forward = nothing<decltype(Kernels::max_pool2d_forward)>,
-    .relu_max_pool2d_forward = nothing<decltype(Kernels::relu_max_pool2d_forward)>,
-    .max_pool2d_backward = nothing<decltype(Kernels::max_pool2d_backward)>,
-    .avg_pool2d_forward = nothing<decltype(Kernels::avg_pool2d_forward)>,
-    .avg_pool2d_backward = nothing<decltype(Kernels::avg_pool2d_backward)>,
-    .cross_entropy_forward = nothing<decltype(Kernels::cross_entropy_forward)>,
-    .cross_entropy_backward = nothing<decltype(Kernels::cross_entropy_backward)>,
-    .nll_loss_forward = nothing<decltype(Kernels::nll_loss_forward)>,
-    .nll_loss_backward = nothing<decltype(Kernels::nll_loss_backward)>,
-    .batch_norm_forward = nothing<decltype(Kernels::batch_norm_forward)>,
-    .batch_norm_backward = nothing<decltype(Kernels::batch_norm_backward)>,
-    .layer_norm_forward = nothing<decltype(Kernels::layer_norm_forward)>,
-    .layer_norm_backward = nothing<decltype(Kernels::layer_norm_backward)>,
-    .embedding_forward = nothing<decltype(Kernels::embedding_forward)>,
-    .embedding_backward = nothing<decltype(Kernels::embedding_backward)>,
-    .attention_forward = nothing<decltype(Kernels::attention_forward)>,
-    .attention_backward = nothing<decltype(Kernels::attention_backward)>,
-    .gather = nothing<decltype(Kernels::gather)>,
-    .scatter_add = nothing<decltype(Kernels::scatter_add)>,
-    .topk = nothing<decltype(Kernels::topk)>,
-    .multinomial = nothing<decltype(Kernels::multinomial)>,
-    .sgd_step = nothing<decltype(Kernels::sgd_step)>,
-    .adam_step = nothing<decltype(Kernels::adam_step)>,
-    .adam_step_many = nothing<decltype(Kernels::adam_step_many)>,
-    .adam_step_many_unless = nothing<decltype(Kernels::adam_step_many_unless)>,
-    .unscale_grad = nothing<decltype(Kernels::unscale_grad)>,
-    .amp_update_scale = nothing<decltype(Kernels::amp_update_scale)>,
-};
+const Kernels meta_kernels = {TD_KERNEL_ENTRIES(TD_RECORDED)};
+#undef TD_RECORDED
 
 }  // namespace tandem
