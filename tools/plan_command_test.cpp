@@ -165,6 +165,14 @@ TEST(PlanCommand, BadInputNamesTheFlag) {
   fails("--model gpt --vocab-size 50 --profile " + (tmp / "none.profile").string(),
         "cannot read the profile " + (tmp / "none.profile").string());
   fails("--model gpt --vocab-size 50 --profile a --calibrate b", "excludes");
+  for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+           {" --amp bf16", "train: --predict with --amp bf16"},
+           {" --n-experts 4", "train: --predict with --n-experts"}}) {
+    const Result r = tandem_cli("train --model gpt --predict" + flags, tmp / "early.txt");
+    EXPECT_NE(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find(says), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("parameters"), std::string::npos) << r.output;  // nothing built
+  }
   const Result image = tandem_cli("train --model cnn --predict", tmp / "image.txt");
   EXPECT_NE(image.code, 0) << image.output;
   EXPECT_NE(image.output.find("--predict does not apply to --model cnn"), std::string::npos)

@@ -147,6 +147,18 @@ TrainOptions resolve_config(TrainOptions o) {
   if (o.model == "gpt" && !given(o, "--warmup-iters"))
     o.gpt.warmup_iters = std::min(o.gpt.warmup_iters, o.gpt.max_iters - 1);
   if (o.model == "gpt") check_gpt(o);
+  // --predict rehearses the run on the meta device (tools/plan/rehearsal.h), which runs neither
+  // autocast nor a router: refused here, before the corpus loads, as plan refuses them.
+  TD_CHECK_VALUE(!o.predict || o.amp == "none", "train: --predict with --amp ", o.amp,
+                 ": autocast does not run on the meta device yet, so the prediction would be "
+                 "float32's; drop one of them");
+  TD_CHECK_VALUE(!o.predict || o.gpt.n_experts == 0,
+                 "train: --predict with --n-experts: a mixture of experts routes tokens by their "
+                 "values, which a rehearsal on the meta device does not have");
+  TD_CHECK_VALUE(
+      !o.predict || (o.data_parallel.empty() && o.pipeline.empty()),
+      "train: --predict plans the ranks of --ddp, --tp, --pp or --cp, not --data-parallel "
+      "or --pipeline (one process over several devices)");
   TD_CHECK_VALUE(one_of(o.optimizer, {"sgd", "adam", "adamw"}), "train: --optimizer ", o.optimizer,
                  " is not one of sgd, adam, adamw");
   TD_CHECK_VALUE(one_of(o.schedule, {"none", "step", "cosine", "warmup-cosine"}),
