@@ -86,9 +86,9 @@ struct Recorded<void (*)(A...)> {
   template <auto Member, const char* Name>
   static void call(A... a) {
     if (meta_calls::detail::g_attached.load(std::memory_order_relaxed) == 0) return;
+    // Which meta device the call is on first, without the shapes' text: only a call on a device
+    // with a recorder pays for its signature (other ranks and steps run in the same rehearsal).
     kernel_calls::Label l;
-    l.text = Name;
-    l.with_shapes = true;
     (kernel_calls::see(l, a), ...);
     const Tensor* on = nullptr;  // the call's meta tensor (a copy from the host has one too)
     for (const Tensor* t : l.tensors)
@@ -96,6 +96,10 @@ struct Recorded<void (*)(A...)> {
     if (on == nullptr) return;
     meta_calls::Recorder* recorder = meta_calls::detail::recorder(on->device().index());
     if (recorder == nullptr) return;
+    l = kernel_calls::Label{};
+    l.text = Name;
+    l.with_shapes = true;
+    (kernel_calls::see(l, a), ...);
     kernel_calls::add_dtypes(l, Name);
     const meta_calls::Call c{l.text, l.text + l.shapes, l.bytes, kernel_calls::gemm_flops(l, Name)};
     recorder->record(c, [&]() -> meta_calls::Replay {
