@@ -96,7 +96,8 @@ struct TrainOptions {
   std::string amp = "none";    // none | bf16 | fp16: autocast (fp16 with a GradScaler)
   bool cuda_graphs = false;    // the whole step as one CUDA graph (train/graphed_step.h)
   bool predict = false;  // --model gpt: each rank's memory rehearsed first, measured after step 2
-  GptOptions gpt;        // --model gpt only
+  std::string predict_profile;  // --predict: step times too, from this host profile (--profile)
+  GptOptions gpt;               // --model gpt only
   // The flags given on the command line ("--epochs", ...), so that resolve_config can refuse one
   // that does not apply to the run (it would otherwise be silently ignored) and tell a default
   // from a choice. Empty for a run built in code: nothing is refused for being given.

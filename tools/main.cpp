@@ -64,6 +64,11 @@ CLI::App* add_train(CLI::App& app, TrainOptions& t, TrainExtras& x) {
       "IDX files), or a character-level GPT on a text corpus (--model gpt)");
   cmd->footer(tandem::tools::kDefaultRecipe);
   tandem::tools::add_train_flags(cmd, t, x);
+  // Here, not among the flags plan shares: plan has its own --profile.
+  cmd->add_option("--profile", t.predict_profile,
+                  "--predict: each rank's step time too, predicted from FILE (made by `tandem "
+                  "plan ... --calibrate FILE` on this host), measured, and drawn in the report")
+      ->needs("--predict");
   return cmd;
 }
 

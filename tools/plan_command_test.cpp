@@ -141,6 +141,43 @@ TEST(PlanCommand, PredictsStepTimesFromAProfileOfThisHost) {
   EXPECT_GT(std::stod(m[1]), 0) << search.output;
   const Result searched = tandem_cli(model + "--search --profile " + profile, tmp / "s2.txt");
   EXPECT_EQ(searched.code, 0) << searched.output;
+
+  // The run itself: the prediction first, the measurement at the end and in the report.
+  const auto train = [&](const std::string& width) {
+    return "launch --standalone --nproc-per-node 2 -- " TANDEM_CLI " " +
+           gpt_flags(tmp / "text.txt", 4,
+                     {{"--n-layer", "2"},
+                      {"--n-embd", width},
+                      {"--warmup-iters", "1"},
+                      {"--log-dir", (tmp / "log").string()}}) +
+           " --tp 2 --predict --profile " + profile;
+  };
+  const Result run = tandem_cli(train("32"), tmp / "t.txt");
+  ASSERT_EQ(run.code, 0) << run.output;
+  const size_t before = run.output.find("step time per rank, predicted from the profile of "),
+               after = run.output.find(
+                   "step time per rank, predicted / measured (ms, the mean "
+                   "of 3 steps after the first):");
+  ASSERT_NE(before, std::string::npos) << run.output;
+  ASSERT_NE(after, std::string::npos) << run.output;
+  EXPECT_LT(before, after) << run.output;
+  const std::regex rank_row(R"(\n(?:\[rank0\]: )?  (\d) +[\d.]+ / [\d.]+ +[\d.]+ / [\d.]+ +)"
+                            R"(([\d.]+) / ([\d.]+) +([\d.]+)(?=\n))");
+  int rows = 0;
+  for (auto it = std::sregex_iterator(run.output.begin() + long(after), run.output.end(), rank_row);
+       it != std::sregex_iterator(); ++it, ++rows)
+    EXPECT_GT(std::stod((*it)[3]), 0) << run.output;  // a measured step
+  EXPECT_EQ(rows, 2) << run.output;
+  const std::string report = read_file(tmp / "log" / "report.html");
+  EXPECT_NE(report.find("Step time, predicted and measured"), std::string::npos);
+  EXPECT_NE(report.find("blocked on communication"), std::string::npos);
+  // A model the profile has not timed fails before any work, naming the file and the remedy.
+  const Result untimed = tandem_cli(train("48"), tmp / "u.txt");
+  EXPECT_NE(untimed.code, 0) << untimed.output;
+  EXPECT_NE(untimed.output.find("train: --profile " + profile + ": plan: the profile has no time"),
+            std::string::npos)
+      << untimed.output;
+  EXPECT_NE(untimed.output.find("--calibrate " + profile), std::string::npos) << untimed.output;
 }
 
 TEST(PlanCommand, BadInputNamesTheFlag) {
@@ -173,6 +210,9 @@ TEST(PlanCommand, BadInputNamesTheFlag) {
     EXPECT_NE(r.output.find(says), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("parameters"), std::string::npos) << r.output;  // nothing built
   }
+  const Result alone = tandem_cli("train --model gpt --profile host.profile", tmp / "alone.txt");
+  EXPECT_NE(alone.code, 0) << alone.output;
+  EXPECT_NE(alone.output.find("--profile requires --predict"), std::string::npos) << alone.output;
   const Result image = tandem_cli("train --model cnn --predict", tmp / "image.txt");
   EXPECT_NE(image.code, 0) << image.output;
   EXPECT_NE(image.output.find("--predict does not apply to --model cnn"), std::string::npos)

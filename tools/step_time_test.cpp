@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <tandem/core/error.h>
 
+#include <tuple>
+
 #include "plan/step_time.h"
 
 using namespace tandem;
@@ -47,6 +49,17 @@ TEST(StepTime, ACollectiveStartsWhenItsLastMemberArrives) {
   EXPECT_DOUBLE_EQ(t.ranks[1].idle, 0);
   EXPECT_DOUBLE_EQ(t.ranks[1].communication, 1.5);
   EXPECT_NEAR(t.communication_share(), 3.0 / (1 + 3 + 2 + 3), 1e-12);
+  // The same as a timeline: compute [0, 1), idle [1, 3), communication [3, 4.5).
+  using S = TimeSpan::Kind;
+  const std::vector<std::tuple<S, double, double>> expected = {
+      {S::Compute, 0, 1}, {S::Idle, 1, 3}, {S::Communication, 3, 4.5}};
+  ASSERT_EQ(t.ranks[0].spans.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(t.ranks[0].spans[i].kind, std::get<0>(expected[i])) << i;
+    EXPECT_DOUBLE_EQ(t.ranks[0].spans[i].start, std::get<1>(expected[i])) << i;
+    EXPECT_DOUBLE_EQ(t.ranks[0].spans[i].end, std::get<2>(expected[i])) << i;
+  }
+  ASSERT_EQ(t.ranks[1].spans.size(), 2u);  // no idle span: it arrived last
 }
 
 TEST(StepTime, RanksComputingAtOnceShareTheCapacity) {

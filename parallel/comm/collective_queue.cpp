@@ -2,6 +2,7 @@
 #include <tandem/autograd/grad_mode.h>
 #include <tandem/core/check.h>
 #include <tandem/core/trace.h>
+#include <tandem/parallel/comm/blocked_time.h>
 #include <tandem/parallel/comm/collective_queue.h>
 #include <tandem/parallel/comm/gloo_rendezvous.h>
 #include <tandem/parallel/failure_record.h>
@@ -79,7 +80,9 @@ void CollectiveQueue::push(WorkPtr work, std::function<void(uint32_t)> run, uint
     busy_ = true;
     started(task.work);
     lk.unlock();
+    const auto from = std::chrono::steady_clock::now();
     execute(task);
+    detail::note_blocked(from, std::chrono::steady_clock::now());  // the caller's time too
     const bool more = progress_ && !broken() && progress_();
     lk.lock();
     busy_ = false;

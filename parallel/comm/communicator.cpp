@@ -2,6 +2,7 @@
 // descriptions every backend shares.
 #include <tandem/core/check.h>
 #include <tandem/core/tensor_checks.h>
+#include <tandem/parallel/comm/blocked_time.h>
 #include <tandem/parallel/comm/communicator.h>
 #include <algorithm>
 #include <cstdio>
@@ -19,8 +20,10 @@ const std::string& Work::description() const {
 void Work::wait(std::chrono::milliseconds timeout) {
   if (on_wait_) on_wait_();
   if (!done_.load(std::memory_order_acquire)) {
+    const auto from = std::chrono::steady_clock::now();
     std::unique_lock lk(mu_);
     const bool done = cv_.wait_for(lk, timeout, [&] { return done_.load(); });
+    detail::note_blocked(from, std::chrono::steady_clock::now());
     TD_CHECK_AS(DistributedError, done, description(), " did not complete within ",
                 timeout.count() / 1000.0,
                 " s (timeout)\n  hint: a rank that stopped calling collectives, or called them "

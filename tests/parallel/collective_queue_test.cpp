@@ -5,6 +5,7 @@
 // that blocks until released, and the store is a function the test flips.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <tandem/parallel/comm/blocked_time.h>
 #include <tandem/parallel/comm/collective_queue.h>
 #include <atomic>
 #include <chrono>
@@ -91,6 +92,44 @@ TEST(CollectiveQueue, OneLookAtTheStoreIsNotEnoughToFailACollective) {
       1);
   EXPECT_EQ(wait_error(*slow, 30s), "no error");
   EXPECT_GE(asked.load(), 3);
+}
+
+// What `tandem train --predict` measures of a rank's step: the time its thread is held up by
+// communication, whether the collective ran in that thread (shared memory's small ones) or the
+// thread waited on it.
+TEST(BlockedTime, CountsWaitsAndCollectivesRunInTheCallersThread) {
+  CollectiveQueue queue("shm", 0, {}, /*inline_when_idle=*/true);
+  record_blocked_spans(true);
+  const double before = blocked_seconds();
+  auto ran_here = all_reduce_work(1);
+  queue.push(
+      ran_here, [](uint32_t) { std::this_thread::sleep_for(20ms); }, 1);
+  EXPECT_TRUE(ran_here->is_completed());  // inline: done when push returns
+  std::atomic<bool> release{false};
+  std::thread releaser;
+  auto waited = all_reduce_work(2);
+  // Released only once the wait has begun, so that it surely blocks.
+  waited->on_wait([&] {
+    releaser = std::thread([&] {
+      std::this_thread::sleep_for(20ms);
+      release = true;
+    });
+  });
+  queue.push(
+      waited,
+      [&](uint32_t) {
+        while (!release) std::this_thread::sleep_for(1ms);
+      },
+      2, /*may_inline=*/false);
+  waited->wait();
+  releaser.join();
+  const std::vector<BlockedSpan> spans = blocked_spans();
+  record_blocked_spans(false);
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_GE(spans[0].end - spans[0].start, 0.02);  // the inline run, its sleep included
+  EXPECT_GE(spans[1].end - spans[1].start, 0.01);  // the wait
+  EXPECT_LE(spans[0].end, spans[1].start);
+  EXPECT_GE(blocked_seconds() - before, 0.03);
 }
 
 }  // namespace

@@ -14,6 +14,12 @@ std::string mib_cell(int64_t bytes) {
   return buf;
 }
 
+std::string ms_cell(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", seconds * 1e3);
+  return buf;
+}
+
 // The rows in aligned columns, two spaces in front of each.
 std::string columns(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width(rows[0].size(), 0);
@@ -68,14 +74,27 @@ std::string memory_table(const std::vector<RankMemory>& predicted,
 std::string time_table(const StepTime& time) {
   std::vector<std::vector<std::string>> rows = {
       {"rank", "compute", "communication", "idle", "step ends (ms)"}};
-  const auto ms = [](double s) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3f", s * 1e3);
-    return std::string(buf);
-  };
   for (size_t r = 0; r < time.ranks.size(); ++r) {
     const RankTime& t = time.ranks[r];
-    rows.push_back({std::to_string(r), ms(t.compute), ms(t.communication), ms(t.idle), ms(t.end)});
+    rows.push_back({std::to_string(r), ms_cell(t.compute), ms_cell(t.communication),
+                    ms_cell(t.idle), ms_cell(t.end)});
+  }
+  return columns(rows);
+}
+
+std::string time_table(const StepTime& time, const std::vector<MeasuredStep>& measured) {
+  TD_CHECK_VALUE(measured.size() == time.ranks.size(), "time_table: ", measured.size(),
+                 " ranks measured, but ", time.ranks.size(), " predicted");
+  std::vector<std::vector<std::string>> rows = {
+      {"rank", "compute", "waiting", "step (ms)", "predicted / measured step"}};
+  const auto cell = [](double p, double m) { return ms_cell(p) + " / " + ms_cell(m); };
+  for (size_t r = 0; r < measured.size(); ++r) {
+    const RankTime& t = time.ranks[r];
+    const MeasuredStep& m = measured[r];
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.3f", m.seconds > 0 ? t.end / m.seconds : 0.0);
+    rows.push_back({std::to_string(r), cell(t.compute, m.seconds - m.blocked),
+                    cell(t.communication + t.idle, m.blocked), cell(t.end, m.seconds), ratio});
   }
   return columns(rows);
 }

@@ -1,11 +1,12 @@
 // tools/plan/memory_table.h — each rank's memory terms as a table: predicted alone (`tandem plan`),
-// or predicted beside measured, term by term (`tandem train --predict`).
+// or predicted beside measured, term by term (`tandem train --predict`); and their step times.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "rehearsal.h"
+#include "step_measure.h"
 #include "step_time.h"
 
 namespace tandem::tools {
@@ -18,5 +19,10 @@ std::string memory_table(const std::vector<RankMemory>& predicted,
 
 /// One row per rank: its predicted compute, communication and idle time, and its step's end (ms).
 std::string time_table(const StepTime& time);
+
+/// `tandem train --predict`: one row per rank, each cell "predicted / measured" (ms): compute,
+/// waiting (predicted: communication + idle; measured: blocked on communication), the step, and
+/// the step's ratio. `measured`: one per rank, in rank order.
+std::string time_table(const StepTime& time, const std::vector<MeasuredStep>& measured);
 
 }  // namespace tandem::tools

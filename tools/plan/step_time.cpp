@@ -12,6 +12,16 @@ namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
 
+// Adds [start, end) to a rank's timeline, extending the last span where it continues it.
+void add_span(RankTime& t, TimeSpan::Kind kind, double start, double end) {
+  if (end <= start) return;
+  if (!t.spans.empty() && t.spans.back().kind == kind && t.spans.back().end >= start) {
+    t.spans.back().end = end;
+    return;
+  }
+  t.spans.push_back({kind, start, end});
+}
+
 std::string group_key(const std::vector<int>& members) {
   std::string key;
   for (int m : members) key += std::to_string(m) + ",";
@@ -151,6 +161,8 @@ class Simulation {
         const double from = rank.blocked_since, began = std::clamp(t.start, from, now_);
         rank.time.idle += began - from;
         rank.time.communication += now_ - began;
+        add_span(rank.time, TimeSpan::Kind::Idle, from, began);
+        add_span(rank.time, TimeSpan::Kind::Communication, began, now_);
       }
       rank.state = Rank::State::Ready;
       ++rank.pc;
@@ -197,6 +209,7 @@ class Simulation {
     for (Rank& r : ranks_) {
       if (r.state != Rank::State::Computing) continue;
       r.time.compute += dt;
+      add_span(r.time, TimeSpan::Kind::Compute, now_, next);
       r.remaining -= rate * dt;
       if (r.remaining <= 1e-12 * rate) r.state = Rank::State::Ready;
     }

@@ -20,11 +20,18 @@
 
 namespace tandem::tools {
 
+/// A stretch of a rank's step spent one way (the timelines of the train report).
+struct TimeSpan {
+  enum class Kind { Compute, Communication, Idle } kind = Kind::Compute;
+  double start = 0, end = 0;  // seconds from the step's start
+};
+
 struct RankTime {
-  double compute = 0;        // seconds in kernels (slowed by the others' sharing the cores)
-  double communication = 0;  // seconds waiting on collectives and messages under way
-  double idle = 0;           // seconds waiting for peers to reach a collective or to send
-  double end = 0;            // when its step ends
+  double compute = 0;           // seconds in kernels (slowed by the others' sharing the cores)
+  double communication = 0;     // seconds waiting on collectives and messages under way
+  double idle = 0;              // seconds waiting for peers to reach a collective or to send
+  double end = 0;               // when its step ends
+  std::vector<TimeSpan> spans;  // the same, in time order (adjacent ones of a kind merged)
 };
 
 struct StepTime {

@@ -94,7 +94,8 @@ void check_flags_apply(const TrainOptions& o) {
                                          "--bias",           "--max-iters",       "--warmup-iters",
                                          "--min-lr",         "--beta2",           "--grad-clip",
                                          "--vocab-multiple", "--eval-interval",   "--eval-iters",
-                                         "--log-interval",   "--flash-attention", "--predict"};
+                                         "--log-interval",   "--flash-attention", "--predict",
+                                         "--profile"};
   const bool gpt = o.model == "gpt";
   for (const char* flag :
        gpt ? std::span<const char* const>(kImageOnly) : std::span<const char* const>(kGptOnly))

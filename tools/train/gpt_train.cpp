@@ -125,8 +125,10 @@ int run_train_gpt(const TrainOptions& flags) {
 
   // ---- model (drawn, cut and placed for this rank: gpt_rank.h), optimizer, schedule.
   // --predict: the run rehearsed on the meta device first, then measured (tools/plan/).
-  std::optional<PredictedMemory> predicted;
+  std::optional<Prediction> predicted;
   if (o.predict) predicted.emplace(o, characters, group, device);
+  if (const std::string t = predicted ? predicted->time_before() : ""; !t.empty())
+    std::printf("%s", t.c_str());
   GptRank built = build_gpt_rank(o, characters, vocab, placement, group, mesh);
   if (predicted) predicted->probe().placed();
   Setup& setup = built.setup;
@@ -275,8 +277,13 @@ int run_train_gpt(const TrainOptions& flags) {
       if (save && o.sharded_checkpoint)  // every rank writes its shards
         save_sharded_checkpoint(o.checkpoint, sharded_content(setup, optimizer, *group),
                                 state_now());
-      if (setup.stages || setup.pipe)  // the last step's schedule as it ran, for the report
+      report.sections = {};  // the last step's schedule as it ran (a pipeline), for the report
+      if (setup.stages || setup.pipe)
         report.sections = pipeline_sections(setup, o.pipeline_schedule);
+      std::string step_times;  // --predict --profile: the steps so far beside the prediction
+      if (auto section = predicted ? predicted->time_section(&step_times) : std::nullopt)
+        report.sections.push_back(std::move(*section));
+      if (lead && iter == g.max_iters && !step_times.empty()) std::printf("%s", step_times.c_str());
       if (lead) {
         const auto [train_loss, val_loss] = losses;
         std::printf("step %lld: train loss %.4f, val loss %.4f\n", (long long)iter, train_loss,
@@ -311,7 +318,7 @@ int run_train_gpt(const TrainOptions& flags) {
     auto [x, y] = data::random_windows(corpus.train, o.batch_size, g.block_size,
                                        train_batch_seed(o.seed, iter));
     optimizer.zero_grad();
-    if (predicted) predicted->probe().step_begins();
+    if (predicted) predicted->step_begins();
     const StepResult r = train_step(setup, rows_of(x, replica, replicas).to(device),
                                     rows_of(y, replica, replicas).to(device));
     const double loss = r.loss.item();

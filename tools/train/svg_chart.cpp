@@ -66,12 +66,6 @@ Axis log_axis(double lo, double hi) {
   return a;
 }
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
-
 std::string tick_label(double v) {
   char buf[32];
   if (v == 0)
@@ -124,37 +118,38 @@ std::string svg_line_chart(const ChartSpec& spec) {
   auto px = [&](double x) { return kLeft + xa.frac(x) * kPlotW; };
   auto py = [&](double y) { return kTop + (1 - ya.frac(y)) * kPlotH; };
 
-  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " + num(kWidth) + " " +
-                  num(kHeight) + "\" role=\"img\" aria-label=\"" + html_escape(spec.title) +
-                  "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " + svg_number(kWidth) +
+                  " " + svg_number(kHeight) + "\" role=\"img\" aria-label=\"" +
+                  html_escape(spec.title) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   s += "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
-  s += "<text x=\"" + num(kLeft) + "\" y=\"22\" font-size=\"14\" font-weight=\"bold\">" +
+  s += "<text x=\"" + svg_number(kLeft) + "\" y=\"22\" font-size=\"14\" font-weight=\"bold\">" +
        html_escape(spec.title) + "</text>\n";
   // Grid and tick labels.
   for (double t : ya.ticks) {
-    const std::string y = num(py(t));
-    s += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft + kPlotW) + "\" y1=\"" + y +
-         "\" y2=\"" + y + "\" stroke=\"#e5e5e5\"/>\n";
-    s += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(py(t) + 4) +
+    const std::string y = svg_number(py(t));
+    s += "<line x1=\"" + svg_number(kLeft) + "\" x2=\"" + svg_number(kLeft + kPlotW) + "\" y1=\"" +
+         y + "\" y2=\"" + y + "\" stroke=\"#e5e5e5\"/>\n";
+    s += "<text x=\"" + svg_number(kLeft - 6) + "\" y=\"" + svg_number(py(t) + 4) +
          "\" text-anchor=\"end\" fill=\"#444\">" + tick_label(t) + html_escape(spec.y_suffix) +
          "</text>\n";
   }
   for (double t : xa.ticks) {
-    const std::string x = num(px(t));
-    s += "<line x1=\"" + x + "\" x2=\"" + x + "\" y1=\"" + num(kTop) + "\" y2=\"" +
-         num(kTop + kPlotH) + "\" stroke=\"#f0f0f0\"/>\n";
-    s += "<text x=\"" + x + "\" y=\"" + num(kTop + kPlotH + 16) +
+    const std::string x = svg_number(px(t));
+    s += "<line x1=\"" + x + "\" x2=\"" + x + "\" y1=\"" + svg_number(kTop) + "\" y2=\"" +
+         svg_number(kTop + kPlotH) + "\" stroke=\"#f0f0f0\"/>\n";
+    s += "<text x=\"" + x + "\" y=\"" + svg_number(kTop + kPlotH + 16) +
          "\" text-anchor=\"middle\" fill=\"#444\">" + tick_label(t) + "</text>\n";
   }
   // Axes and their labels.
-  s += "<path d=\"M" + num(kLeft) + " " + num(kTop) + " V" + num(kTop + kPlotH) + " H" +
-       num(kLeft + kPlotW) + "\" fill=\"none\" stroke=\"#333\"/>\n";
-  s += "<text x=\"" + num(kLeft + kPlotW / 2) + "\" y=\"" + num(kHeight - 10) +
+  s += "<path d=\"M" + svg_number(kLeft) + " " + svg_number(kTop) + " V" +
+       svg_number(kTop + kPlotH) + " H" + svg_number(kLeft + kPlotW) +
+       "\" fill=\"none\" stroke=\"#333\"/>\n";
+  s += "<text x=\"" + svg_number(kLeft + kPlotW / 2) + "\" y=\"" + svg_number(kHeight - 10) +
        "\" text-anchor=\"middle\">" + html_escape(spec.x_label) + "</text>\n";
-  s += "<text transform=\"translate(16 " + num(kTop + kPlotH / 2) +
+  s += "<text transform=\"translate(16 " + svg_number(kTop + kPlotH / 2) +
        ") rotate(-90)\" text-anchor=\"middle\">" + html_escape(spec.y_label) + "</text>\n";
   if (empty)
-    s += "<text x=\"" + num(kLeft + kPlotW / 2) + "\" y=\"" + num(kTop + kPlotH / 2) +
+    s += "<text x=\"" + svg_number(kLeft + kPlotW / 2) + "\" y=\"" + svg_number(kTop + kPlotH / 2) +
          "\" text-anchor=\"middle\" fill=\"#888\">no data yet</text>\n";
 
   // Series, then a legend in the title row, right-aligned, so it never covers data.
@@ -166,22 +161,28 @@ std::string svg_line_chart(const ChartSpec& spec) {
     std::string points;
     for (const auto& [x, y] : series.points) {
       if (!std::isfinite(x) || !std::isfinite(y) || (spec.log_y && y <= 0)) continue;
-      points += num(px(x)) + "," + num(py(y)) + " ";
+      points += svg_number(px(x)) + "," + svg_number(py(y)) + " ";
       if (series.markers)
-        s += "<circle cx=\"" + num(px(x)) + "\" cy=\"" + num(py(y)) + "\" r=\"3\" fill=\"" +
-             series.color + "\"/>\n";
+        s += "<circle cx=\"" + svg_number(px(x)) + "\" cy=\"" + svg_number(py(y)) +
+             "\" r=\"3\" fill=\"" + series.color + "\"/>\n";
     }
     s += "<polyline fill=\"none\" stroke=\"" + series.color +
          "\" stroke-width=\"1.8\" stroke-linejoin=\"round\" points=\"" + points + "\"/>\n";
     if (spec.series.size() > 1) {
-      s += "<line x1=\"" + num(lx) + "\" x2=\"" + num(lx + 18) +
+      s += "<line x1=\"" + svg_number(lx) + "\" x2=\"" + svg_number(lx + 18) +
            "\" y1=\"18\" y2=\"18\" stroke=\"" + series.color + "\" stroke-width=\"2.5\"/>\n";
-      s += "<text x=\"" + num(lx + 24) + "\" y=\"22\" fill=\"#333\">" + html_escape(series.label) +
-           "</text>\n";
+      s += "<text x=\"" + svg_number(lx + 24) + "\" y=\"22\" fill=\"#333\">" +
+           html_escape(series.label) + "</text>\n";
       lx += 34 + 6.5 * double(series.label.size());
     }
   }
   return s + "</svg>\n";
+}
+
+std::string svg_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
 }
 
 }  // namespace tandem::tools

@@ -32,4 +32,7 @@ std::string svg_line_chart(const ChartSpec& spec);
 /// `text` with &, <, >, " escaped for HTML and SVG.
 std::string html_escape(const std::string& text);
 
+/// `v` with one decimal, as the charts write coordinates.
+std::string svg_number(double v);
+
 }  // namespace tandem::tools
