@@ -46,6 +46,7 @@ if [ "$sanitize" = thread ]; then
   threaded='FlashEmulated|ThreadPool|Spawn|CpuConv2d|DataLoader|Store|Collectives|Broadcast|ProcessGroup|DDP|BucketPlan'
   threaded+='|DeviceThreads|SavedTensor|Offload|Engine|Hooks|Join|DataParallel|ActivationCheckpoint|AutogradGrad|Pipeline'
   threaded+='|Trace|Launch|Subprocess|TrainCommand|BadInput/Distributed|EndToEnd|tools\.|examples\.'
+  threaded+='|BlockedTime'  # the time a rank's threads wait on communication (blocked_time.h)
   # Not the trainer's one-process runs that check numbers (a resume's bits, the scaler's state,
   # checkpointing's bits): their threads are the pool's and the loader's, raced here by their own
   # tests, for 45 s of CI.
